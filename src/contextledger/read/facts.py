@@ -1,0 +1,32 @@
+"""What one run contributes to the ledger, whichever accounting produced it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+#: Piece kinds, as the reference names them.
+KINDS = ("injection", "skill", "tool")
+
+
+@dataclass
+class RunFacts:
+    """Offers and uses of one run under one accounting mode.
+
+    ``offers`` holds ``(call_index, kind, piece_id, approx_tokens)`` in offer
+    order and ``uses`` ``(kind, piece_id, signal)`` in use order; the order is
+    the reference's row-insertion order, which breaks earn-rate ties.
+    """
+
+    accounting: str
+    metered: bool
+    refused_reason: str | None
+    model_call_count: int
+    metered_call_count: int
+    grouped: bool
+    slice_available: bool
+    offers: list[tuple[int, str, str, int]] = field(default_factory=list)
+    uses: list[tuple[str, str, str]] = field(default_factory=list)
+
+    def offered_pieces(self) -> list[str]:
+        """``kind:id`` of every offered piece, first offer first (``RecordedRun.offeredPieces``)."""
+        return list(dict.fromkeys(f"{kind}:{piece}" for _, kind, piece, _ in self.offers))

@@ -1,0 +1,242 @@
+"""agentfootprint 9.62 ``contextLedger.recordRun``, reproduced with its quirks.
+
+This is the accounting behind ``--mode reference``. It is deliberately wrong
+where the reference is (corpus README, "Things that surprised us"): uses come
+from the final windowed history, grouped mode meters each call twice, a
+wrap-up call offers every tool, a call whose provider reported no usage is
+not metered, and answer-slice credit reads a field slot records never carry.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from contextledger.read.commitlog import ForwardFold, commit_value_at, find_last_writer
+from contextledger.read.facts import RunFacts
+from contextledger.read.jsjson import approx_tokens
+from contextledger.read.snapshot import Bundle, Snapshot
+
+LLM_CALL_SUBFLOW = "sf-llm-call"
+SLOT_KEYS = ("systemPromptInjections", "messagesInjections", "toolsInjections")
+
+
+def _local_stage_id(stage_id: str) -> str:
+    return stage_id.rsplit("/", 1)[-1]
+
+
+def _execution_index(runtime_stage_id: str) -> int:
+    """footprintjs ``parseRuntimeStageId(...).executionIndex`` (NaN sorts as 0)."""
+    _, _, index = runtime_stage_id.rpartition("#")
+    digits = ""
+    for char in index.lstrip():
+        if char.isdigit() or (not digits and char in "+-"):
+            digits += char
+        else:
+            break
+    try:
+        return int(digits)
+    except ValueError:
+        return 0
+
+
+def llm_call_mount_keys(snapshot: Snapshot) -> list[str]:
+    """Grouped-mode ``sf-llm-call#k`` subflow keys in execution order."""
+    keys = [
+        key
+        for key in (snapshot.subflow_results or {})
+        if "#" in key and _local_stage_id(key.split("#")[0]) == LLM_CALL_SUBFLOW
+    ]
+    return sorted(keys, key=_execution_index)
+
+
+def model_call_count(logs: Sequence[Sequence[Bundle]]) -> int:
+    """How many ``call-llm`` stage executions the logs hold (real model calls)."""
+    return len(
+        {
+            bundle.runtime_stage_id
+            for log in logs
+            for bundle in log
+            if _local_stage_id(bundle.stage_id) == "call-llm"
+        }
+    )
+
+
+def is_call_marker(written: set[str]) -> bool:
+    """The reference's call marker: wrote ``totalInputTokens``, not ``userMessage``."""
+    return "totalInputTokens" in written and "userMessage" not in written
+
+
+class _TokenCache:
+    """approx_tokens per element object: the same folded value is offered at many calls."""
+
+    def __init__(self) -> None:
+        self._by_id: dict[int, tuple[Any, int]] = {}
+
+    def __call__(self, element: Any) -> int:
+        hit = self._by_id.get(id(element))
+        if hit is not None and hit[0] is element:
+            return hit[1]
+        tokens = approx_tokens(element)
+        self._by_id[id(element)] = (element, tokens)
+        return tokens
+
+
+def _offers_at_markers(
+    log: Sequence[Bundle],
+    static_tool_names: Sequence[str],
+    offers: list[tuple[int, str, str, int]],
+    first_call_index: int,
+    tokens: _TokenCache,
+) -> int:
+    """Fold one log forward, appending the offers at each call marker; return markers seen."""
+    fold = ForwardFold(("activeInjections", "dynamicToolSchemas"))
+    injections: list[Any] = []
+    schemas: list[Any] = []
+    markers = 0
+    for bundle in log:
+        written = {entry.path for entry in bundle.trace}
+        fold.step(bundle)
+        if "activeInjections" in written and isinstance(fold.values["activeInjections"], list):
+            injections = fold.values["activeInjections"]
+        if "dynamicToolSchemas" in written and isinstance(fold.values["dynamicToolSchemas"], list):
+            schemas = fold.values["dynamicToolSchemas"]
+        if not is_call_marker(written):
+            continue
+        call_index = first_call_index + markers
+        markers += 1
+        for injection in injections:
+            piece_id = injection.get("id") if isinstance(injection, dict) else None
+            if not piece_id:
+                continue
+            kind = "skill" if injection.get("flavor") == "skill" else "injection"
+            offers.append((call_index, kind, _js_key(piece_id), tokens(injection)))
+        offered_tools: set[str] = set()
+        for schema in schemas:
+            name = schema.get("name") if isinstance(schema, dict) else None
+            if not name or _js_key(name) in offered_tools:
+                continue
+            offered_tools.add(_js_key(name))
+            offers.append((call_index, "tool", _js_key(name), tokens(schema)))
+        for name in static_tool_names:
+            if name in offered_tools:
+                continue
+            offered_tools.add(name)
+            offers.append((call_index, "tool", name, 0))
+    return markers
+
+
+def _js_key(value: Any) -> str:
+    """A row id as JavaScript's template string would print it."""
+    if isinstance(value, str):
+        return value
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    from contextledger.read.jsjson import js_number
+
+    if isinstance(value, int | float):
+        return js_number(value)
+    return str(value)
+
+
+def tool_calls_in(history: Any) -> list[str]:
+    """Tool names of every call in the assistant messages of ``history``, in order."""
+    names: list[str] = []
+    if not isinstance(history, list):
+        return names
+    for message in history:
+        if not isinstance(message, dict) or message.get("role") != "assistant":
+            continue
+        calls = message.get("toolCalls")
+        if not isinstance(calls, list):
+            continue
+        for call in calls:
+            name = call.get("name") if isinstance(call, dict) else None
+            if name:
+                names.append(_js_key(name))
+    return names
+
+
+def js_truthy(value: Any) -> bool:
+    """JavaScript truthiness: every object and array is true, even an empty one."""
+    if isinstance(value, dict | list):
+        return True
+    return bool(value)
+
+
+def slice_available(snapshot: Snapshot, log: Sequence[Bundle]) -> bool:
+    """Whether the answer slice can be computed: a tree, and ``finalContent`` was written."""
+    if not js_truthy(snapshot.tree()):
+        return False
+    return find_last_writer(log, "finalContent") is not None
+
+
+def record_run(snapshot: Snapshot, static_tool_names: Sequence[str]) -> RunFacts:
+    """What ``contextLedger().recordRun`` books for one snapshot (reference accounting)."""
+    log = snapshot.commit_log or []
+    mount_keys = llm_call_mount_keys(snapshot)
+    inner_logs = [snapshot.subflow_history(key) or [] for key in mount_keys]
+    calls = model_call_count([log, *inner_logs])
+    facts = RunFacts(
+        accounting="reference",
+        metered=False,
+        refused_reason=None,
+        model_call_count=calls,
+        metered_call_count=0,
+        grouped=bool(mount_keys),
+        slice_available=False,
+    )
+    if not log:
+        facts.refused_reason = "empty commit log"
+        return facts
+    tokens = _TokenCache()
+    markers = 0
+    for offer_log in inner_logs if mount_keys else [log]:
+        markers += _offers_at_markers(offer_log, static_tool_names, facts.offers, markers, tokens)
+    if markers == 0:
+        facts.refused_reason = (
+            "no call marker: no bundle wrote totalInputTokens without userMessage "
+            "(an LLMCall runner, or a provider that reported zero input tokens on every call)"
+        )
+        facts.offers.clear()
+        return facts
+    facts.metered = True
+    facts.metered_call_count = markers
+    last = len(log) - 1
+    facts.uses.extend(
+        ("tool", name, "tool-called") for name in tool_calls_in(commit_value_at(log, last, "history"))
+    )
+    activated = commit_value_at(log, last, "activatedInjectionIds")
+    if isinstance(activated, list):
+        facts.uses.extend(
+            ("skill", skill_id, "skill-activated")
+            for skill_id in activated
+            if isinstance(skill_id, str) and skill_id
+        )
+    facts.slice_available = slice_available(snapshot, log)
+    if facts.slice_available:
+        facts.uses.extend(_reference_slot_credit(snapshot, log))
+    return facts
+
+
+def _reference_slot_credit(snapshot: Snapshot, log: Sequence[Bundle]) -> list[tuple[str, str, str]]:
+    """``answer-slice(slot)`` as 9.62 computes it: it reads ``record.id``, which slot records lack.
+
+    Slot records carry ``sourceId``, so this returns nothing on every real run.
+    A record that did carry an ``id`` would need the slice itself; that case is
+    answered by the corrected accounting's slice (see ``contextledger.read.slice``).
+    """
+    last = len(log) - 1
+    for key in SLOT_KEYS:
+        records = commit_value_at(log, last, key)
+        if isinstance(records, list) and any(
+            isinstance(record, dict) and record.get("id") for record in records
+        ):
+            msg = (
+                "a slot record carries an 'id': the reference would credit it through the "
+                "answer slice, which reference mode does not replay"
+            )
+            raise NotImplementedError(msg)
+    return []
