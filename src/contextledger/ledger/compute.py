@@ -42,18 +42,20 @@ class Ledger:
 
 
 def _empty_frame() -> pl.DataFrame:
-    return pl.DataFrame(schema=pl.Schema(pl.from_arrow(schema.LEDGER.empty_table()).schema))
+    return pl.DataFrame(schema.LEDGER.empty_table())
 
 
 def _finish(frame: pl.DataFrame) -> pl.DataFrame:
     """Fill missing counts, compute earn_rate, order the columns."""
-    return frame.with_columns(
-        [pl.col(name).fill_null(0).cast(pl.Int64) for name in _COUNT_COLUMNS]
-    ).with_columns(
-        earn_rate=pl.when(pl.col("offered") > 0)
-        .then(pl.col("used") / pl.col("offered"))
-        .otherwise(0.0)
-    ).select(LEDGER_COLUMNS)
+    return (
+        frame.with_columns([pl.col(name).fill_null(0).cast(pl.Int64) for name in _COUNT_COLUMNS])
+        .with_columns(
+            earn_rate=pl.when(pl.col("offered") > 0)
+            .then(pl.col("used") / pl.col("offered"))
+            .otherwise(0.0)
+        )
+        .select(LEDGER_COLUMNS)
+    )
 
 
 def compute_ledger(tables: RunTables) -> Ledger:
@@ -66,13 +68,12 @@ def compute_ledger(tables: RunTables) -> Ledger:
     >>> ledger.rows().columns[:3]
     ['id', 'kind', 'offered']
     """
-    runs = pl.from_arrow(tables.runs)
-    assert isinstance(runs, pl.DataFrame)
+    runs = pl.DataFrame(tables.runs)
     metered = runs.filter(pl.col("metered")).select("run_id", "run_order")
     if metered.height == 0:
         return Ledger(_empty_frame(), 0)
-    offers = pl.from_arrow(tables.offers).join(metered, on="run_id")  # type: ignore[union-attr]
-    uses = pl.from_arrow(tables.uses).join(metered, on="run_id")  # type: ignore[union-attr]
+    offers = pl.DataFrame(tables.offers).join(metered, on="run_id")
+    uses = pl.DataFrame(tables.uses).join(metered, on="run_id")
     # Insertion order: runs in order; within a run, offers then uses.
     first_offer = (pl.col("run_order") * 2) * (1 << 31) + pl.col("seq")
     first_use = (pl.col("run_order") * 2 + 1) * (1 << 31) + pl.col("seq")
@@ -107,19 +108,14 @@ def _outcomes_per_piece(tables: RunTables, offers: pl.DataFrame) -> pl.DataFrame
     Labels are listed in the order the reference would have recorded them: by
     the first run (in input order) that carried the label and offered the piece.
     """
-    outcomes = pl.from_arrow(tables.outcomes)
-    assert isinstance(outcomes, pl.DataFrame)
-    outcomes = outcomes.with_row_index("label_position")
+    outcomes = pl.DataFrame(tables.outcomes).with_row_index("label_position")
     pieces = offers.select("run_id", "run_order", "kind", "piece_id").unique()
-    credited = pieces.join(outcomes, on="run_id")
-    per_label = credited.group_by("kind", "piece_id", "label").agg(
-        runs=pl.len(),
-        first=pl.struct("run_order", "label_position").min(),
+    credited = pieces.join(outcomes, on="run_id").sort("run_order", "label_position")
+    per_label = credited.group_by("kind", "piece_id", "label", maintain_order=True).agg(
+        runs=pl.len()
     )
-    return (
-        per_label.sort("first")
-        .group_by("kind", "piece_id", maintain_order=True)
-        .agg(outcomes=pl.struct(pl.col("label"), pl.col("runs").cast(pl.Int64)))
+    return per_label.group_by("kind", "piece_id", maintain_order=True).agg(
+        outcomes=pl.struct(pl.col("label"), pl.col("runs").cast(pl.Int64))
     )
 
 

@@ -24,6 +24,7 @@ class RunFacts:
     metered_call_count: int
     grouped: bool
     slice_available: bool
+    unmetered_kinds: list[str] = field(default_factory=list)
     offers: list[tuple[int, str, str, int]] = field(default_factory=list)
     uses: list[tuple[str, str, str]] = field(default_factory=list)
 

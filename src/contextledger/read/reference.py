@@ -12,13 +12,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from contextledger.read.commitlog import ForwardFold, commit_value_at, find_last_writer
+from contextledger.read.commitlog import ForwardFold, commit_value_at
 from contextledger.read.facts import RunFacts
 from contextledger.read.jsjson import approx_tokens
+from contextledger.read.slice import SLOT_KEYS, AnswerSlice, answer_slice
 from contextledger.read.snapshot import Bundle, Snapshot
 
 LLM_CALL_SUBFLOW = "sf-llm-call"
-SLOT_KEYS = ("systemPromptInjections", "messagesInjections", "toolsInjections")
 
 
 def _local_stage_id(stage_id: str) -> str:
@@ -159,20 +159,6 @@ def tool_calls_in(history: Any) -> list[str]:
     return names
 
 
-def js_truthy(value: Any) -> bool:
-    """JavaScript truthiness: every object and array is true, even an empty one."""
-    if isinstance(value, dict | list):
-        return True
-    return bool(value)
-
-
-def slice_available(snapshot: Snapshot, log: Sequence[Bundle]) -> bool:
-    """Whether the answer slice can be computed: a tree, and ``finalContent`` was written."""
-    if not js_truthy(snapshot.tree()):
-        return False
-    return find_last_writer(log, "finalContent") is not None
-
-
 def record_run(snapshot: Snapshot, static_tool_names: Sequence[str]) -> RunFacts:
     """What ``contextLedger().recordRun`` books for one snapshot (reference accounting)."""
     log = snapshot.commit_log or []
@@ -206,7 +192,8 @@ def record_run(snapshot: Snapshot, static_tool_names: Sequence[str]) -> RunFacts
     facts.metered_call_count = markers
     last = len(log) - 1
     facts.uses.extend(
-        ("tool", name, "tool-called") for name in tool_calls_in(commit_value_at(log, last, "history"))
+        ("tool", name, "tool-called")
+        for name in tool_calls_in(commit_value_at(log, last, "history"))
     )
     activated = commit_value_at(log, last, "activatedInjectionIds")
     if isinstance(activated, list):
@@ -215,28 +202,37 @@ def record_run(snapshot: Snapshot, static_tool_names: Sequence[str]) -> RunFacts
             for skill_id in activated
             if isinstance(skill_id, str) and skill_id
         )
-    facts.slice_available = slice_available(snapshot, log)
-    if facts.slice_available:
-        facts.uses.extend(_reference_slot_credit(snapshot, log))
+    answer = answer_slice(snapshot)
+    facts.slice_available = answer is not None
+    if answer is not None:
+        facts.uses.extend(_reference_slot_credit(log, answer))
     return facts
 
 
-def _reference_slot_credit(snapshot: Snapshot, log: Sequence[Bundle]) -> list[tuple[str, str, str]]:
-    """``answer-slice(slot)`` as 9.62 computes it: it reads ``record.id``, which slot records lack.
-
-    Slot records carry ``sourceId``, so this returns nothing on every real run.
-    A record that did carry an ``id`` would need the slice itself; that case is
-    answered by the corrected accounting's slice (see ``contextledger.read.slice``).
-    """
+def _reference_slot_credit(
+    log: Sequence[Bundle], answer: AnswerSlice
+) -> list[tuple[str, str, str]]:
+    """``answer-slice(slot)`` as 9.62 computes it: every record with an ``id`` in a slot whose
+    last writer is on the slice. Slot records carry ``sourceId``, never ``id``, so on real
+    runs this credits nothing (the corrected accounting matches ``sourceId``)."""
     last = len(log) - 1
+    active = commit_value_at(log, last, "activeInjections")
+    flavor_by_id = {
+        injection["id"]: injection.get("flavor")
+        for injection in (active if isinstance(active, list) else [])
+        if isinstance(injection, dict) and injection.get("id")
+    }
+    credits = []
     for key in SLOT_KEYS:
+        writer, in_slice = answer.slot_last_writers.get(key, (None, False))
+        if writer is None or not in_slice:
+            continue
         records = commit_value_at(log, last, key)
-        if isinstance(records, list) and any(
-            isinstance(record, dict) and record.get("id") for record in records
-        ):
-            msg = (
-                "a slot record carries an 'id': the reference would credit it through the "
-                "answer slice, which reference mode does not replay"
-            )
-            raise NotImplementedError(msg)
-    return []
+        for record in records if isinstance(records, list) else []:
+            piece_id = record.get("id") if isinstance(record, dict) else None
+            if not piece_id:
+                continue
+            flavor = flavor_by_id.get(piece_id, record.get("source"))
+            kind = "skill" if flavor == "skill" else "injection"
+            credits.append((kind, _js_key(piece_id), "answer-slice(slot)"))
+    return credits

@@ -23,10 +23,15 @@ _SNAPSHOT_SUFFIXES = (".json", ".json.gz", ".jsonl", ".jsonl.gz", ".ndjson")
 
 
 class TraceEntry(msgspec.Struct, frozen=True):
-    """One ``{path, verb}`` entry of a bundle's trace."""
+    """One ``{path, verb}`` entry of a bundle's trace.
+
+    ``read_keys`` is the per-write provenance footprintjs records only when the
+    ``writeProvenance`` dial is on; None stands for JavaScript ``undefined``.
+    """
 
     path: str
     verb: str
+    read_keys: tuple[str, ...] | None = msgspec.field(name="readKeys", default=None)
 
 
 class Bundle(msgspec.Struct, rename="camel"):
@@ -120,6 +125,9 @@ class ReadError(Exception):
         self.reason = reason
         self.run_id = run_id
         super().__init__(f"{source}: {reason}")
+
+    def __reduce__(self) -> tuple[type[ReadError], tuple[RunSource, str, str | None]]:
+        return (ReadError, (self.source, self.reason, self.run_id))
 
 
 @dataclass

@@ -215,6 +215,7 @@ def _append_run(
         "refused_reason": facts.refused_reason,
         "model_call_count": facts.model_call_count,
         "metered_call_count": facts.metered_call_count,
+        "unmetered_kinds": facts.unmetered_kinds,
         "grouped": facts.grouped,
         "slice_available": facts.slice_available,
         "static_tool_names_from": names_from,

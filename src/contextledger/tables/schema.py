@@ -21,7 +21,8 @@ RUNS = pa.schema(
         pa.field("refused_reason", pa.string()),  # why a run was not metered
         pa.field("model_call_count", pa.int32(), nullable=False),  # call-llm executions seen
         pa.field("metered_call_count", pa.int32(), nullable=False),  # calls the accounting metered
-        pa.field("grouped", pa.bool_(), nullable=False),  # dynamic-grouped react mode
+        pa.field("unmetered_kinds", pa.list_(pa.string()), nullable=False),  # not metered here
+        pa.field("grouped", pa.bool_(), nullable=False),  # model calls inside sf-llm-call subflows
         pa.field("slice_available", pa.bool_(), nullable=False),
         pa.field("static_tool_names_from", pa.string(), nullable=False),  # wrapper/sidecar/none
         pa.field("static_tool_name_count", pa.int32(), nullable=False),

@@ -1,0 +1,208 @@
+"""Corrected accounting (the default): what each model call was really sent and what this run used.
+
+Where it departs from agentfootprint 9.62 (README, "Where contextledger differs"):
+every ``call-llm`` execution is a metered call, usage reported or not, and
+grouped mode meters it once; a call offers the tools it carried (none on the
+wrap-up call); uses are the tool calls this run executed (appended to
+``history`` by this run, so a window's later drop does not hide them and an
+earlier turn's calls are not counted again) and the skills this run
+activated; injection credit matches slot records by ``sourceId``.
+
+A kind the record cannot answer for is left unmetered for the run, never
+scored as zero: in grouped mode the slots live inside subflows the root slice
+cannot enter, so injections are unmetered there.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+from contextledger.read.commitlog import ABSENT, ForwardFold, commit_value_at
+from contextledger.read.facts import RunFacts
+from contextledger.read.reference import (
+    _local_stage_id,
+    _TokenCache,
+    llm_call_mount_keys,
+    tool_calls_in,
+)
+from contextledger.read.slice import SLOT_KEYS, AnswerSlice, answer_slice
+from contextledger.read.snapshot import Bundle, Run
+
+_CALL_STATE_KEYS = ("activeInjections", "dynamicToolSchemas", "wrapUpAsked")
+
+
+def _model_call_offers(
+    log: Sequence[Bundle],
+    static_tool_names: Sequence[str],
+    facts: RunFacts,
+    tokens: _TokenCache,
+    *,
+    meter_injections: bool,
+) -> None:
+    """Append the offers of every ``call-llm`` execution in ``log`` to ``facts``."""
+    fold = ForwardFold(_CALL_STATE_KEYS)
+    seen_calls: set[str] = set()
+    for bundle in log:
+        is_new_call = (
+            _local_stage_id(bundle.stage_id) == "call-llm"
+            and bundle.runtime_stage_id not in seen_calls
+        )
+        if is_new_call:
+            seen_calls.add(bundle.runtime_stage_id)
+            _offer_call(fold.values, static_tool_names, facts, tokens, meter_injections)
+        fold.step(bundle)
+
+
+def _offer_call(
+    state: dict[str, Any],
+    static_tool_names: Sequence[str],
+    facts: RunFacts,
+    tokens: _TokenCache,
+    meter_injections: bool,
+) -> None:
+    """The pieces in effect as one model call was assembled (callLLM.ts)."""
+    call_index = facts.metered_call_count
+    facts.metered_call_count += 1
+    injections = state["activeInjections"]
+    for injection in injections if isinstance(injections, list) else []:
+        piece_id = injection.get("id") if isinstance(injection, dict) else None
+        if not piece_id or not isinstance(piece_id, str):
+            continue
+        kind = "skill" if injection.get("flavor") == "skill" else "injection"
+        if kind == "injection" and not meter_injections:
+            continue
+        facts.offers.append((call_index, kind, piece_id, tokens(injection)))
+    if state["wrapUpAsked"] is True:
+        return  # the wrap-up request carries no tools
+    schemas = state["dynamicToolSchemas"]
+    if isinstance(schemas, list):
+        carried: set[str] = set()
+        for schema in schemas:
+            name = schema.get("name") if isinstance(schema, dict) else None
+            if not name or not isinstance(name, str) or name in carried:
+                continue
+            carried.add(name)
+            facts.offers.append((call_index, "tool", name, tokens(schema)))
+    else:  # before the tools slot ran, callLLM falls back to the static schemas
+        for name in dict.fromkeys(static_tool_names):
+            facts.offers.append((call_index, "tool", name, 0))
+
+
+def _appended_this_run(log: Sequence[Bundle], key: str) -> list[Any]:
+    """Every element this run added to array ``key``: append tails, and what a later
+    ``set`` added beyond the value it replaced. The seed's ``set`` (carried state) is not new."""
+    added: list[Any] = []
+    fold = ForwardFold((key,))
+    for position, bundle in enumerate(log):
+        before = fold.values[key]
+        for entry in bundle.trace:
+            if entry.path != key:
+                continue
+            if entry.verb == "append" and position > 0:
+                tail = bundle.overwrite.get(key, ABSENT)
+                if isinstance(tail, list):
+                    added.extend(tail)
+        fold.step(bundle)
+        after = fold.values[key]
+        wrote_set = any(e.path == key and e.verb == "set" for e in bundle.trace)
+        if wrote_set and position > 0 and isinstance(after, list):
+            previous = Counter(map(repr, before)) if isinstance(before, list) else Counter()
+            for item in after:
+                if previous[repr(item)]:
+                    previous[repr(item)] -= 1
+                else:
+                    added.append(item)
+    return added
+
+
+def executed_tool_calls(log: Sequence[Bundle]) -> list[str]:
+    """Tool names of the calls this run executed: assistant tool calls appended to ``history``.
+
+    A window's ``compact`` rewrites history with ``set``; what it keeps was
+    appended before, so only append tails are read here.
+    """
+    appended: list[Any] = []
+    for position, bundle in enumerate(log):
+        if position == 0:
+            continue
+        for entry in bundle.trace:
+            if entry.path == "history" and entry.verb == "append":
+                tail = bundle.overwrite.get("history", ABSENT)
+                if isinstance(tail, list):
+                    appended.extend(tail)
+    return tool_calls_in(appended)
+
+
+def meter_run(run: Run, static_tool_names: Sequence[str]) -> RunFacts:
+    """Offers and uses of one run under the corrected accounting."""
+    snapshot = run.snapshot
+    log = snapshot.commit_log or []
+    mount_keys = llm_call_mount_keys(snapshot)
+    facts = RunFacts(
+        accounting="corrected",
+        metered=False,
+        refused_reason=None,
+        model_call_count=0,
+        metered_call_count=0,
+        grouped=bool(mount_keys),
+        slice_available=False,
+    )
+    if not log:
+        facts.refused_reason = "empty commit log"
+        return facts
+    tokens = _TokenCache()
+    call_logs = [snapshot.subflow_history(key) or [] for key in mount_keys] if mount_keys else [log]
+    for call_log in call_logs:
+        _model_call_offers(
+            call_log, static_tool_names, facts, tokens, meter_injections=not mount_keys
+        )
+    facts.model_call_count = facts.metered_call_count
+    if facts.metered_call_count == 0:
+        facts.refused_reason = "no model call: the log holds no call-llm stage"
+        facts.offers.clear()
+        return facts
+    facts.metered = True
+    if mount_keys:
+        facts.unmetered_kinds = ["injection"]
+    facts.uses.extend(("tool", name, "tool-called") for name in executed_tool_calls(log))
+    facts.uses.extend(
+        ("skill", skill_id, "skill-activated")
+        for skill_id in _appended_this_run(log, "activatedInjectionIds")
+        if isinstance(skill_id, str) and skill_id
+    )
+    answer = answer_slice(snapshot)
+    facts.slice_available = answer is not None
+    if answer is not None and not mount_keys:
+        facts.uses.extend(_slot_credit(log, answer))
+    return facts
+
+
+def _slot_credit(log: Sequence[Bundle], answer: AnswerSlice) -> list[tuple[str, str, str]]:
+    """``answer-slice(slot)``: each injection whose slot record (by ``sourceId``) sits in a
+    slot whose last write is on the answer slice, once per run.
+
+    Only records naming an injection in effect at the end count: a registry tool's
+    record in the tools slot also carries a ``sourceId`` but is a tool, credited by
+    its calls.
+    """
+    last = len(log) - 1
+    active = commit_value_at(log, last, "activeInjections")
+    flavor_by_id = {
+        injection["id"]: injection.get("flavor")
+        for injection in (active if isinstance(active, list) else [])
+        if isinstance(injection, dict) and isinstance(injection.get("id"), str)
+    }
+    credited: dict[str, str] = {}
+    for key in SLOT_KEYS:
+        writer, in_slice = answer.slot_last_writers.get(key, (None, False))
+        if writer is None or not in_slice:
+            continue
+        records = commit_value_at(log, last, key)
+        for record in records if isinstance(records, list) else []:
+            source_id = record.get("sourceId") if isinstance(record, dict) else None
+            if isinstance(source_id, str) and source_id in flavor_by_id:
+                kind = "skill" if flavor_by_id[source_id] == "skill" else "injection"
+                credited.setdefault(source_id, kind)
+    return [(kind, piece_id, "answer-slice(slot)") for piece_id, kind in credited.items()]

@@ -1,0 +1,188 @@
+"""The ledger command end to end: formats, outcomes, merge, and bad input that loses nothing."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from contextledger.cli import EXIT_UNREADABLE_INPUT, EXIT_USAGE, main
+
+from .conftest import SAMPLE
+
+SAMPLE_RUNS = len(list(SAMPLE.glob("*.json.gz")))
+
+
+def run(*args: str):
+    return CliRunner().invoke(main, list(args), catch_exceptions=False)
+
+
+@pytest.fixture
+def batch(tmp_path: Path) -> Path:
+    """The sample plus four broken files, in one folder."""
+    folder = tmp_path / "batch"
+    shutil.copytree(SAMPLE, folder)
+    good = (SAMPLE / "s0003-loop.json.gz").read_bytes()
+    (folder / "truncated.json.gz").write_bytes(good[: len(good) // 2])
+    (folder / "invalid.json").write_text('{"commitLog": [', encoding="utf-8")
+    (folder / "not-a-snapshot.json").write_text("[1, 2, 3]", encoding="utf-8")
+    wrong = {"commitLog": [{"trace": "not an array", "overwrite": {}}]}
+    (folder / "wrong-types.json").write_text(json.dumps(wrong), encoding="utf-8")
+    return folder
+
+
+def test_table_lists_rows_and_says_how_many_runs_were_metered_and_refused():
+    result = run("ledger", str(SAMPLE), "--mode", "reference")
+    assert result.exit_code == 0
+    assert "probe_fact" in result.output
+    assert f"{SAMPLE_RUNS - 2} run(s) metered, 2 refused" in result.output
+    assert "no call marker" in result.output
+
+
+def test_json_is_ledger_json_v1_with_the_reference_field_names():
+    result = run("ledger", str(SAMPLE), "--mode", "reference", "--format", "json")
+    document = json.loads(result.stdout)
+    assert document["version"] == 1
+    assert document["runsRecorded"] == SAMPLE_RUNS - 2
+    assert set(document["rows"][0]) == {
+        "id",
+        "kind",
+        "offered",
+        "approxTokensSpent",
+        "used",
+        "usedVia",
+        "runsSeen",
+        "outcomes",
+        "earnRate",
+    }
+
+
+def test_outcome_labels_are_credited_to_every_piece_the_run_offered(tmp_path):
+    labels = tmp_path / "labels.csv"
+    labels.write_text(
+        "run_id,label\ns0001-fact-bench,good\ns0001-fact-bench,reviewed\n", encoding="utf-8"
+    )
+    result = run(
+        "ledger",
+        str(SAMPLE / "s0001-fact-bench.json.gz"),
+        "--mode",
+        "reference",
+        "--format",
+        "json",
+        "--outcomes",
+        str(labels),
+    )
+    rows = json.loads(result.stdout)["rows"]
+    assert {row["id"]: row["outcomes"] for row in rows} == {
+        "probe_fact": {"good": 1, "reviewed": 1},
+        "probe_noise": {"good": 1, "reviewed": 1},
+    }
+
+
+def test_outcomes_also_read_from_json_lines(tmp_path):
+    labels = tmp_path / "labels.jsonl"
+    labels.write_text('{"run_id": "s0001-fact-bench", "label": "bad"}\n', encoding="utf-8")
+    result = run(
+        "ledger",
+        str(SAMPLE / "s0001-fact-bench.json.gz"),
+        "--format",
+        "json",
+        "--outcomes",
+        str(labels),
+    )
+    assert json.loads(result.stdout)["rows"][0]["outcomes"] == {"bad": 1}
+
+
+def test_a_malformed_outcomes_file_is_a_usage_error_naming_the_line(tmp_path):
+    labels = tmp_path / "labels.csv"
+    labels.write_text("run_id,label\ns0001-fact-bench,\n", encoding="utf-8")
+    result = run("ledger", str(SAMPLE), "--outcomes", str(labels))
+    assert result.exit_code == EXIT_USAGE
+    assert f"{labels}:2" in result.stderr
+
+
+def test_bad_files_are_named_without_traceback_and_the_rest_still_counts(batch):
+    result = run("ledger", str(batch), "--mode", "reference", "--format", "json")
+    assert result.exit_code == EXIT_UNREADABLE_INPUT
+    assert json.loads(result.stdout)["runsRecorded"] == SAMPLE_RUNS - 2
+    assert "Traceback" not in result.stderr
+    for name, reason in [
+        ("truncated.json.gz", "gzip"),
+        ("invalid.json", "invalid JSON"),
+        ("not-a-snapshot.json", "not a snapshot"),
+        ("wrong-types.json", "$.commitLog[0].trace"),
+    ]:
+        line = next(line for line in result.stderr.splitlines() if name in line)
+        assert reason in line
+    assert "4 input(s) unreadable" in result.stderr
+
+
+def test_strict_stops_at_the_first_bad_file(batch):
+    result = run("ledger", str(batch), "--strict")
+    assert result.exit_code == EXIT_UNREADABLE_INPUT
+    assert "stopped: --strict" in result.stderr
+    assert result.stdout == ""
+
+
+def test_a_missing_path_is_reported_not_fatal(tmp_path):
+    result = run("ledger", str(SAMPLE), str(tmp_path / "nope.json"))
+    assert result.exit_code == EXIT_UNREADABLE_INPUT
+    assert "no such file" in result.stderr
+
+
+def test_json_lines_input_reads_one_snapshot_per_line_with_line_numbered_run_ids(tmp_path):
+    snapshot = json.loads(gzip.decompress((SAMPLE / "s0001-fact-bench.json.gz").read_bytes()))
+    bare = json.dumps(snapshot["snapshot"])
+    (tmp_path / "runs.jsonl").write_text(f"{bare}\n{bare}\n", encoding="utf-8")
+    sidecar = tmp_path / "static.json"
+    sidecar.write_text(json.dumps({"runs:1": ["extra_tool"]}), encoding="utf-8")
+    result = run(
+        "ledger",
+        str(tmp_path / "runs.jsonl"),
+        "--mode",
+        "reference",
+        "--format",
+        "json",
+        "--static-tools",
+        str(sidecar),
+    )
+    document = json.loads(result.stdout)
+    assert document["runsRecorded"] == 2
+    extra = next(row for row in document["rows"] if row["id"] == "extra_tool")
+    assert (extra["offered"], extra["runsSeen"]) == (21, 1)
+
+
+def test_merge_adds_an_exported_ledger_as_import_json_does(tmp_path):
+    exported = tmp_path / "yesterday.json"
+    exported.write_text(run("ledger", str(SAMPLE), "--format", "json").stdout, encoding="utf-8")
+    once = json.loads(run("ledger", str(SAMPLE), "--format", "json").stdout)
+    twice = json.loads(
+        run("ledger", str(SAMPLE), "--format", "json", "--merge", str(exported)).stdout
+    )
+    assert twice["runsRecorded"] == 2 * once["runsRecorded"]
+    assert [row["offered"] for row in twice["rows"]] == [2 * r["offered"] for r in once["rows"]]
+
+
+def test_an_unknown_ledger_json_version_is_refused_by_name(tmp_path):
+    future = tmp_path / "future.json"
+    future.write_text('{"version": 2, "rows": [], "runsRecorded": 0}', encoding="utf-8")
+    result = run("ledger", str(SAMPLE), "--merge", str(future))
+    assert result.exit_code == EXIT_USAGE
+    assert "unsupported LedgerJSON version 2" in result.stderr
+
+
+@pytest.mark.parametrize("output_format", ["csv", "parquet"])
+def test_csv_and_parquet_hold_the_same_rows_as_the_table(tmp_path, output_format):
+    import polars as pl
+
+    target = tmp_path / f"ledger.{output_format}"
+    result = run("ledger", str(SAMPLE), "--format", output_format, "-o", str(target))
+    assert result.exit_code == 0
+    frame = pl.read_csv(target) if output_format == "csv" else pl.read_parquet(target)
+    as_json = json.loads(run("ledger", str(SAMPLE), "--format", "json").stdout)
+    assert frame.height == len(as_json["rows"])
+    assert frame["earn_rate"].is_sorted()
