@@ -150,3 +150,24 @@ def test_grouped_runs_leave_injections_unmetered_rather_than_unused(corrected):
     offers = pl.DataFrame(corrected.offers).join(runs.select("run_id"), on="run_id")
     assert runs["unmetered_kinds"].to_list() == [["injection"]] * runs.height
     assert offers.filter(pl.col("kind") == "injection").is_empty()
+
+
+def test_each_executed_tool_call_is_attributed_to_the_call_whose_reply_asked_for_it(corrected):
+    uses = pl.DataFrame(corrected.uses).filter(pl.col("kind") == "tool")
+    for run_id, calls in oracle_calls().items():
+        # A call made at index k first reaches the wire of call k + 1.
+        first_seen: dict[str, int] = {}
+        carried: set[str] = set()
+        for position, call in enumerate(calls["wire"]):
+            for role, _, _, tool_calls, _ in call["messages"]:
+                for tool_call in tool_calls or [] if role == "assistant" else []:
+                    if position == 0:
+                        carried.add(tool_call)
+                    first_seen.setdefault(tool_call, position - 1)
+        expected = Counter(
+            (tool_call.split(":", 1)[1], index)
+            for tool_call, index in first_seen.items()
+            if tool_call not in carried
+        )
+        mine = uses.filter(pl.col("run_id") == run_id)
+        assert Counter(mine.select("piece_id", "call_index").iter_rows()) == expected, run_id

@@ -15,6 +15,7 @@ cannot enter, so injections are unmetered there.
 
 from __future__ import annotations
 
+import bisect
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any
@@ -22,6 +23,7 @@ from typing import Any
 from contextledger.read.commitlog import ABSENT, ForwardFold, commit_value_at
 from contextledger.read.facts import RunFacts
 from contextledger.read.reference import (
+    LLM_CALL_SUBFLOW,
     _local_stage_id,
     _TokenCache,
     llm_call_mount_keys,
@@ -90,49 +92,68 @@ def _offer_call(
             facts.offers.append((call_index, "tool", name, 0))
 
 
-def _appended_this_run(log: Sequence[Bundle], key: str) -> list[Any]:
-    """Every element this run added to array ``key``: append tails, and what a later
-    ``set`` added beyond the value it replaced. The seed's ``set`` (carried state) is not new."""
-    added: list[Any] = []
+def _appended_this_run(log: Sequence[Bundle], key: str) -> list[tuple[int, Any]]:
+    """``(bundle position, element)`` for every element this run added to array ``key``:
+    append tails, and what a later ``set`` holds beyond the value it replaced (a window's
+    ``compact`` adds only its drop notice). The seed's ``set`` is carried state, not new."""
+    added: list[tuple[int, Any]] = []
     fold = ForwardFold((key,))
     for position, bundle in enumerate(log):
         before = fold.values[key]
-        for entry in bundle.trace:
-            if entry.path != key:
-                continue
-            if entry.verb == "append" and position > 0:
-                tail = bundle.overwrite.get(key, ABSENT)
-                if isinstance(tail, list):
-                    added.extend(tail)
+        verbs = [entry.verb for entry in bundle.trace if entry.path == key]
         fold.step(bundle)
+        if position == 0 or not verbs:
+            continue
+        for verb in verbs:
+            tail = bundle.overwrite.get(key, ABSENT)
+            if verb == "append" and isinstance(tail, list):
+                added.extend((position, item) for item in tail)
         after = fold.values[key]
-        wrote_set = any(e.path == key and e.verb == "set" for e in bundle.trace)
-        if wrote_set and position > 0 and isinstance(after, list):
+        if "set" in verbs and isinstance(after, list):
             previous = Counter(map(repr, before)) if isinstance(before, list) else Counter()
             for item in after:
                 if previous[repr(item)]:
                     previous[repr(item)] -= 1
                 else:
-                    added.append(item)
+                    added.append((position, item))
     return added
 
 
-def executed_tool_calls(log: Sequence[Bundle]) -> list[str]:
-    """Tool names of the calls this run executed: assistant tool calls appended to ``history``.
-
-    A window's ``compact`` rewrites history with ``set``; what it keeps was
-    appended before, so only append tails are read here.
-    """
-    appended: list[Any] = []
+def _call_positions(log: Sequence[Bundle], grouped: bool) -> list[int]:
+    """Root-log positions at which each model call starts (its call-llm stage, or in grouped
+    mode its sf-llm-call mount), so a later write can be attributed to the call before it."""
+    stage = LLM_CALL_SUBFLOW if grouped else "call-llm"
+    positions, seen = [], set()
     for position, bundle in enumerate(log):
-        if position == 0:
-            continue
-        for entry in bundle.trace:
-            if entry.path == "history" and entry.verb == "append":
-                tail = bundle.overwrite.get("history", ABSENT)
-                if isinstance(tail, list):
-                    appended.extend(tail)
-    return tool_calls_in(appended)
+        if _local_stage_id(bundle.stage_id) == stage and bundle.runtime_stage_id not in seen:
+            seen.add(bundle.runtime_stage_id)
+            positions.append(position)
+    return positions
+
+
+def _uses_by_call(
+    log: Sequence[Bundle], grouped: bool
+) -> list[tuple[str, str, str, int | None]]:
+    """Tool calls this run executed and skills it activated, each with the call that made it.
+
+    A tool call is executed when the assistant message asking for it is appended to
+    ``history`` (a request cut off by the iteration limit never is); the call that made
+    it is the last model call before that write.
+    """
+    calls = _call_positions(log, grouped)
+
+    def call_before(position: int) -> int | None:
+        index = bisect.bisect_right(calls, position) - 1
+        return index if index >= 0 else None
+
+    uses: list[tuple[str, str, str, int | None]] = []
+    for position, message in _appended_this_run(log, "history"):
+        for name in tool_calls_in([message]):
+            uses.append(("tool", name, "tool-called", call_before(position)))
+    for position, skill_id in _appended_this_run(log, "activatedInjectionIds"):
+        if isinstance(skill_id, str) and skill_id:
+            uses.append(("skill", skill_id, "skill-activated", call_before(position)))
+    return uses
 
 
 def meter_run(run: Run, static_tool_names: Sequence[str]) -> RunFacts:
@@ -166,12 +187,7 @@ def meter_run(run: Run, static_tool_names: Sequence[str]) -> RunFacts:
     facts.metered = True
     if mount_keys:
         facts.unmetered_kinds = ["injection"]
-    facts.uses.extend(("tool", name, "tool-called") for name in executed_tool_calls(log))
-    facts.uses.extend(
-        ("skill", skill_id, "skill-activated")
-        for skill_id in _appended_this_run(log, "activatedInjectionIds")
-        if isinstance(skill_id, str) and skill_id
-    )
+    facts.uses.extend(_uses_by_call(log, grouped=bool(mount_keys)))
     answer = answer_slice(snapshot)
     facts.slice_available = answer is not None
     if answer is not None and not mount_keys:
@@ -179,7 +195,9 @@ def meter_run(run: Run, static_tool_names: Sequence[str]) -> RunFacts:
     return facts
 
 
-def _slot_credit(log: Sequence[Bundle], answer: AnswerSlice) -> list[tuple[str, str, str]]:
+def _slot_credit(
+    log: Sequence[Bundle], answer: AnswerSlice
+) -> list[tuple[str, str, str, int | None]]:
     """``answer-slice(slot)``: each injection whose slot record (by ``sourceId``) sits in a
     slot whose last write is on the answer slice, once per run.
 
@@ -205,4 +223,4 @@ def _slot_credit(log: Sequence[Bundle], answer: AnswerSlice) -> list[tuple[str, 
             if isinstance(source_id, str) and source_id in flavor_by_id:
                 kind = "skill" if flavor_by_id[source_id] == "skill" else "injection"
                 credited.setdefault(source_id, kind)
-    return [(kind, piece_id, "answer-slice(slot)") for piece_id, kind in credited.items()]
+    return [(kind, piece_id, "answer-slice(slot)", None) for piece_id, kind in credited.items()]

@@ -13,8 +13,9 @@ class RunFacts:
     """Offers and uses of one run under one accounting mode.
 
     ``offers`` holds ``(call_index, kind, piece_id, approx_tokens)`` in offer
-    order and ``uses`` ``(kind, piece_id, signal)`` in use order; the order is
-    the reference's row-insertion order, which breaks earn-rate ties.
+    order and ``uses`` ``(kind, piece_id, signal, call_index)`` in use order (the
+    call that made the use, None where the use belongs to the run, not a call);
+    the order is the reference's row-insertion order, which breaks earn-rate ties.
     """
 
     accounting: str
@@ -26,7 +27,7 @@ class RunFacts:
     slice_available: bool
     unmetered_kinds: list[str] = field(default_factory=list)
     offers: list[tuple[int, str, str, int]] = field(default_factory=list)
-    uses: list[tuple[str, str, str]] = field(default_factory=list)
+    uses: list[tuple[str, str, str, int | None]] = field(default_factory=list)
 
     def offered_pieces(self) -> list[str]:
         """``kind:id`` of every offered piece, first offer first (``RecordedRun.offeredPieces``)."""

@@ -192,13 +192,13 @@ def record_run(snapshot: Snapshot, static_tool_names: Sequence[str]) -> RunFacts
     facts.metered_call_count = markers
     last = len(log) - 1
     facts.uses.extend(
-        ("tool", name, "tool-called")
+        ("tool", name, "tool-called", None)
         for name in tool_calls_in(commit_value_at(log, last, "history"))
     )
     activated = commit_value_at(log, last, "activatedInjectionIds")
     if isinstance(activated, list):
         facts.uses.extend(
-            ("skill", skill_id, "skill-activated")
+            ("skill", skill_id, "skill-activated", None)
             for skill_id in activated
             if isinstance(skill_id, str) and skill_id
         )
@@ -234,5 +234,5 @@ def _reference_slot_credit(
                 continue
             flavor = flavor_by_id.get(piece_id, record.get("source"))
             kind = "skill" if flavor == "skill" else "injection"
-            credits.append((kind, _js_key(piece_id), "answer-slice(slot)"))
+            credits.append((kind, _js_key(piece_id), "answer-slice(slot)", None))
     return credits

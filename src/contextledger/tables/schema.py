@@ -48,6 +48,7 @@ USES = pa.schema(
         pa.field("kind", pa.string(), nullable=False),
         pa.field("piece_id", pa.string(), nullable=False),
         pa.field("signal", pa.string(), nullable=False),  # tool-called / skill-activated / ...
+        pa.field("call_index", pa.int32()),  # the call that made the use; null: the run's
         pa.field("seq", pa.int32(), nullable=False),  # order of the use within the run
     ]
 )
