@@ -230,9 +230,9 @@ def _append_run(
         offers["piece_id"].append(piece_id)
         offers["approx_tokens"].append(tokens)
         offers["seq"].append(seq)
-    for seq, (kind, piece_id, signal, call_index) in enumerate(facts.uses):
+    for seq, (kind, piece_id, signal, use_call) in enumerate(facts.uses):
         uses["run_id"].append(run.run_id)
-        uses["call_index"].append(call_index)
+        uses["call_index"].append(use_call)
         uses["kind"].append(kind)
         uses["piece_id"].append(piece_id)
         uses["signal"].append(signal)

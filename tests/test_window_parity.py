@@ -1,0 +1,127 @@
+"""Replaying each windowed corpus run under its own policy reproduces the reference exactly.
+
+The reference's answers are in ``oracle/runs.jsonl``: the WindowRecords the
+window stage filed (``window_records``), the SHA-256 of the final history, and,
+for the fact bench, the window its answer call was served (``fact_check``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+from contextledger.read.snapshot import decode_run, iter_documents
+from contextledger.window import policy_from_config, rebuild_messages, replay
+from contextledger.window.messages import RunMessages, window_json
+from contextledger.window.replay import Replay, same_window
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _corpus() -> Path:
+    configured = os.environ.get("CONTEXTLEDGER_CORPUS")
+    return (
+        Path(configured)
+        if configured
+        else REPO.parent / "shared" / "corpus" / "agentfootprint-9.62"
+    )
+
+
+CORPUS = _corpus()
+if not (CORPUS / "oracle" / "runs.jsonl").is_file():
+    pytest.skip(
+        f"window parity needs the reference corpus, not found at {CORPUS} "
+        "(set CONTEXTLEDGER_CORPUS to the agentfootprint-9.62 corpus folder)",
+        allow_module_level=True,
+    )
+
+
+def _oracle() -> list[dict]:
+    with (CORPUS / "oracle" / "runs.jsonl").open(encoding="utf-8") as handle:
+        return [json.loads(line) for line in handle]
+
+
+ORACLE = {row["run_id"]: row for row in _oracle()}
+WINDOWED = [rid for rid, row in ORACLE.items() if (row["scenario"].get("window") or None)]
+
+
+@cache
+def stream_of(run_id: str) -> RunMessages:
+    run = decode_run(next(iter_documents(CORPUS / "runs" / f"{run_id}.json.gz")))
+    return rebuild_messages(run)
+
+
+@cache
+def own_replay(run_id: str) -> Replay:
+    scenario = ORACLE[run_id]["scenario"]
+    policy = policy_from_config(scenario.get("window"), scenario.get("keep_last_tool_results"))
+    return replay(stream_of(run_id), policy)
+
+
+def test_the_corpus_has_185_windowed_runs_and_600_records():
+    assert len(WINDOWED) == 185
+    assert sum(len(ORACLE[rid]["window_records"]) for rid in WINDOWED) == 600
+
+
+@pytest.mark.parametrize("run_id", WINDOWED)
+def test_replaying_the_recorded_policy_reproduces_every_window_record(run_id):
+    assert own_replay(run_id).records == ORACLE[run_id]["window_records"]
+
+
+@pytest.mark.parametrize("run_id", WINDOWED)
+def test_replaying_the_recorded_policy_ends_on_the_recorded_final_history(run_id):
+    final = window_json(own_replay(run_id).final_window)
+    assert (
+        hashlib.sha256(final.encode("utf-8")).hexdigest() == ORACLE[run_id]["final_history_sha256"]
+    )
+
+
+@pytest.mark.parametrize("run_id", WINDOWED)
+def test_replaying_the_recorded_policy_serves_every_call_the_recorded_window(run_id):
+    stream = stream_of(run_id)
+    served = own_replay(run_id).served
+    assert len(served) == len(stream.calls)
+    for window, call in zip(served, stream.calls, strict=True):
+        assert same_window(window, stream.window(call.window_served)), call.ordinal
+
+
+def test_the_token_budget_replays_use_recorded_tokens_only():
+    budget = [
+        rid for rid in WINDOWED if ORACLE[rid]["scenario"]["window"]["strategy"] == "token-budget"
+    ]
+    assert budget
+    assert not any(own_replay(rid).estimated for rid in budget)
+
+
+def test_the_fact_bench_answer_window_holds_13_messages_and_facts_15_and_18():
+    fact_check = ORACLE["s0001-fact-bench"]["fact_check"]
+    answer = own_replay("s0001-fact-bench").served[-1]
+    assert len(answer) == fact_check["answer_window_message_count"] == 13
+    assert [[m.role, m.tool_call_id, m.content] for m in answer] == fact_check["answer_window"]
+    facts = [f"FACT-{i} " for i in fact_check["planted_fact_calls"]]
+    verbatim = [
+        i
+        for i, fact in zip(fact_check["planted_fact_calls"], facts, strict=True)
+        if any(m.role == "tool" and m.content.startswith(fact) for m in answer)
+    ]
+    assert verbatim == fact_check["verbatim_in_answer_window"] == [15, 18]
+
+
+def test_the_fact_bench_keeps_all_six_facts_when_the_model_files_them_as_facts():
+    stream = stream_of("s0001-fact-bench")
+    standings = {
+        m.tool_call_id: "fact" if m.content.startswith("FACT-") else "noise"
+        for m in stream.messages
+        if m.role == "tool"
+    }
+    held = replay(stream, "sliding:keep=6,ledger_facts=4", standings).served[-1]
+    assert sum(m.content.startswith("FACT-") for m in held) == 6
+    off = replay(stream, "sliding:keep=6,ledger_facts=0", standings)
+    assert [window_json(w) for w in off.served] == [
+        window_json(w) for w in own_replay("s0001-fact-bench").served
+    ]
