@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from contextledger.read.commitlog import ABSENT, ForwardFold, commit_value_at
-from contextledger.read.facts import RunFacts
+from contextledger.read.facts import RunFacts, Use
 from contextledger.read.reference import (
     LLM_CALL_SUBFLOW,
     _local_stage_id,
@@ -131,9 +131,7 @@ def _call_positions(log: Sequence[Bundle], grouped: bool) -> list[int]:
     return positions
 
 
-def _uses_by_call(
-    log: Sequence[Bundle], grouped: bool
-) -> list[tuple[str, str, str, int | None]]:
+def _uses_by_call(log: Sequence[Bundle], grouped: bool) -> list[Use]:
     """Tool calls this run executed and skills it activated, each with the call that made it.
 
     A tool call is executed when the assistant message asking for it is appended to
@@ -146,7 +144,7 @@ def _uses_by_call(
         index = bisect.bisect_right(calls, position) - 1
         return index if index >= 0 else None
 
-    uses: list[tuple[str, str, str, int | None]] = []
+    uses: list[Use] = []
     for position, message in _appended_this_run(log, "history"):
         for name in tool_calls_in([message]):
             uses.append(("tool", name, "tool-called", call_before(position)))
@@ -195,9 +193,7 @@ def meter_run(run: Run, static_tool_names: Sequence[str]) -> RunFacts:
     return facts
 
 
-def _slot_credit(
-    log: Sequence[Bundle], answer: AnswerSlice
-) -> list[tuple[str, str, str, int | None]]:
+def _slot_credit(log: Sequence[Bundle], answer: AnswerSlice) -> list[Use]:
     """``answer-slice(slot)``: each injection whose slot record (by ``sourceId``) sits in a
     slot whose last write is on the answer slice, once per run.
 

@@ -4,6 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+#: ``(call_index, kind, piece_id, approx_tokens)``: one piece offered at one model call.
+Offer = tuple[int, str, str, int]
+#: ``(kind, piece_id, signal, call_index)``: one use (call_index None: the run's, not a call's).
+Use = tuple[str, str, str, int | None]
+
 #: Piece kinds, as the reference names them.
 KINDS = ("injection", "skill", "tool")
 
@@ -26,8 +31,8 @@ class RunFacts:
     grouped: bool
     slice_available: bool
     unmetered_kinds: list[str] = field(default_factory=list)
-    offers: list[tuple[int, str, str, int]] = field(default_factory=list)
-    uses: list[tuple[str, str, str, int | None]] = field(default_factory=list)
+    offers: list[Offer] = field(default_factory=list)
+    uses: list[Use] = field(default_factory=list)
 
     def offered_pieces(self) -> list[str]:
         """``kind:id`` of every offered piece, first offer first (``RecordedRun.offeredPieces``)."""

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from contextledger.read.commitlog import ForwardFold, commit_value_at
-from contextledger.read.facts import RunFacts
+from contextledger.read.facts import Offer, RunFacts, Use
 from contextledger.read.jsjson import approx_tokens
 from contextledger.read.slice import SLOT_KEYS, AnswerSlice, answer_slice
 from contextledger.read.snapshot import Bundle, Snapshot
@@ -85,7 +85,7 @@ class _TokenCache:
 def _offers_at_markers(
     log: Sequence[Bundle],
     static_tool_names: Sequence[str],
-    offers: list[tuple[int, str, str, int]],
+    offers: list[Offer],
     first_call_index: int,
     tokens: _TokenCache,
 ) -> int:
@@ -209,9 +209,7 @@ def record_run(snapshot: Snapshot, static_tool_names: Sequence[str]) -> RunFacts
     return facts
 
 
-def _reference_slot_credit(
-    log: Sequence[Bundle], answer: AnswerSlice
-) -> list[tuple[str, str, str]]:
+def _reference_slot_credit(log: Sequence[Bundle], answer: AnswerSlice) -> list[Use]:
     """``answer-slice(slot)`` as 9.62 computes it: every record with an ``id`` in a slot whose
     last writer is on the slice. Slot records carry ``sourceId``, never ``id``, so on real
     runs this credits nothing (the corrected accounting matches ``sourceId``)."""
@@ -222,7 +220,7 @@ def _reference_slot_credit(
         for injection in (active if isinstance(active, list) else [])
         if isinstance(injection, dict) and injection.get("id")
     }
-    credits = []
+    credits: list[Use] = []
     for key in SLOT_KEYS:
         writer, in_slice = answer.slot_last_writers.get(key, (None, False))
         if writer is None or not in_slice:
