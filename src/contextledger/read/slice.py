@@ -31,7 +31,7 @@ EdgeAttribution = Literal["stage", "per-write"]
 _MAX_ARRAY_INDEX = 2**32 - 1
 
 
-def _js_truthy(value: Any) -> bool:
+def js_truthy(value: Any) -> bool:
     """JavaScript truthiness: unlike Python, empty objects and arrays are true."""
     if value is None or value is False:
         return False
@@ -91,12 +91,12 @@ def keys_read_from_execution_tree(tree: Any) -> dict[str, list[str]]:
         # A non-string id could never match a bundle's string id, so skip it.
         if isinstance(runtime_stage_id, str) and runtime_stage_id:
             stage_reads = node.get("stageReads")
-            if _js_truthy(stage_reads):
+            if js_truthy(stage_reads):
                 keys = _js_object_keys(stage_reads)
                 if keys:
                     by_step[runtime_stage_id] = keys
         following = node.get("next")
-        if _js_truthy(following):
+        if js_truthy(following):
             stack.append(following)
         children = node.get("children")
         if isinstance(children, list):
@@ -302,10 +302,11 @@ def answer_slice(source: Snapshot | Sequence[Bundle], tree: Any = None) -> Answe
     """
     if isinstance(source, Snapshot):
         log: Sequence[Bundle] = source.commit_log or []
-        tree = source.tree()
+        keys_read = source.keys_read()
     else:
         log = source
-    if not _js_truthy(tree) or not log:
+        keys_read = keys_read_from_execution_tree(tree) if js_truthy(tree) else None
+    if keys_read is None or not log:
         return None
     index = LogIndex(log)
     writer_position = index.last_writer(ANSWER_KEY)
@@ -314,7 +315,7 @@ def answer_slice(source: Snapshot | Sequence[Bundle], tree: Any = None) -> Answe
     root = causal_chain(
         log,
         log[writer_position].runtime_stage_id,
-        keys_read_from_execution_tree(tree),
+        keys_read,
         edge_attribution="per-write",
         root_link_keys=[ANSWER_KEY],
         index=index,

@@ -64,9 +64,21 @@ class RunTables:
         return RunTables(self.mode, self.runs, self.offers, self.uses, combined, self.problems)
 
 
+@dataclass(frozen=True)
+class _RunRow:
+    """What a worker sends back for one run: small, so no snapshot crosses processes."""
+
+    run_id: str
+    source: RunSource
+    runner_kind: str | None
+    static_tool_names_from: str
+    static_tool_name_count: int
+    facts: RunFacts
+
+
 @dataclass
 class _FileResult:
-    runs: list[tuple[Run, RunFacts, str]] = field(default_factory=list)
+    runs: list[_RunRow] = field(default_factory=list)
     problems: list[ReadProblem] = field(default_factory=list)
 
 
@@ -101,8 +113,9 @@ def _read_file(
                     raise ReadError(document.source, reason) from None
                 result.problems.append(_problem(document.source, reason, None))
                 continue
-            run.static_tool_names = names
-            result.runs.append((run, facts, names_from))
+            result.runs.append(
+                _RunRow(run.run_id, run.source, run.runner_kind, names_from, len(names), facts)
+            )
     except ReadError as error:
         if strict:
             raise
@@ -183,8 +196,8 @@ def read_runs(
         for problem in result.problems:
             for name in schema.PROBLEMS.names:
                 problems[name].append(getattr(problem, name))
-        for run, facts, names_from in result.runs:
-            _append_run(runs, offers, uses, run, facts, names_from, order)
+        for row in result.runs:
+            _append_run(runs, offers, uses, row, order)
             order += 1
     return RunTables(
         mode=mode,
@@ -199,11 +212,10 @@ def _append_run(
     runs: dict[str, list[Any]],
     offers: dict[str, list[Any]],
     uses: dict[str, list[Any]],
-    run: Run,
-    facts: RunFacts,
-    names_from: str,
+    run: _RunRow,
     order: int,
 ) -> None:
+    facts = run.facts
     row = {
         "run_id": run.run_id,
         "run_order": order,
@@ -218,8 +230,8 @@ def _append_run(
         "unmetered_kinds": facts.unmetered_kinds,
         "grouped": facts.grouped,
         "slice_available": facts.slice_available,
-        "static_tool_names_from": names_from,
-        "static_tool_name_count": len(run.static_tool_names or []),
+        "static_tool_names_from": run.static_tool_names_from,
+        "static_tool_name_count": run.static_tool_name_count,
     }
     for name, value in row.items():
         runs[name].append(value)
