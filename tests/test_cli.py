@@ -186,3 +186,16 @@ def test_csv_and_parquet_hold_the_same_rows_as_the_table(tmp_path, output_format
     as_json = json.loads(run("ledger", str(SAMPLE), "--format", "json").stdout)
     assert frame.height == len(as_json["rows"])
     assert frame["earn_rate"].is_sorted()
+
+
+def test_outcomes_prints_the_association_table_and_says_it_is_not_cause():
+    result = run("outcomes", str(SAMPLE), "--outcomes", str(SAMPLE.parent / "sample-outcomes.csv"))
+    assert result.exit_code == 0
+    assert "Association, not cause" in result.output
+    assert "share_with_label" in result.output
+
+
+def test_the_table_shows_an_interval_and_whether_the_row_is_judged_yet():
+    result = run("ledger", str(SAMPLE / "s0001-fact-bench.json.gz"), "--min-offers", "22")
+    assert "[0.14, 0.5]" in result.output  # probe_fact: 6 uses in 21 offers
+    assert "judged" in result.output and "false" in result.output

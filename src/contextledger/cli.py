@@ -16,6 +16,7 @@ import polars as pl
 
 from contextledger.ledger import ledgerjson
 from contextledger.ledger.compute import Ledger, compute_ledger, merge_ledgers
+from contextledger.ledger.stats import DEFAULT_MIN_OFFERS, outcome_association, with_uncertainty
 from contextledger.read.snapshot import ReadError
 from contextledger.tables.build import (
     ACCOUNTING_MODES,
@@ -105,6 +106,12 @@ def _printable(rows: pl.DataFrame) -> pl.DataFrame:
         .list.eval(pl.concat_str(outcome.field("label"), pl.lit("="), outcome.field("runs")))
         .list.join(" "),
         earn_rate="earn_rate",
+        earn_rate_95ci=pl.when(pl.col("earn_rate_low").is_not_null()).then(
+            pl.format(
+                "[{}, {}]", pl.col("earn_rate_low").round(2), pl.col("earn_rate_high").round(2)
+            )
+        ),
+        judged="judged",
     )
 
 
@@ -147,6 +154,13 @@ def _printable(rows: pl.DataFrame) -> pl.DataFrame:
     type=click.Path(dir_okay=False),
     help="A LedgerJSON v1 file to add in (importJSON); may repeat.",
 )
+@click.option(
+    "--min-offers",
+    type=click.IntRange(min=1),
+    default=DEFAULT_MIN_OFFERS,
+    show_default=True,
+    help="Rows offered fewer times are marked not yet judged (the gate's minOffers).",
+)
 @click.option("--strict", is_flag=True, help="Stop at the first unreadable input.")
 def ledger(
     paths: tuple[str, ...],
@@ -156,11 +170,15 @@ def ledger(
     output: str | None,
     static_tools_file: str | None,
     merge_files: tuple[str, ...],
+    min_offers: int,
     strict: bool,
 ) -> None:
     """Print the context ledger of the runs under PATHS, worst earn rate first.
 
-    PATHS are snapshot files (.json, .json.gz, JSON Lines) or directories.
+    PATHS are snapshot files (.json, .json.gz, JSON Lines) or directories. Table,
+    CSV and Parquet add a 95% Wilson interval on each earn rate (none where a
+    piece was used more often than offered) and whether it rests on enough
+    offers to be judged; JSON is LedgerJSON v1, as the reference writes it.
     """
     tables = _read_inputs(paths, mode, static_tools_file, outcomes_file, strict)
     result = compute_ledger(tables)
@@ -169,13 +187,61 @@ def ledger(
     except (OSError, ValueError) as error:
         _fail(str(error))
     result = merge_ledgers([*merged, result]) if merge_files else result
-    _write_ledger(result, output_format, output, _summary(tables))
+    _write_ledger(result, output_format, output, _summary(tables), min_offers)
     if tables.problems.num_rows:
         sys.exit(EXIT_UNREADABLE_INPUT)
 
 
-def _write_ledger(result: Ledger, output_format: str, output: str | None, summary: str) -> None:
-    rows = result.rows()
+@main.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path())
+@click.option(
+    "--outcomes",
+    "outcomes_file",
+    required=True,
+    type=click.Path(dir_okay=False),
+    help="CSV or JSON Lines of run_id,label; a run may carry several labels.",
+)
+@click.option("--mode", type=click.Choice(ACCOUNTING_MODES), default="corrected", show_default=True)
+@click.option(
+    "--format",
+    "output_format",
+    type=click.Choice(["table", "csv", "json"]),
+    default="table",
+    show_default=True,
+)
+@click.option("--strict", is_flag=True, help="Stop at the first unreadable input.")
+def outcomes(
+    paths: tuple[str, ...], outcomes_file: str, mode: str, output_format: str, strict: bool
+) -> None:
+    """Per piece and label: how often runs that offered it carried the label, against the
+    base rate over all labelled runs. Association, not cause."""
+    tables = _read_inputs(paths, mode, None, outcomes_file, strict)
+    frame = outcome_association(tables)
+    if output_format == "csv":
+        click.echo(frame.write_csv(), nl=False)
+    elif output_format == "json":
+        click.echo(frame.write_ndjson(), nl=False)
+    else:
+        with pl.Config(
+            tbl_rows=-1,
+            tbl_cols=-1,
+            tbl_width_chars=200,
+            tbl_hide_dataframe_shape=True,
+            tbl_hide_column_data_types=True,
+        ):
+            click.echo(frame)
+        click.echo(
+            "Association, not cause: a piece offered in runs that went well did not make "
+            "them go well.\n" + _summary(tables)
+        )
+    if tables.problems.num_rows:
+        sys.exit(EXIT_UNREADABLE_INPUT)
+
+
+def _write_ledger(
+    result: Ledger, output_format: str, output: str | None, summary: str, min_offers: int
+) -> None:
+    rows = with_uncertainty(result.rows(), min_offers=min_offers)
     if output_format == "parquet":
         if not output:
             _fail("--format parquet needs -o FILE")
@@ -205,3 +271,177 @@ def _write_ledger(result: Ledger, output_format: str, output: str | None, summar
         click.echo(text, nl=False)
         if output_format != "table":
             click.echo(summary, err=True)
+
+
+def _nested_as_json(frame: pl.DataFrame) -> pl.DataFrame:
+    """List and struct columns as JSON text, for CSV (which holds only flat values)."""
+    import json
+
+    def encode(value: object) -> str | None:
+        return None if value is None else json.dumps(value, default=str, ensure_ascii=False)
+
+    nested = [name for name, dtype in frame.schema.items() if dtype.is_nested()]
+    return frame.with_columns(
+        pl.Series(name, [encode(value) for value in frame[name].to_list()], dtype=pl.String)
+        for name in nested
+    )
+
+
+@main.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path())
+@click.argument("query")
+@click.option(
+    "--mode",
+    type=click.Choice(ACCOUNTING_MODES),
+    default="corrected",
+    show_default=True,
+    help="corrected: what each call was really sent and used; "
+    "reference: agentfootprint 9.62's numbers, quirks included.",
+)
+@click.option(
+    "--outcomes",
+    "outcomes_file",
+    type=click.Path(dir_okay=False),
+    help="CSV or JSON Lines of run_id,label; a run may carry several labels.",
+)
+@click.option(
+    "--format",
+    "output_format",
+    type=click.Choice(["table", "csv", "json"]),
+    default="table",
+    show_default=True,
+)
+def sql(
+    paths: tuple[str, ...], query: str, mode: str, outcomes_file: str | None, output_format: str
+) -> None:
+    """Run QUERY (DuckDB SQL, the last argument) over the runs under PATHS and print the result.
+
+    Tables: runs, offers, uses, outcomes. Views: ledger (insertion order), ledger_rows
+    (worst earn rate first), and the steps between them (see contextledger/ledger/sql).
+    """
+    import duckdb
+
+    from contextledger.ledger.duckdb_views import connect
+
+    tables = _read_inputs(paths, mode, None, outcomes_file, False)
+    con = connect(tables)
+    result: pl.DataFrame | None = None
+    try:
+        relation = con.sql(query)
+        result = relation.pl() if relation is not None else None
+    except duckdb.Error as error:
+        _fail(f"SQL error: {error}")
+    finally:
+        con.close()
+    if result is not None:
+        if output_format == "json":
+            text = result.write_json() + "\n"
+        elif output_format == "csv":
+            text = _nested_as_json(result).write_csv()
+        else:
+            with pl.Config(
+                tbl_rows=-1,
+                tbl_cols=-1,
+                tbl_width_chars=200,
+                fmt_str_lengths=60,
+                tbl_hide_dataframe_shape=True,
+                tbl_hide_column_data_types=True,
+            ):
+                text = f"{result}\n"
+        click.echo(text, nl=False)
+    if tables.problems.num_rows:
+        sys.exit(EXIT_UNREADABLE_INPUT)
+
+
+@main.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path())
+@click.option(
+    "--min-offers",
+    type=click.IntRange(min=0),
+    default=5,
+    show_default=True,
+    help="Judge a piece only once earlier runs offered it this many times.",
+)
+@click.option(
+    "--floor",
+    "earn_rate_floor",
+    type=float,
+    default=0.05,
+    show_default=True,
+    help="Demote a piece whose earn rate over earlier runs is below this.",
+)
+@click.option(
+    "--refresh-every",
+    type=click.IntRange(min=0),
+    default=10,
+    show_default=True,
+    help="Parole: a demoted piece passes at every Nth demotion (0: never).",
+)
+@click.option(
+    "--mode",
+    type=click.Choice(ACCOUNTING_MODES),
+    default="corrected",
+    show_default=True,
+    help="corrected: what each call was really sent and used; "
+    "reference: agentfootprint 9.62's numbers, quirks included.",
+)
+@click.option(
+    "--format",
+    "output_format",
+    type=click.Choice(["table", "json", "csv"]),
+    default="table",
+    show_default=True,
+)
+def gates(
+    paths: tuple[str, ...],
+    min_offers: int,
+    earn_rate_floor: float,
+    refresh_every: int,
+    mode: str,
+    output_format: str,
+) -> None:
+    """What agentfootprint's ledger gates would have left out of the runs under PATHS.
+
+    Runs are replayed in input order, each judged by the ledger of the runs before it:
+    per piece, the approx tokens the gates would have saved, the offers they would have
+    left out and the uses that would have cost. Table: pieces the ledger demoted.
+    """
+    import json
+
+    from contextledger.ledger.gates import ATTRIBUTION_NOTE, describe_total, gate_what_if
+
+    tables = _read_inputs(paths, mode, None, None, False)
+    pieces, total = gate_what_if(
+        tables,
+        min_offers=min_offers,
+        earn_rate_floor=earn_rate_floor,
+        refresh_every=refresh_every,
+    )
+    summary = f"{describe_total(total)}\n{_summary(tables)}"
+    if output_format == "json":
+        document = {
+            "total": total.row(0, named=True),
+            "pieces": pieces.to_dicts(),
+            "note": ATTRIBUTION_NOTE,
+        }
+        click.echo(json.dumps(document, indent=2))
+        click.echo(_summary(tables), err=True)
+    elif output_format == "csv":
+        click.echo(pieces.write_csv(), nl=False)
+        click.echo(summary, err=True)
+    else:
+        touched = (pl.col("offers_demoted") + pl.col("uses_lost") + pl.col("uses_at_risk")) > 0
+        shown = pieces.filter(touched)
+        with pl.Config(
+            tbl_rows=-1,
+            tbl_cols=-1,
+            tbl_width_chars=200,
+            tbl_hide_dataframe_shape=True,
+            tbl_hide_column_data_types=True,
+        ):
+            click.echo(f"{shown}")
+        hidden = pieces.height - shown.height
+        click.echo(f"({hidden} other piece(s) never demoted; --format csv lists every piece)")
+        click.echo(summary)
+    if tables.problems.num_rows:
+        sys.exit(EXIT_UNREADABLE_INPUT)

@@ -125,14 +125,17 @@ class Snapshot(msgspec.Struct, rename="camel"):
         return keys_read_from_execution_tree(tree) if js_truthy(tree) else None
 
 
-class _Document(Snapshot, rename="camel"):
+class _Document(msgspec.Struct, rename="camel"):
     """A bare snapshot, or the corpus wrapper around one: decoded in a single pass."""
 
     run_id: str | None = msgspec.field(name="run_id", default=None)
     static_tool_names: list[str] | None = msgspec.field(name="static_tool_names", default=None)
     runner_kind: str | None = msgspec.field(name="runner_kind", default=None)
-    snapshot: Snapshot | None | msgspec.UnsetType = msgspec.UNSET
-    commit_log: list[Bundle] | None | msgspec.UnsetType = msgspec.UNSET
+    snapshot: Snapshot | msgspec.UnsetType | None = msgspec.UNSET
+    commit_log: list[Bundle] | msgspec.UnsetType | None = msgspec.UNSET
+    execution_tree: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw)
+    subflow_results: dict[str, msgspec.Raw] | None = None
+    commit_values: str | None = None
 
     def inner(self) -> Snapshot | None:
         """The snapshot this document carries, or None when it is not a snapshot."""

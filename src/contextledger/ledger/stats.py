@@ -1,0 +1,121 @@
+"""How far to trust an earn rate, and how pieces line up with outcomes: what the reference lacks.
+
+An earn rate from 3 offers and one from 3,000 print the same; the Wilson interval
+says which one to believe, and a row offered fewer times than the gate's
+``minOffers`` is marked as not yet judged. Outcome shares are association: a
+piece offered in runs that went well did not make them go well.
+"""
+
+from __future__ import annotations
+
+import math
+
+import polars as pl
+
+from contextledger.tables.build import RunTables
+
+#: Two-sided 95% normal quantile.
+Z_95 = 1.959963984540054
+#: The reference gate's default: below this many offers a piece is not judged.
+DEFAULT_MIN_OFFERS = 5
+
+
+def wilson_interval(used: int, offered: int, z: float = Z_95) -> tuple[float, float] | None:
+    """95% Wilson score interval for ``used / offered``; None when it is no proportion.
+
+    None when nothing was offered, or when ``used > offered`` (several calls per
+    offer: a rate, not a share of offers).
+
+    >>> [round(bound, 4) for bound in wilson_interval(2, 21)]
+    [0.0265, 0.2891]
+    """
+    if offered <= 0 or used > offered:
+        return None
+    share = used / offered
+    z2 = z * z
+    centre = (share + z2 / (2 * offered)) / (1 + z2 / offered)
+    half = z / (1 + z2 / offered) * math.sqrt(share * (1 - share) / offered + z2 / (4 * offered**2))
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def with_uncertainty(rows: pl.DataFrame, *, min_offers: int = DEFAULT_MIN_OFFERS) -> pl.DataFrame:
+    """Ledger rows plus ``earn_rate_low`` / ``earn_rate_high`` (95% Wilson) and ``judged``.
+
+    ``judged`` is False below ``min_offers`` offers, where the gate would not act yet.
+    The bounds are null where ``used > offered`` (see :func:`wilson_interval`).
+
+    >>> frame = pl.DataFrame({"offered": [21, 3, 4], "used": [2, 1, 9]})
+    >>> with_uncertainty(frame).select("earn_rate_low", "judged").rows()
+    [(0.02651..., True), (0.06149..., False), (None, False)]
+    """
+    z2 = Z_95 * Z_95
+    offered = pl.col("offered").cast(pl.Float64)
+    share = pl.col("used") / offered
+    centre = (share + z2 / (2 * offered)) / (1 + z2 / offered)
+    half = (
+        Z_95 / (1 + z2 / offered) * (share * (1 - share) / offered + z2 / (4 * offered**2)).sqrt()
+    )
+    is_proportion = (pl.col("offered") > 0) & (pl.col("used") <= pl.col("offered"))
+    return rows.with_columns(
+        earn_rate_low=pl.when(is_proportion).then(pl.max_horizontal(centre - half, 0.0)),
+        earn_rate_high=pl.when(is_proportion).then(pl.min_horizontal(centre + half, 1.0)),
+        judged=pl.col("offered") >= min_offers,
+    )
+
+
+def outcome_association(tables: RunTables) -> pl.DataFrame:
+    """Per piece and label: the share of labelled runs that offered it carrying the label,
+    against the base rate over all labelled metered runs. Association, not cause.
+
+    Columns: ``kind, id, label, runs_offered, runs_offered_with_label,
+    share_with_label, runs_labelled, runs_labelled_with_label, base_rate,
+    share_minus_base``. ``runs_offered`` counts labelled metered runs that offered
+    the piece; a run with several labels counts once in each denominator.
+    """
+    runs = pl.DataFrame(tables.runs).filter(pl.col("metered")).select("run_id")
+    outcomes = pl.DataFrame(tables.outcomes).unique().join(runs, on="run_id")
+    labelled = outcomes.select("run_id").unique()
+    pieces = (
+        pl.DataFrame(tables.offers)
+        .select("run_id", "kind", "piece_id")
+        .unique()
+        .join(labelled, on="run_id")
+    )
+    base = outcomes.group_by("label").agg(runs_labelled_with_label=pl.len())
+    runs_labelled = labelled.height
+    offered = pieces.group_by("kind", "piece_id").agg(runs_offered=pl.len())
+    with_label = (
+        pieces.join(outcomes, on="run_id")
+        .group_by("kind", "piece_id", "label")
+        .agg(runs_offered_with_label=pl.len())
+    )
+    grid = offered.join(base.select("label"), how="cross")
+    return (
+        grid.join(with_label, on=["kind", "piece_id", "label"], how="left")
+        .join(base, on="label")
+        .with_columns(
+            pl.col("runs_offered_with_label").fill_null(0).cast(pl.Int64),
+            pl.col("runs_offered").cast(pl.Int64),
+            pl.col("runs_labelled_with_label").cast(pl.Int64),
+            runs_labelled=pl.lit(runs_labelled, dtype=pl.Int64),
+        )
+        .with_columns(
+            share_with_label=pl.col("runs_offered_with_label") / pl.col("runs_offered"),
+            base_rate=pl.col("runs_labelled_with_label") / pl.col("runs_labelled"),
+        )
+        .with_columns(share_minus_base=pl.col("share_with_label") - pl.col("base_rate"))
+        .rename({"piece_id": "id"})
+        .select(
+            "kind",
+            "id",
+            "label",
+            "runs_offered",
+            "runs_offered_with_label",
+            "share_with_label",
+            "runs_labelled",
+            "runs_labelled_with_label",
+            "base_rate",
+            "share_minus_base",
+        )
+        .sort("label", "share_minus_base", "kind", "id")
+    )

@@ -1,0 +1,90 @@
+"""Earn-rate intervals and outcome association, on hand-made counts and on the corpus."""
+
+from __future__ import annotations
+
+import json
+
+import polars as pl
+import pyarrow as pa
+import pytest
+
+from contextledger.ledger.compute import compute_ledger
+from contextledger.ledger.stats import outcome_association, wilson_interval, with_uncertainty
+from contextledger.tables.build import read_runs
+
+from .conftest import oracle_runs, require_corpus
+
+
+def test_wilson_interval_of_no_successes_reaches_z_squared_over_n_plus_z_squared():
+    low, high = wilson_interval(0, 10)
+    assert low == 0.0
+    assert high == pytest.approx(3.841458820694124 / 13.841458820694124)
+
+
+def test_wilson_interval_is_symmetric_for_all_successes():
+    low, high = wilson_interval(10, 10)
+    assert (low, high) == pytest.approx((1 - 3.841458820694124 / 13.841458820694124, 1.0))
+
+
+def test_more_uses_than_offers_is_a_rate_with_no_proportion_interval():
+    assert wilson_interval(7, 6) is None
+    assert wilson_interval(0, 0) is None
+
+
+def test_rows_below_min_offers_are_not_yet_judged():
+    frame = with_uncertainty(pl.DataFrame({"offered": [4, 5], "used": [0, 0]}), min_offers=5)
+    assert frame["judged"].to_list() == [False, True]
+
+
+def test_the_frame_interval_equals_the_scalar_interval_on_every_corpus_row():
+    rows = with_uncertainty(compute_ledger(read_runs(require_corpus() / "runs")).rows())
+    for used, offered, low, high in rows.select(
+        "used", "offered", "earn_rate_low", "earn_rate_high"
+    ).iter_rows():
+        expected = wilson_interval(used, offered)
+        if expected is None:
+            assert (low, high) == (None, None)
+        else:
+            assert (low, high) == pytest.approx(expected, abs=1e-12)
+            assert low <= used / offered <= high
+
+
+@pytest.fixture(scope="module")
+def labelled_reference():
+    labels = pa.table(
+        {
+            "run_id": list(oracle_runs()),
+            "label": [row["outcome_label"] for row in oracle_runs().values()],
+        }
+    )
+    return read_runs(require_corpus() / "runs", mode="reference").with_outcomes(labels)
+
+
+def test_association_counts_agree_with_the_reference_outcome_tallies(labelled_reference):
+    """runs_offered_with_label is the reference's outcomes[label]; runs_offered its runsSeen."""
+    ledger = json.loads((require_corpus() / "oracle" / "ledger.json").read_text())
+    association = outcome_association(labelled_reference)
+    for row in ledger["rows"]:
+        if row["runsSeen"] == 0:
+            continue
+        mine = association.filter((pl.col("kind") == row["kind"]) & (pl.col("id") == row["id"]))
+        assert set(mine["runs_offered"].to_list()) == {row["runsSeen"]}
+        counts = {label: n for label, n in mine.select("label", "runs_offered_with_label").rows()}
+        assert {k: v for k, v in counts.items() if v} == row["outcomes"]
+
+
+def test_base_rates_are_the_label_shares_of_all_labelled_metered_runs(labelled_reference):
+    association = outcome_association(labelled_reference)
+    metered = {run_id for run_id, row in oracle_runs().items() if row["record_run"] is not None}
+    labels = [row["outcome_label"] for run_id, row in oracle_runs().items() if run_id in metered]
+    base = dict(association.select("label", "base_rate").unique().rows())
+    assert base == {label: labels.count(label) / len(labels) for label in set(labels)}
+
+
+def test_each_pieces_label_shares_add_up_to_one(labelled_reference):
+    totals = (
+        outcome_association(labelled_reference)
+        .group_by("kind", "id")
+        .agg(pl.col("share_with_label").sum())
+    )
+    assert totals["share_with_label"].to_list() == pytest.approx([1.0] * totals.height)
