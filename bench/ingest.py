@@ -1,0 +1,203 @@
+"""Ingest speed: snapshots -> tables -> ledger, against two baselines measured in the same run.
+
+What is measured, each repeated until it has run for about ``--seconds`` and reported
+as the median of its repetitions:
+
+- ``contextledger``: ``read_runs`` (both cores) + ``compute_ledger``, in corrected and
+  reference accounting; and the ``contextledger ledger`` command end to end (process
+  start, imports, reading, printing), which is what a user waits for.
+- ``json.loads floor``: gunzip + ``json.loads`` of the same files on one core, nothing
+  else: what any reader that decodes the whole document pays before doing any work.
+- ``plain port``: a per-run Python port of the reference's loop (``json.loads``, then
+  ``commitValueAt`` from scratch at every write, as contextLedger.ts does), one core.
+
+Peak memory is the largest resident set of this process and of the reading workers.
+Run: ``.venv/bin/python bench/ingest.py [--corpus DIR] [--seconds 5]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import math
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from contextledger.ledger.compute import compute_ledger
+from contextledger.tables.build import read_runs
+
+REPO = Path(__file__).resolve().parents[1]
+DEFAULT_CORPUS = REPO.parent / "shared" / "corpus" / "agentfootprint-9.62" / "runs"
+
+
+def timed(work: Callable[[], object], seconds: float) -> tuple[float, int]:
+    """Median wall time of ``work`` over repetitions filling about ``seconds``."""
+    times: list[float] = []
+    started = time.perf_counter()
+    while not times or (time.perf_counter() - started < seconds and len(times) < 50):
+        begin = time.perf_counter()
+        work()
+        times.append(time.perf_counter() - begin)
+    return statistics.median(times), len(times)
+
+
+def json_floor(files: list[Path]) -> None:
+    for path in files:
+        json.loads(gzip.decompress(path.read_bytes()))
+
+
+def _value_at(log: list[dict[str, Any]], index: int, key: str) -> Any:
+    """commitValueAt, written the plain way: scan from the start every time."""
+    touches = [(t["verb"], b) for b in log[: index + 1] for t in b["trace"] if t["path"] == key]
+    start = max((i for i, (verb, _) in enumerate(touches) if verb in ("set", "delete")), default=0)
+    value: Any = None
+    for verb, bundle in touches[start:]:
+        tail = bundle["overwrite"].get(key)
+        if verb == "set":
+            value = tail
+        elif verb == "append":
+            value = value + tail if isinstance(value, list) and isinstance(tail, list) else tail
+        elif verb == "delete":
+            value = None
+    return value
+
+
+def plain_port(files: list[Path]) -> dict[str, list[int]]:
+    """The reference's recordRun as a straightforward per-run Python loop."""
+    table: dict[str, list[int]] = {}
+    for path in files:
+        document = json.loads(gzip.decompress(path.read_bytes()))
+        snapshot = document.get("snapshot", document)
+        static = document.get("static_tool_names") or []
+        log = snapshot.get("commitLog") or []
+        mounts = sorted(
+            (k for k in snapshot.get("subflowResults") or {} if k.startswith("sf-llm-call#")),
+            key=lambda k: int(k.rsplit("#", 1)[1]),
+        )
+        logs = [snapshot["subflowResults"][k]["treeContext"]["history"] for k in mounts] or [log]
+        markers = 0
+        for offer_log in logs:
+            injections: list[Any] = []
+            schemas: list[Any] = []
+            for i, bundle in enumerate(offer_log):
+                paths = {t["path"] for t in bundle["trace"]}
+                if "activeInjections" in paths:
+                    injections = _value_at(offer_log, i, "activeInjections") or []
+                if "dynamicToolSchemas" in paths:
+                    schemas = _value_at(offer_log, i, "dynamicToolSchemas") or []
+                if "totalInputTokens" not in paths or "userMessage" in paths:
+                    continue
+                markers += 1
+                offered: set[str] = set()
+                for item in injections:
+                    if item.get("id"):
+                        kind = "skill" if item.get("flavor") == "skill" else "injection"
+                        size = (
+                            len(
+                                json.dumps(item, separators=(",", ":"), ensure_ascii=False).encode(
+                                    "utf-16-le"
+                                )
+                            )
+                            // 2
+                        )
+                        row = table.setdefault(f"{kind}:{item['id']}", [0, 0, 0])
+                        row[0] += 1
+                        row[1] += math.ceil(size / 4)
+                for schema in schemas:
+                    if schema.get("name") and schema["name"] not in offered:
+                        offered.add(schema["name"])
+                        size = (
+                            len(
+                                json.dumps(
+                                    schema, separators=(",", ":"), ensure_ascii=False
+                                ).encode("utf-16-le")
+                            )
+                            // 2
+                        )
+                        row = table.setdefault(f"tool:{schema['name']}", [0, 0, 0])
+                        row[0] += 1
+                        row[1] += math.ceil(size / 4)
+                for name in static:
+                    if name not in offered:
+                        offered.add(name)
+                        table.setdefault(f"tool:{name}", [0, 0, 0])[0] += 1
+        if not markers:
+            continue
+        for message in _value_at(log, len(log) - 1, "history") or []:
+            if message.get("role") == "assistant":
+                for call in message.get("toolCalls") or []:
+                    table.setdefault(f"tool:{call['name']}", [0, 0, 0])[2] += 1
+    return table
+
+
+def cli_end_to_end(corpus: Path) -> None:
+    subprocess.run(
+        [str(Path(sys.executable).parent / "contextledger"), "ledger", str(corpus)],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS)
+    parser.add_argument("--seconds", type=float, default=5.0)
+    args = parser.parse_args()
+    files = sorted(args.corpus.glob("*.json.gz"))
+    if not files:
+        sys.exit(f"no snapshots under {args.corpus}")
+    runs = len(files)
+    megabytes = sum(len(gzip.decompress(p.read_bytes())) for p in files) / 1e6
+    print(f"corpus: {runs} runs, {megabytes:.1f} MB of JSON ({args.corpus})")
+
+    check = plain_port(files)
+    reference = compute_ledger(read_runs(files, mode="reference")).frame
+    expected = {
+        f"{kind}:{piece}": [offered, tokens, used if kind == "tool" else 0]
+        for kind, piece, offered, tokens, used in reference.select(
+            "kind", "id", "offered", "approx_tokens_spent", "used"
+        ).iter_rows()
+    }
+    assert check == expected, "the plain port disagrees with the reference accounting"
+    print("plain port checked: same offered, tokens and tool uses as --mode reference")
+
+    measurements = {
+        "contextledger corrected (2 workers)": lambda: compute_ledger(read_runs(files)),
+        "contextledger reference (2 workers)": lambda: compute_ledger(
+            read_runs(files, mode="reference")
+        ),
+        "contextledger corrected (1 worker)": lambda: compute_ledger(read_runs(files, workers=1)),
+        "contextledger ledger command, end to end": lambda: cli_end_to_end(args.corpus),
+        "json.loads floor (1 core)": lambda: json_floor(files),
+        "plain per-run port of the reference loop (1 core)": lambda: plain_port(files),
+    }
+    results = {}
+    print(f"{'what':52} {'median s':>9} {'runs/s':>8} {'MB/s':>7} {'reps':>5}")
+    for name, work in measurements.items():
+        seconds, reps = timed(work, args.seconds)
+        results[name] = seconds
+        print(
+            f"{name:52} {seconds:9.3f} {runs / seconds:8.0f} {megabytes / seconds:7.1f} {reps:5d}"
+        )
+    ours = results["contextledger corrected (2 workers)"]
+    print(
+        f"\nspeed-up over the json.loads floor: {results['json.loads floor (1 core)'] / ours:.1f}x"
+    )
+    plain = results["plain per-run port of the reference loop (1 core)"]
+    print(f"speed-up over the plain port:       {plain / ours:.1f}x")
+    command = results["contextledger ledger command, end to end"]
+    print(f"command end to end: {runs / command:.0f} runs/s (target: at least 300)")
+    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    workers = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    print(f"peak RSS: this process {own:.0f} MB, largest child {workers:.0f} MB")
+
+
+if __name__ == "__main__":
+    main()
