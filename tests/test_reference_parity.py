@@ -79,12 +79,6 @@ def test_record_run_offered_pieces_and_slice_availability_match(reference_tables
         mine = offers.filter(pl.col("run_id") == run_id).sort("seq")
         pieces = RunFacts(
             "reference",
-            True,
-            None,
-            0,
-            0,
-            False,
-            False,
             offers=list(mine.select("call_index", "kind", "piece_id", "approx_tokens").iter_rows()),
         ).offered_pieces()
         assert pieces == expected["record_run"]["offeredPieces"], run_id

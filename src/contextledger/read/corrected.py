@@ -159,15 +159,7 @@ def meter_run(run: Run, static_tool_names: Sequence[str]) -> RunFacts:
     snapshot = run.snapshot
     log = snapshot.commit_log or []
     mount_keys = llm_call_mount_keys(snapshot)
-    facts = RunFacts(
-        accounting="corrected",
-        metered=False,
-        refused_reason=None,
-        model_call_count=0,
-        metered_call_count=0,
-        grouped=bool(mount_keys),
-        slice_available=False,
-    )
+    facts = RunFacts("corrected", grouped=bool(mount_keys))
     if not log:
         facts.refused_reason = "empty commit log"
         return facts

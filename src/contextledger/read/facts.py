@@ -24,12 +24,12 @@ class RunFacts:
     """
 
     accounting: str
-    metered: bool
-    refused_reason: str | None
-    model_call_count: int
-    metered_call_count: int
-    grouped: bool
-    slice_available: bool
+    grouped: bool = False
+    metered: bool = False
+    refused_reason: str | None = None
+    model_call_count: int = 0
+    metered_call_count: int = 0
+    slice_available: bool = False
     unmetered_kinds: list[str] = field(default_factory=list)
     offers: list[Offer] = field(default_factory=list)
     uses: list[Use] = field(default_factory=list)

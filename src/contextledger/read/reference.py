@@ -164,16 +164,8 @@ def record_run(snapshot: Snapshot, static_tool_names: Sequence[str]) -> RunFacts
     log = snapshot.commit_log or []
     mount_keys = llm_call_mount_keys(snapshot)
     inner_logs = [snapshot.subflow_history(key) or [] for key in mount_keys]
-    calls = model_call_count([log, *inner_logs])
-    facts = RunFacts(
-        accounting="reference",
-        metered=False,
-        refused_reason=None,
-        model_call_count=calls,
-        metered_call_count=0,
-        grouped=bool(mount_keys),
-        slice_available=False,
-    )
+    facts = RunFacts("reference", grouped=bool(mount_keys))
+    facts.model_call_count = model_call_count([log, *inner_logs])
     if not log:
         facts.refused_reason = "empty commit log"
         return facts
