@@ -111,3 +111,138 @@ TABLES = {
 def empty(schema: pa.Schema) -> pa.Table:
     """A table with ``schema`` and no rows."""
     return schema.empty_table()
+
+
+# ── the window: messages, standings, what-if results ───────────────
+
+#: A tool call an assistant message makes.
+TOOL_CALL = pa.struct([pa.field("id", pa.string()), pa.field("name", pa.string())])
+
+#: One row per message a run ever put in its window, in the order it entered (the commit
+#: log keeps every message, including those a window strategy later removed).
+MESSAGES = pa.schema(
+    [
+        pa.field("run_id", pa.string(), nullable=False),
+        pa.field("message_index", pa.int32(), nullable=False),  # position in the run's stream
+        pa.field("first_call", pa.int32()),  # 1-based model call first served it; null: none
+        pa.field("entered_before_call", pa.int32()),  # first call made after it entered
+        pa.field("turn_index", pa.int32()),  # turn among the messages the run appended
+        pa.field("role", pa.string(), nullable=False),
+        pa.field("tool_call_id", pa.string()),  # tool results: the call answered
+        pa.field("tool_calls", pa.list_(TOOL_CALL), nullable=False),  # assistant messages
+        pa.field("tool_name", pa.string()),  # tool results: carried, else the asking call's
+        pa.field("tool_name_recovered", pa.bool_(), nullable=False),  # from the asking call
+        pa.field("content_chars", pa.int64(), nullable=False),  # UTF-16 code units
+        pa.field("is_drop_notice", pa.bool_(), nullable=False),  # library-authored
+        pa.field("is_summary", pa.bool_(), nullable=False),  # library-authored
+        pa.field("injected", pa.bool_(), nullable=False),  # library-authored
+        pa.field("window_authored", pa.bool_(), nullable=False),  # written by this run's window
+        pa.field("not_dispatched", pa.bool_(), nullable=False),  # a batch settlement message
+        pa.field("origin_stage_id", pa.string(), nullable=False),  # runtimeStageId that wrote it
+    ]
+)
+
+#: The model's declared standing of a tool result; the last row per ``tool_call_id``
+#: counts from the visit after ``iteration``.
+STANDINGS = pa.schema(
+    [
+        pa.field("run_id", pa.string(), nullable=False),
+        pa.field("tool_call_id", pa.string(), nullable=False),
+        pa.field("standing", pa.string(), nullable=False),  # fact / open / noise / ruled-out
+        pa.field("iteration", pa.int32(), nullable=False),  # the declaring iteration (0: before)
+        pa.field("source", pa.string(), nullable=False),  # "snapshot" or the file it came from
+        pa.field("source_line", pa.int32()),  # file rows only
+    ]
+)
+
+WHATIF_REFUSAL = pa.struct(
+    [
+        pa.field("reason", pa.string()),
+        pa.field("turn_index", pa.int32()),
+        pa.field("message_index", pa.int32()),
+    ]
+)
+
+#: One window-stage visit at which a policy engaged.
+WHATIF_VISIT = pa.struct(
+    [
+        pa.field("iteration", pa.int32()),
+        pa.field("removed_message_count", pa.int32()),
+        pa.field("turns_before", pa.int32()),
+        pa.field("turns_after", pa.int32()),
+        pa.field("window_chars_before", pa.int64()),
+        pa.field("window_chars_after", pa.int64()),
+        pa.field("refusals", pa.list_(WHATIF_REFUSAL)),
+    ]
+)
+
+#: The window served to a run's last model call.
+WHATIF_ANSWER = pa.struct(
+    [
+        pa.field("message_count", pa.int32()),
+        pa.field("content_chars", pa.int64()),
+        pa.field("tool_call_ids_verbatim", pa.list_(pa.string())),
+    ]
+)
+
+#: The counts a policy comparison reads, per (run, policy); ``whatif`` aggregates them.
+WHATIF_METRICS = (
+    "model_calls",
+    "engaged_visits",
+    "removed_messages",
+    "input_chars",
+    "input_tokens",
+    "input_tokens_estimated_calls",
+    "results_dropped",
+    "results_dropped_fact",
+    "results_dropped_open",
+    "results_dropped_noise",
+    "results_dropped_ruled_out",
+    "results_dropped_undeclared",
+    "pins_held_last_tool_result",
+    "pins_yielded_last_tool_result",
+    "pins_held_ledger_fact",
+    "pins_yielded_ledger_fact",
+    "pin_stand_downs",
+    "facts_declared",
+    "answer_message_count",
+    "answer_content_chars",
+    "answer_results_verbatim",
+    "answer_facts_verbatim",
+)
+
+#: One row per (run, policy): what the policy would have done to the run.
+WHATIF_RUNS = pa.schema(
+    [
+        pa.field("run_id", pa.string(), nullable=False),
+        pa.field("policy", pa.string(), nullable=False),  # the spec as given
+        pa.field("visits", pa.list_(WHATIF_VISIT), nullable=False),
+        pa.field("answer", WHATIF_ANSWER),  # null: the run made no model call
+        # "recorded" / "estimated" / "recorded+estimated": what a token budget measured
+        # its decisions with; null for other policies or when nothing was measured.
+        pa.field("budget_tokens_from", pa.string()),
+        pa.field("tokens_per_char", pa.float64()),  # the run's calibration; null: no counts
+        pa.field("model_calls", pa.int32(), nullable=False),
+        pa.field("engaged_visits", pa.int32(), nullable=False),
+        pa.field("removed_messages", pa.int64(), nullable=False),
+        pa.field("input_chars", pa.int64(), nullable=False),  # served chars, all calls
+        pa.field("input_tokens", pa.int64()),  # recorded where the window was, else estimated
+        pa.field("input_tokens_estimated_calls", pa.int32(), nullable=False),
+        pa.field("results_dropped", pa.int32(), nullable=False),  # tool results removed
+        pa.field("results_dropped_fact", pa.int32(), nullable=False),  # by final standing
+        pa.field("results_dropped_open", pa.int32(), nullable=False),
+        pa.field("results_dropped_noise", pa.int32(), nullable=False),
+        pa.field("results_dropped_ruled_out", pa.int32(), nullable=False),
+        pa.field("results_dropped_undeclared", pa.int32(), nullable=False),
+        pa.field("pins_held_last_tool_result", pa.int32(), nullable=False),  # summed over visits
+        pa.field("pins_yielded_last_tool_result", pa.int32(), nullable=False),
+        pa.field("pins_held_ledger_fact", pa.int32(), nullable=False),
+        pa.field("pins_yielded_ledger_fact", pa.int32(), nullable=False),
+        pa.field("pin_stand_downs", pa.int32(), nullable=False),
+        pa.field("facts_declared", pa.int32(), nullable=False),  # results whose standing is fact
+        pa.field("answer_message_count", pa.int32(), nullable=False),
+        pa.field("answer_content_chars", pa.int64(), nullable=False),
+        pa.field("answer_results_verbatim", pa.int32(), nullable=False),
+        pa.field("answer_facts_verbatim", pa.int32(), nullable=False),
+    ]
+)

@@ -1,0 +1,1126 @@
+"""The window replay vectorized across runs: every run's window advances one call at a time.
+
+A replayed window only ever loses whole turns of the run's own conversation and
+gains at most one drop notice at its head, so its state is one bit per turn (a
+uint64: runs of up to 64 turns) plus a notice slot. :func:`advance` keeps that
+state for every (policy, run) in NumPy arrays and applies ``window_visit``'s
+rules to all of them per call. It reproduces
+:func:`~contextledger.window.replay.replay` visit for visit on the runs
+:func:`turn_arrays` accepts; ``fallback`` names the others (a request that
+changes, a turn entering over several calls, an answer or a name in another
+turn, a fact re-filed as something else, more than 64 turns), and a windowed
+policy over a run recorded with a window (``windowed``) is not comparable
+either: ``whatif`` replays those exactly. Each engaged visit keeps what its
+record's refusals need (the window's turns, the candidates, the pins), and
+:func:`refusal_rows` lists them as ``window_visit`` does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+
+from contextledger.read.jsjson import utf16_length
+from contextledger.window.messages import RunMessages
+from contextledger.window.notice import _SAFE_TOOL_NAME, MAX_NAMED_TOOLS, drop_notice_text
+from contextledger.window.policies import Policy
+from contextledger.window.refusals import current_request_index, is_result
+from contextledger.window.standings import StandingsTimeline
+
+#: Final standings, in the order of ``TurnArrays.final_counts``' last axis.
+FINAL_STANDINGS = ("fact", "open", "noise", "ruled-out", None)
+_NEVER = np.iinfo(np.int16).max
+_BIG = 1 << 20
+#: Most turns a run may have for the kernel (one bit each).
+MAX_TURNS = 64
+
+# The notice's length is its fixed text plus what varies (JavaScript lengths).
+_PLAIN_FIXED = utf16_length(drop_notice_text(0, 0, "")) - 2
+_KEPT_EXTRA = utf16_length(drop_notice_text(0, 0, "", True)) - utf16_length(
+    drop_notice_text(0, 0, "")
+)
+_NAMES_EXTRA = utf16_length(drop_notice_text(0, 0, "", tool_names=["a"])) - (_PLAIN_FIXED + 2) - 1
+_ELLIPSIS_EXTRA = len(", …")
+_POWERS_OF_TEN = np.array([10**n for n in range(1, 19)], dtype=np.int64)
+
+
+def drop_notice_length(
+    dropped_message_count: int, iteration: int, strategy_chars: int, kept: bool, wire_chars: int
+) -> int:
+    """Length of ``drop_notice_text`` without writing it (``wire_chars``: the names printed).
+
+    >>> text = drop_notice_text(12, 7, "sliding-window", True, ["look", "probe"])
+    >>> drop_notice_length(12, 7, len("sliding-window"), True, len("look, probe")) == len(text)
+    True
+    """
+    names = _NAMES_EXTRA + wire_chars if wire_chars else 0
+    return (
+        _PLAIN_FIXED
+        + len(str(dropped_message_count))
+        + len(str(iteration))
+        + strategy_chars
+        + (_KEPT_EXTRA if kept else 0)
+        + names
+    )
+
+
+def _digits(values: np.ndarray) -> np.ndarray:
+    """Decimal digits of non-negative integers (``len(str(v))``)."""
+    return np.searchsorted(_POWERS_OF_TEN, values, side="right") + 1
+
+
+@dataclass
+class TurnArrays:
+    """Runs as turns: ``[run, turn]`` arrays padded with empty turns that never enter."""
+
+    run_ids: list[str]
+    calls: np.ndarray  # [R] model calls
+    iterations: np.ndarray  # [R, K] iteration of each call (K = most calls)
+    msgs: np.ndarray  # [R, T] messages in the turn
+    chars: np.ndarray  # [R, T] content chars
+    entered: np.ndarray  # [R, T] the first call it is offered to (_NEVER: none)
+    user_head: np.ndarray  # [R, T] its first message is a user message
+    refuses: np.ndarray  # [R, T] a system message, or a call never answered
+    names: np.ndarray  # [R, T] uint64: bit b set when a result of tool b is in it
+    results: np.ndarray  # [R, T] tool results with an id
+    pinnable: np.ndarray  # [R, T] a named result with an id (a fact pin may hold it)
+    fact_from: np.ndarray  # [R, T] first iteration whose visit knows it as a fact
+    final_counts: np.ndarray  # [R, T, 5] results by final standing (FINAL_STANDINGS)
+    request: np.ndarray  # [R] turn of the current request (-1: none)
+    armed: np.ndarray  # [R] standings were given for the run
+    tokens: np.ndarray  # [R, K] input tokens the provider reported
+    recorded_full: np.ndarray  # [R, K] the call was served everything the run appended
+    rate: np.ndarray  # [R] recorded tokens / recorded chars (nan: no counts)
+    name_chars: np.ndarray  # [R, B] length of tool b's name
+    name_safe: np.ndarray  # [R] uint64: bits of names a notice may print
+    name_order: np.ndarray  # [R, T, B] position of tool b's first result in the turn
+    #: [R, T] a system message is in it (of ``refuses``, the ``system-envelope`` ones).
+    system: np.ndarray | None = None
+    #: Runs the kernel cannot replay exactly, and why (replay those with ``replay``).
+    fallback: dict[int, str] = field(default_factory=dict)
+    #: Runs recorded with a window that engaged: a token budget over them falls back.
+    windowed: np.ndarray | None = None
+    #: Every tool result with an id, in stream order: its id, run and turn.
+    result_ids: list[str] = field(default_factory=list)
+    result_run: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    result_turn: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+
+
+def turn_arrays(
+    streams: Sequence[RunMessages], timelines: Mapping[str, StandingsTimeline] | None = None
+) -> TurnArrays:
+    """Lay runs out as turns (one Python pass over each run's messages).
+
+    >>> from contextledger.window.synthetic import Batch, Result, Said, build_stream
+    >>> run = build_stream("r", [Said("user", "go")], [[Batch((Result("look", 9),))], []])
+    >>> arrays = turn_arrays([run])
+    >>> arrays.msgs.tolist(), arrays.entered.tolist(), arrays.fallback
+    ([[1, 2]], [[1, 2]], {})
+    """
+    timelines = timelines or {}
+    runs = len(streams)
+    calls_max = max([1] + [len(s.calls) for s in streams])
+    per_run = [_lay_out(stream, timelines.get(stream.run_id)) for stream in streams]
+    turns_max = max([1] + [len(p["turns"]) for p in per_run])
+    names_max = max([1] + [len(p["names"]) for p in per_run])
+    shape = (runs, turns_max)
+    out = TurnArrays(
+        run_ids=[s.run_id for s in streams],
+        calls=np.array([len(s.calls) for s in streams], dtype=np.int16),
+        iterations=np.zeros((runs, calls_max), dtype=np.int32),
+        msgs=np.zeros(shape, dtype=np.int16),
+        chars=np.zeros(shape, dtype=np.int64),
+        entered=np.full(shape, _NEVER, dtype=np.int16),
+        user_head=np.zeros(shape, dtype=bool),
+        refuses=np.zeros(shape, dtype=bool),
+        names=np.zeros(shape, dtype=np.uint64),
+        results=np.zeros(shape, dtype=np.int16),
+        pinnable=np.zeros(shape, dtype=bool),
+        fact_from=np.full(shape, _NEVER, dtype=np.int32),
+        final_counts=np.zeros((*shape, len(FINAL_STANDINGS)), dtype=np.int16),
+        request=np.full(runs, -1, dtype=np.int16),
+        armed=np.zeros(runs, dtype=bool),
+        tokens=np.zeros((runs, calls_max), dtype=np.int64),
+        recorded_full=np.zeros((runs, calls_max), dtype=bool),
+        rate=np.full(runs, np.nan),
+        name_chars=np.zeros((runs, names_max), dtype=np.int32),
+        name_safe=np.zeros(runs, dtype=np.uint64),
+        name_order=np.full((*shape, names_max), 127, dtype=np.int8),
+        system=np.zeros(shape, dtype=bool),
+        windowed=np.zeros(runs, dtype=bool),
+    )
+    result_run: list[int] = []
+    result_turn: list[int] = []
+    for r, (stream, laid) in enumerate(zip(streams, per_run, strict=True)):
+        if laid["fallback"]:
+            out.fallback[r] = laid["fallback"]
+        for call in stream.calls:
+            out.iterations[r, call.ordinal - 1] = call.iteration
+            out.tokens[r, call.ordinal - 1] = call.input_tokens
+        out.recorded_full[r, : len(stream.calls)] = laid["recorded_full"]
+        out.windowed[r] = not all(laid["recorded_full"])  # type: ignore[index]
+        rate = stream.tokens_per_char()
+        out.rate[r] = np.nan if rate is None else rate
+        out.request[r] = laid["request"]
+        out.armed[r] = laid["armed"]
+        for b, name in enumerate(laid["names"]):
+            out.name_chars[r, b] = utf16_length(name)
+            if _SAFE_TOOL_NAME.fullmatch(name):
+                out.name_safe[r] |= np.uint64(1 << b)
+        for t, turn in enumerate(laid["turns"]):
+            for key in ("msgs", "chars", "entered", "user_head", "refuses", "results", "system"):
+                getattr(out, key)[r, t] = turn[key]
+            out.names[r, t] = np.uint64(turn["names"])
+            out.pinnable[r, t] = turn["pinnable"]
+            out.fact_from[r, t] = turn["fact_from"]
+            out.final_counts[r, t] = turn["final_counts"]
+            for b, position in turn["order"].items():
+                out.name_order[r, t, b] = min(position, 126)
+            out.result_ids.extend(turn["ids"])
+            result_run.extend([r] * len(turn["ids"]))
+            result_turn.extend([t] * len(turn["ids"]))
+    out.result_run = np.array(result_run, dtype=np.int64)
+    out.result_turn = np.array(result_turn, dtype=np.int64)
+    return out
+
+
+def take_runs(arrays: TurnArrays, rows: Sequence[int]) -> TurnArrays:
+    """The runs ``rows`` of ``arrays`` (in that order), turns trimmed to the longest of them.
+
+    >>> from contextledger.window.synthetic import Batch, Result, Said, build_stream
+    >>> short = build_stream("a", [Said("user", "go")], [[]])
+    >>> long = build_stream("b", [Said("user", "go")], [[Batch((Result("t", 9),))], []])
+    >>> taken = take_runs(turn_arrays([short, long]), [0])
+    >>> taken.run_ids, taken.msgs.shape
+    (['a'], (1, 1))
+    """
+    index = np.asarray(rows, dtype=np.int64)
+    turns = max(1, int((arrays.msgs[index] > 0).sum(1).max(initial=0)))
+    if arrays.result_run.size:
+        position = np.full(len(arrays.run_ids), -1, dtype=np.int64)
+        position[index] = np.arange(index.size)
+        ordered = np.argsort(position[arrays.result_run], kind="stable")
+        kept = ordered[position[arrays.result_run[ordered]] >= 0]
+    else:
+        position = np.zeros(0, dtype=np.int64)
+        kept = np.zeros(0, dtype=np.int64)
+
+    def per_turn(values: np.ndarray) -> np.ndarray:
+        return values[index, :turns]
+
+    return TurnArrays(
+        run_ids=[arrays.run_ids[r] for r in index],
+        calls=arrays.calls[index],
+        iterations=arrays.iterations[index],
+        msgs=per_turn(arrays.msgs),
+        chars=per_turn(arrays.chars),
+        entered=per_turn(arrays.entered),
+        user_head=per_turn(arrays.user_head),
+        refuses=per_turn(arrays.refuses),
+        names=per_turn(arrays.names),
+        results=per_turn(arrays.results),
+        pinnable=per_turn(arrays.pinnable),
+        fact_from=per_turn(arrays.fact_from),
+        final_counts=per_turn(arrays.final_counts),
+        request=arrays.request[index],
+        armed=arrays.armed[index],
+        tokens=arrays.tokens[index],
+        recorded_full=arrays.recorded_full[index],
+        rate=arrays.rate[index],
+        name_chars=arrays.name_chars[index],
+        name_safe=arrays.name_safe[index],
+        name_order=per_turn(arrays.name_order),
+        system=None if arrays.system is None else per_turn(arrays.system),
+        fallback={
+            n: arrays.fallback[r] for n, r in enumerate(index.tolist()) if r in arrays.fallback
+        },
+        windowed=None if arrays.windowed is None else arrays.windowed[index],
+        result_ids=[arrays.result_ids[i] for i in kept.tolist()],
+        result_run=position[arrays.result_run[kept]] if kept.size else kept,
+        result_turn=arrays.result_turn[kept],
+    )
+
+
+def _fact_from(rows: list[tuple[str, int]]) -> int | None:
+    """First iteration whose visit knows the result as a fact; None: never.
+
+    Raises ``ValueError`` when it is later re-filed as something else.
+    """
+    changes = sorted({iteration + 1 for _, iteration in rows})
+    since = None
+    for visit in changes:
+        standing = None
+        for filed, iteration in rows:
+            if iteration < visit:
+                standing = filed
+        if standing == "fact" and since is None:
+            since = visit
+        elif standing != "fact" and since is not None:
+            raise ValueError("a fact re-filed as something else")
+    return since
+def _lay_out(stream: RunMessages, timeline: StandingsTimeline | None) -> dict[str, Any]:
+    conversation = [m for m in stream.messages if not m.window_authored]
+    laid: dict[str, Any] = {"fallback": "", "armed": bool(timeline), "names": [], "turns": []}
+    said = stream.user_message
+    at_first = [m for m in conversation if m.first_call == 1]
+    offered = [m for m in conversation if m.first_call is not None]
+    request = current_request_index(at_first, said)
+    request_at = at_first[request].index if request >= 0 else -1
+    last = current_request_index(offered, said)
+    if (offered[last].index if last >= 0 else -1) != request_at:
+        laid["fallback"] = "the current request changes during the run"
+    laid["recorded_full"] = [
+        call.window_served
+        == tuple(
+            m.index for m in offered if m.first_call is not None and m.first_call <= call.ordinal
+        )
+        for call in stream.calls
+    ]
+    turn_of: dict[int, int] = {}
+    starts = [i for i, m in enumerate(conversation) if i == 0 or m.role != "tool"]
+    bounds = list(zip(starts, [*starts[1:], len(conversation)][: len(starts)], strict=True))
+    call_turns: dict[str, set[int]] = {}
+    answer_turns: dict[str, set[int]] = {}
+    for t, (start, end) in enumerate(bounds):
+        for m in conversation[start:end]:
+            turn_of[m.index] = t
+            for call in m.tool_calls:
+                call_turns.setdefault(call.id, set()).add(t)
+            if m.role == "tool" and m.tool_call_id:
+                answer_turns.setdefault(m.tool_call_id, set()).add(t)
+    rows_by_id: dict[str, list[tuple[str, int]]] = {}
+    for call_id, standing, iteration in timeline.rows if timeline else ():
+        rows_by_id.setdefault(call_id, []).append((standing, iteration))
+    final = timeline.final() if timeline else {}
+    names: list[str] = laid["names"]
+    for t, (start, end) in enumerate(bounds):
+        members = conversation[start:end]
+        entered = {m.first_call for m in members}
+        if len(entered) > 1:
+            laid["fallback"] = "a turn enters over several calls"
+        first = members[0].first_call
+        turn: dict[str, Any] = {
+            "msgs": len(members),
+            "chars": sum(m.chars for m in members),
+            "entered": _NEVER if first is None else first,
+            "user_head": members[0].role == "user",
+            "refuses": any(m.role == "system" for m in members),
+            "system": any(m.role == "system" for m in members),
+            "names": 0,
+            "results": 0,
+            "pinnable": False,
+            "fact_from": _NEVER,
+            "final_counts": [0] * len(FINAL_STANDINGS),
+            "order": {},
+            "ids": [],
+        }
+        for m in members:
+            for call in m.tool_calls:
+                answered = answer_turns.get(call.id, set())
+                if t not in answered:
+                    turn["refuses"] = True
+                    if answered:
+                        laid["fallback"] = "a call is answered in another turn"
+            if m.role != "tool":
+                continue
+            name = m.tool_name
+            if not name and m.tool_call_id:
+                asked = call_turns.get(m.tool_call_id, set())
+                if asked - {t}:
+                    laid["fallback"] = "a result's name depends on another turn"
+                name = next(
+                    (
+                        c.name
+                        for o in members
+                        for c in o.tool_calls
+                        if c.id == m.tool_call_id and c.name
+                    ),
+                    None,
+                )
+            if name:
+                if name not in names:
+                    names.append(name)
+                bit = names.index(name)
+                turn["names"] |= 1 << bit
+                turn["order"].setdefault(bit, len(turn["order"]))
+            if not is_result(m) or not m.tool_call_id:
+                continue
+            turn["results"] += 1
+            turn["ids"].append(m.tool_call_id)
+            turn["pinnable"] = turn["pinnable"] or name is not None
+            turn["final_counts"][FINAL_STANDINGS.index(final.get(m.tool_call_id))] += 1
+            try:
+                since = _fact_from(rows_by_id.get(m.tool_call_id, []))
+            except ValueError:
+                laid["fallback"] = "a fact is re-filed as something else"
+                since = None
+            if since is not None:
+                turn["fact_from"] = min(turn["fact_from"], since)
+        laid["turns"].append(turn)
+    if len(names) > 63:
+        laid["fallback"] = "more than 63 tool names"
+    if len(laid["turns"]) > MAX_TURNS:
+        laid["fallback"] = f"more than {MAX_TURNS} turns"
+    laid["request"] = turn_of.get(request_at, -1)
+    return laid
+
+
+#: Per (policy, run) counts :func:`advance` returns, named as in ``schema.WHATIF_RUNS``.
+KERNEL_METRICS = (
+    "engaged_visits",
+    "removed_messages",
+    "input_chars",
+    "input_tokens",
+    "input_tokens_estimated_calls",
+    "results_dropped",
+    "results_dropped_fact",
+    "results_dropped_open",
+    "results_dropped_noise",
+    "results_dropped_ruled_out",
+    "results_dropped_undeclared",
+    "pins_held_last_tool_result",
+    "pins_yielded_last_tool_result",
+    "pins_held_ledger_fact",
+    "pins_yielded_ledger_fact",
+    "pin_stand_downs",
+    "answer_message_count",
+    "answer_content_chars",
+    "answer_results_verbatim",
+    "answer_facts_verbatim",
+)
+#: What each engaged visit's record says, as ``KernelResult.visit_values`` names it
+#: (``engaged`` is the dense view's own flag).
+VISIT_FIELDS = (
+    "engaged",
+    "removed_message_count",
+    "turns_before",
+    "turns_after",
+    "window_chars_before",
+    "window_chars_after",
+)
+#: A refusal's reason, as :func:`refusal_rows` codes it.
+REFUSAL_REASONS = (
+    "current-request",
+    "system-envelope",
+    "unresolved-tool-call",
+    "last-tool-result",
+    "ledger-fact",
+    "inside-keep-window",
+    "replacement-not-smaller",
+)
+# ``KernelResult.visit_flags`` bits: the window held a notice before the visit, the notice
+# sat after the request (else first), the span was refused whole.
+_NOTICE, _SECOND, _REFUSED_WHOLE = 1, 2, 4
+
+
+@dataclass
+class KernelResult:
+    """What :func:`advance` found: ``metrics[name][policy, run]``; for token budgets whether
+    decisions used recorded or estimated counts; and every engaged visit (``visit_*``, one
+    entry per visit, in call order), with what its record's refusals need."""
+
+    policies: list[Policy]
+    metrics: dict[str, np.ndarray]
+    input_tokens_known: np.ndarray  # [P, R]
+    budget_recorded: np.ndarray  # [P, R]
+    budget_estimated: np.ndarray  # [P, R]
+    answer_turns: np.ndarray  # [P, R] uint64: the turns served to the run's last call
+    calls_max: int
+    visit_policy: np.ndarray  # [V] index into ``policies``
+    visit_run: np.ndarray  # [V]
+    visit_call: np.ndarray  # [V] the call's position (0: the first call)
+    visit_values: dict[str, np.ndarray]  # VISIT_FIELDS[1:] -> [V]
+    visit_present: np.ndarray  # [V] uint64: the run's turns in the window before the visit
+    visit_listed: np.ndarray  # [V] uint64: the candidates the record lists as refused
+    visit_listed_ltr: np.ndarray  # [V] uint64: ... held by the recency pin
+    visit_flags: np.ndarray  # [V] uint8: _NOTICE | _SECOND | _REFUSED_WHOLE
+
+    @cached_property
+    def visits(self) -> dict[str, np.ndarray]:
+        """``visits[name][policy, call, run]``, dense (zero where the policy did not engage)."""
+        runs = self.input_tokens_known.shape[1]
+        shape = (len(self.policies), self.calls_max, runs)
+        where = (self.visit_policy, self.visit_call, self.visit_run)
+        dense = {"engaged": np.zeros(shape, dtype=np.int64)}
+        dense["engaged"][where] = 1
+        for name, values in self.visit_values.items():
+            dense[name] = np.zeros(shape, dtype=np.int64)
+            dense[name][where] = values
+        return dense
+
+
+# ── turns as bits: bit t of a uint64 stands for turn t ─────────────
+
+_ALL = np.uint64(0xFFFF_FFFF_FFFF_FFFF)
+_ZERO = np.uint64(0)
+_ONE = np.uint64(1)
+_EXPONENT = np.uint64(0xFFF0_0000_0000_0000)
+#: ``_LOW[n]``: the bits below bit n.
+_LOW = np.array([(1 << n) - 1 for n in range(65)], dtype=np.uint64)
+#: Masks of up to this many turns convert to float64 exactly (``_high_bit``).
+_FLOAT_TURNS = 53
+# Sums of messages and chars packed into one int64 (a run's totals below the limits).
+_MSG_BITS = 20
+_MSG_LIMIT = 1 << _MSG_BITS
+_CHAR_LIMIT = 1 << (62 - _MSG_BITS)
+
+
+def _low_bit(x: np.ndarray) -> np.ndarray:
+    return x & (_ZERO - x)
+
+
+def _high_bit(x: np.ndarray, wide: bool = True) -> np.ndarray:
+    """The highest set bit of each ``x`` (0 for 0); ``wide``: masks may exceed 53 bits."""
+    if not wide:  # the float holds x exactly: keep its exponent, clear its mantissa
+        exponent = x.astype(np.float64).view(np.uint64) & _EXPONENT
+        return exponent.view(np.float64).astype(np.uint64)
+    y = x | (x >> np.uint64(1))
+    for shift in (2, 4, 8, 16, 32):
+        y |= y >> np.uint64(shift)
+    return y ^ (y >> np.uint64(1))
+
+
+def _count(x: np.ndarray) -> np.ndarray:
+    return np.bitwise_count(x).astype(np.int64)
+
+
+def _bit_position(bit: np.ndarray) -> np.ndarray:
+    return np.bitwise_count(bit - _ONE).astype(np.intp)
+
+
+def _as_bits(flags: np.ndarray) -> np.ndarray:
+    """``[R, T]`` booleans (T <= 64) as one uint64 per run, bit t for column t."""
+    packed = np.packbits(flags, axis=1, bitorder="little")
+    wide = np.zeros((flags.shape[0], 8), dtype=np.uint8)
+    wide[:, : packed.shape[1]] = packed
+    return wide.view("<u8").reshape(-1).astype(np.uint64)
+
+
+def _unpack(bits: np.ndarray, turns: int) -> np.ndarray:
+    """``[N]`` uint64 as ``[N, turns]`` booleans (the inverse of ``_as_bits``)."""
+    as_bytes = bits.astype("<u8").view(np.uint8).reshape(-1, 8)
+    return np.unpackbits(as_bytes, axis=1, count=turns, bitorder="little").view(bool)
+
+
+def _lowest(x: np.ndarray, m: np.ndarray, turns: int) -> np.ndarray:
+    """The lowest ``m`` set bits of each ``x`` (of ``turns`` bits): the bit position below
+    which ``m`` bits are set, by binary search (``count(x & _LOW[p]) < m`` grows with p)."""
+    p = np.zeros(x.shape, dtype=np.intp)
+    for step in [1 << n for n in reversed(range(max(turns - 1, 0).bit_length()))]:
+        trial = p + step
+        p += step * (np.bitwise_count(x & _LOW.take(trial)) < m)
+    return (x & _LOW.take(p + 1)) * (m > 0)
+
+
+def _bit_sums(
+    columns: Sequence[np.ndarray], runs: np.ndarray, mask: np.ndarray
+) -> list[np.ndarray]:
+    """Each ``values[run, t]`` summed over the turns ``mask`` sets, one bit per round for
+    the entries that still have one (``mask`` has few bits)."""
+    totals = [np.zeros(mask.shape, dtype=np.int64) for _ in columns]
+    rest = mask.copy()
+    index = np.flatnonzero(rest)
+    while index.size:
+        low = _low_bit(rest[index])
+        runs_now, turns = runs[index], _bit_position(low)
+        for total, values in zip(totals, columns, strict=True):
+            total[index] += values[runs_now, turns]
+        rest[index] ^= low
+        index = index[rest[index] != 0]
+    return totals
+
+
+@dataclass
+class _Runs:
+    """What the kernel reads about each run: turns as bits, and sums over turns."""
+
+    entered_by: np.ndarray  # [K + 2, R] turns offered by call k
+    fact_by: np.ndarray  # [K + 1, R] turns standing `fact` at the visit before call k
+    enter_msgs: np.ndarray  # [K + 2, R] messages entering before call k
+    enter_chars: np.ndarray  # [K + 2, R]
+    enter_turns: np.ndarray  # [K + 2, R]
+    user: np.ndarray  # [R] turns whose first message is a user message
+    plain: np.ndarray  # [R] turns that neither hold the request nor refuse
+    request: np.ndarray  # [R] the request's bit (0: none)
+    after_request: np.ndarray  # [R] turns a pin may hold (the request's and after)
+    tools: np.ndarray  # [B, R] turns holding a result of tool b
+    safe: np.ndarray  # [B, R] tool b may be printed
+    #: [R * (T + 1)] messages and chars of the turns before t, packed into one integer
+    #: (``chars << _MSG_BITS | msgs``; both columns apart when a run is too large for that).
+    cum: tuple[np.ndarray, ...]
+    #: [R, T] each turn's messages and chars, packed the same way.
+    per_turn: tuple[np.ndarray, ...]
+    turn_named: np.ndarray  # [R * T] safe tool names in the turn
+    turn_wire: np.ndarray  # [R * T] chars of the names a notice for the turn alone prints
+
+
+def _runs_as_bits(arrays: TurnArrays) -> _Runs:
+    runs, turns = arrays.msgs.shape
+    calls_max = arrays.iterations.shape[1]
+    one = np.left_shift(_ONE, np.arange(turns, dtype=np.uint64))
+    row = np.repeat(np.arange(runs), turns)
+    slot = row * (calls_max + 2) + np.minimum(arrays.entered, calls_max + 1).reshape(-1)
+    size = runs * (calls_max + 2)
+    entering = np.zeros(size, dtype=np.uint64)
+    np.add.at(entering, slot, np.tile(one, runs))  # distinct bits: the sum is their union
+
+    def per_call(values: np.ndarray) -> np.ndarray:
+        summed = np.bincount(slot, weights=values.reshape(-1), minlength=size)
+        return np.rint(summed).astype(np.int64).reshape(runs, calls_max + 2).T.copy()
+
+    entered_by = np.cumsum(entering.reshape(runs, calls_max + 2), axis=1).T.copy()
+    fact_by = np.zeros((calls_max + 1, runs), dtype=np.uint64)
+    fact_runs, fact_turns = np.nonzero(arrays.pinnable & (arrays.fact_from < _NEVER))
+    if fact_runs.size:  # a turn counts from the first call whose iteration reached its own
+        since = arrays.fact_from[fact_runs, fact_turns]
+        held = (arrays.iterations.T[:, fact_runs] >= since) * one[fact_turns]
+        starts = np.flatnonzero(np.diff(fact_runs, prepend=-1))
+        fact_by[1:, fact_runs[starts]] = np.add.reduceat(held, starts, axis=1)
+    request = np.where(
+        arrays.request >= 0, _ONE << np.maximum(arrays.request, 0).astype(np.uint64), _ZERO
+    )
+    names = arrays.name_chars.shape[1]
+    tools = np.stack(
+        [_as_bits(((arrays.names >> np.uint64(b)) & _ONE).astype(bool)) for b in range(names)]
+    )
+    safe = np.stack(
+        [((arrays.name_safe >> np.uint64(b)) & _ONE).astype(bool) for b in range(names)]
+    )
+    cum_msgs = np.zeros((runs, turns + 1), dtype=np.int64)
+    cum_chars = np.zeros((runs, turns + 1), dtype=np.int64)
+    np.cumsum(arrays.msgs, axis=1, out=cum_msgs[:, 1:])
+    np.cumsum(arrays.chars, axis=1, out=cum_chars[:, 1:])
+    msgs, chars = arrays.msgs.astype(np.int64), arrays.chars
+    if cum_msgs[:, -1].max(initial=0) < _MSG_LIMIT and cum_chars[:, -1].max(initial=0) < _CHAR_LIMIT:
+        cum: tuple[np.ndarray, ...] = ((cum_chars << _MSG_BITS | cum_msgs).reshape(-1),)
+        per_turn: tuple[np.ndarray, ...] = (chars << _MSG_BITS | msgs,)
+    else:
+        cum, per_turn = (cum_msgs.reshape(-1), cum_chars.reshape(-1)), (msgs, chars)
+    holds = ((arrays.names.reshape(-1) >> np.arange(names, dtype=np.uint64)[:, None]) & _ONE) != 0
+    holds &= safe[:, np.repeat(np.arange(runs), turns)]
+    turn_named, turn_wire = _names_printed(
+        holds,
+        np.repeat(arrays.name_chars.T, turns, axis=1),
+        arrays.name_order.reshape(-1, names).T.astype(np.int64),
+    )
+    return _Runs(
+        entered_by=entered_by,
+        fact_by=fact_by,
+        enter_msgs=per_call(arrays.msgs.astype(np.float64)),
+        enter_chars=per_call(arrays.chars.astype(np.float64)),
+        enter_turns=per_call((arrays.msgs > 0).astype(np.float64)),
+        user=_as_bits(arrays.user_head),
+        plain=~(request | _as_bits(arrays.refuses)),
+        request=request,
+        after_request=np.where(request == 0, _ALL, ~(request - _ONE)),
+        tools=tools,
+        safe=safe,
+        cum=cum,
+        per_turn=per_turn,
+        turn_named=turn_named,
+        turn_wire=turn_wire,
+    )
+
+
+def _names_printed(
+    holds: np.ndarray, lengths: np.ndarray, keys: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """For spans given as ``[tool, span]`` arrays (``holds``: a safe name of the tool is in
+    the span; ``lengths``: its name's length; ``keys``: its order of appearance), the names
+    a notice may print and the length they take: the first four, then ``, …``."""
+    named = holds.sum(0)
+    wire = (holds * lengths).sum(0) + 2 * np.maximum(named - 1, 0)
+    many = np.flatnonzero(named > MAX_NAMED_TOOLS)
+    if many.size:
+        ranked = np.where(holds[:, many], keys[:, many], _BIG)
+        shown = np.argsort(ranked, axis=0, kind="stable")[:MAX_NAMED_TOOLS]
+        picked = np.take_along_axis(lengths[:, many], shown, axis=0).sum(0)
+        wire[many] = picked + 2 * (MAX_NAMED_TOOLS - 1) + _ELLIPSIS_EXTRA
+    return named, wire
+
+
+class _Advance:
+    """Every (policy, run) window, advanced together one call at a time.
+
+    State arrays are ``[P, R]``, policies in the order sliding, token budget, none: the
+    visit reads the first ``engaging`` rows (a window under ``none`` never changes).
+    """
+
+    def __init__(self, arrays: TurnArrays, policies: Sequence[Policy]) -> None:
+        runs, turns = arrays.msgs.shape
+        kinds = ("sliding", "token_budget", "none")
+        self.order = sorted(range(len(policies)), key=lambda p: kinds.index(policies[p].kind))
+        ordered = [policies[p] for p in self.order]
+        self.arrays = arrays
+        self.policies = list(policies)
+        self.runs, self.turns = runs, turns
+        self.calls_max = arrays.iterations.shape[1]
+        self.sliding = sum(p.kind == "sliding" for p in ordered)
+        self.engaging = sum(p.kind != "none" for p in ordered)
+        self.wide = turns > _FLOAT_TURNS
+        self.bits = _runs_as_bits(arrays)
+
+        def column(values: Sequence[float], dtype: type) -> np.ndarray:
+            return np.asarray(values, dtype=dtype)[:, None]
+
+        engaging = ordered[: self.engaging]
+        self.keep = column([p.keep_recent_turns for p in engaging], np.int64)
+        self.threshold = column([float(p.threshold or 0) for p in engaging], np.float64)
+        self.strategy_chars = np.array([len(p.strategy or "") for p in engaging], dtype=np.int64)
+        self.ltr_limit = np.array([p.last_tool_results for p in engaging], dtype=np.int64)
+        self.ltr_rows = np.flatnonzero(self.ltr_limit > 0)
+        self.fact_limit = np.array([p.ledger_facts for p in engaging], dtype=np.int64)
+        self.r_of = np.tile(np.arange(runs), max(self.engaging, 1))
+        self.e_of = np.repeat(np.arange(max(self.engaging, 1)), runs)
+        self.iteration_digits = _digits(arrays.iterations.T)
+        self.known_rate = ~np.isnan(arrays.rate)
+        self.rate0 = np.nan_to_num(arrays.rate)
+        self.tokens = arrays.tokens.T.copy()
+        self.recorded_full = arrays.recorded_full.T.copy()
+        shape = (len(policies), runs)
+        self.alive = np.full(shape, _ALL)
+        self.notice = np.zeros(shape, dtype=bool)
+        self.second = np.zeros(shape, dtype=bool)
+        self.notice_chars = np.zeros(shape, dtype=np.int64)
+        self.msgs = np.zeros(shape, dtype=np.int64)
+        self.chars = np.zeros(shape, dtype=np.int64)
+        self.window_turns = np.zeros(shape, dtype=np.int64)
+        self.dropped = np.zeros(shape, dtype=bool)
+        self.blocked_ltr = np.zeros((2, *shape), dtype=bool)  # the last two records: removed
+        self.blocked_any = np.zeros((2, *shape), dtype=bool)  # nothing, named the pin(s)
+        self.metric = {name: np.zeros(shape, dtype=np.int64) for name in KERNEL_METRICS}
+        self.tokens_known = np.ones(shape, dtype=bool)
+        self.budget_recorded = np.zeros(shape, dtype=bool)
+        self.budget_estimated = np.zeros(shape, dtype=bool)
+        self.recorded: list[tuple[np.ndarray, ...]] = []
+
+    # ── bits ──
+
+    def _high_bit(self, x: np.ndarray) -> np.ndarray:
+        return _high_bit(x, self.wide)
+
+    def _lowest(self, x: np.ndarray, m: np.ndarray) -> np.ndarray:
+        return _lowest(x, m, self.turns)
+
+    def _highest(self, x: np.ndarray, limit: np.ndarray) -> np.ndarray:
+        """The highest ``limit[row]`` set bits of each ``x`` (a pin ceiling: small), one bit
+        per round over the entries that have any."""
+        flat = x.reshape(-1)
+        index = np.flatnonzero(flat)
+        taken = np.zeros(flat.shape, dtype=np.uint64)
+        if index.size:
+            rest = flat[index]
+            ceiling = limit[self.e_of[index]]
+            held = np.zeros(index.shape, dtype=np.uint64)
+            for round_ in range(int(ceiling.max())):
+                top = self._high_bit(rest)
+                held |= top * (ceiling > round_)
+                rest ^= top
+                if not rest.any():
+                    break
+            taken[index] = held
+        return taken.reshape(x.shape)
+
+    def _span_sums(self, gone: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Messages and chars of the turns ``gone`` sets: the run's prefix sums from its
+        lowest to its highest bit, less the turns between that left before."""
+        flat = gone.reshape(-1)
+        index = np.flatnonzero(flat)
+        totals = [np.zeros(flat.shape, dtype=np.int64) for _ in self.bits.cum]
+        if index.size:
+            span = flat[index]
+            runs = self.r_of[index]
+            low, high = _low_bit(span), self._high_bit(span)
+            base = runs * (self.turns + 1)
+            start = base + _bit_position(low)
+            end = base + _bit_position(high) + 1
+            sums = [cum.take(end) - cum.take(start) for cum in self.bits.cum]
+            holes = ((high - low) + high) & ~span
+            inside = np.flatnonzero(holes)
+            if inside.size:
+                left = _bit_sums(self.bits.per_turn, runs[inside], holes[inside])
+                for total, hole in zip(sums, left, strict=True):
+                    total[inside] -= hole
+            for total, values in zip(totals, sums, strict=True):
+                total[index] = values
+        if len(totals) == 1:  # packed
+            msgs, chars = totals[0] & (_MSG_LIMIT - 1), totals[0] >> _MSG_BITS
+        else:
+            msgs, chars = totals
+        return msgs.reshape(gone.shape), chars.reshape(gone.shape)
+
+    def _wire_chars(self, gone: np.ndarray, runs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(safe tool names in each span, length of the names a notice prints); a span of
+        one turn reads them from the turn."""
+        one = (gone & (gone - _ONE)) == 0
+        turn = np.minimum(_bit_position(gone), self.turns - 1)
+        at = runs * self.turns + turn
+        some = gone != 0
+        named = self.bits.turn_named.take(at) * some
+        wire = self.bits.turn_wire.take(at) * some
+        several = np.flatnonzero(~one)
+        if several.size:
+            span, runs = gone[several], runs[several]
+            tools = self.bits.tools[:, runs] & span
+            holds = (tools != 0) & self.bits.safe[:, runs]
+            t = _bit_position(_low_bit(tools))
+            b = np.arange(tools.shape[0])[:, None]
+            order = self.arrays.name_order[runs[None, :], np.minimum(t, self.turns - 1), b]
+            named[several], wire[several] = _names_printed(
+                holds, self.arrays.name_chars.T[:, runs], t * 128 + order.astype(np.int64)
+            )
+        return named, wire
+
+    # ── the calls ──
+
+    def run(self) -> KernelResult:
+        bits = self.bits
+        calls = self.arrays.calls
+        sliding, budgets = slice(0, self.sliding), slice(self.sliding, self.engaging)
+        served_before = np.zeros_like(self.chars[budgets])
+        same_before = np.zeros(served_before.shape, dtype=bool)
+        for k in range(1, self.calls_max + 1):
+            active = calls >= k
+            self.msgs += bits.enter_msgs[k]
+            self.chars += bits.enter_chars[k]
+            self.window_turns += bits.enter_turns[k]
+            on = np.zeros((self.engaging, self.runs), dtype=bool)
+            on[sliding] = active & (self.window_turns[sliding] > self.keep[sliding])
+            if k >= 2 and self.engaging > self.sliding:
+                tokens_before = self.tokens[k - 2]
+                estimate = np.round(self.rate0 * served_before)
+                measured = estimate + same_before * (tokens_before - estimate)
+                budget = active & (tokens_before > 0) & (same_before | self.known_rate)
+                self.budget_recorded[budgets] |= budget & same_before
+                self.budget_estimated[budgets] |= budget & ~same_before
+                on[budgets] = budget & (measured > self.threshold[budgets])
+            if self.engaging and on.any():
+                self._visit(k, on)
+            reported = self.tokens[k - 1]
+            same = self.recorded_full[k - 1] & ~self.dropped
+            recorded = same & (reported > 0)
+            estimated = active & ~recorded
+            self.metric["input_chars"] += self.chars * active
+            self.metric["input_tokens_estimated_calls"] += estimated
+            self.tokens_known &= ~(estimated & ~self.known_rate)
+            guess = np.round(self.rate0 * self.chars).astype(np.int64)
+            self.metric["input_tokens"] += recorded * reported + estimated * guess
+            served_before = self.chars[budgets].copy()
+            same_before = same[budgets]
+        return self._result()
+
+    def _visit(self, k: int, on: np.ndarray) -> None:
+        """One window-stage visit, the rules of ``window_visit``, computed for every engaging
+        (policy, run) at once; only those ``on`` (whose strategy engaged) change."""
+        bits, rows = self.bits, slice(0, self.engaging)
+        alive, notice, second = self.alive[rows], self.notice[rows], self.second[rows]
+        turns_before, chars_before = self.window_turns[rows], self.chars[rows]
+        notice_chars = self.notice_chars[rows]
+        present = alive & bits.entered_by[k]
+        candidates = np.maximum(turns_before - self.keep, 0)
+        notice_removable = on & notice & (second < candidates)
+        cand = self._lowest(present, (candidates - notice_removable) * on)
+        after_request = present & bits.after_request
+        # the recency pin: each tool's latest result after the request, one pin per turn
+        ltr = (self.ltr_limit > 0)[:, None]
+        stand_ltr = on & ltr & self.blocked_ltr[0, rows] & self.blocked_ltr[1, rows]
+        contested = np.zeros(present.shape, dtype=np.uint64)
+        pinning = self.ltr_rows
+        if pinning.size:  # only the policies with a recency pin
+            each = self._high_bit(after_request[pinning][None] & bits.tools[:, None, :])
+            latest = np.bitwise_or.reduce(each, axis=0)
+            contested[pinning] = (latest & cand[pinning]) * ~stand_ltr[pinning]
+        held_ltr = self._highest(contested, self.ltr_limit)
+        ltr_held = _count(held_ltr)
+        ltr_yielded = _count(contested) - ltr_held
+        # the fact pin: turns standing `fact`, newest first
+        facts_on = (self.fact_limit > 0)[:, None] & self.arrays.armed
+        stand_fact = on & facts_on & self.blocked_any[0, rows] & self.blocked_any[1, rows]
+        facts = (after_request & bits.fact_by[k] & cand) * (facts_on & ~stand_fact)
+        held_fact = self._highest(facts, self.fact_limit)
+        fact_held = _count(held_fact)
+        fact_yielded = _count(facts) - fact_held
+        refused = cand & (~bits.plain | held_ltr | held_fact)
+        # the span: from the oldest removable turn (or the notice) to the next refusal
+        first_turn = _low_bit(cand ^ refused) * ~notice_removable
+        has_span = notice_removable | (first_turn != 0)
+        lowest_present = _low_bit(present)
+        rank = _count(present & (first_turn - _ONE))  # turns before the span's first
+        notice_first = notice & ~second
+        at_0 = (notice_removable & ~second) | (~notice_removable & (rank == 0) & ~notice_first)
+        at_1 = (notice_removable & second) | (
+            ~notice_removable & (((rank == 1) & ~notice) | ((rank == 0) & notice_first))
+        )
+        lead = lowest_present * (notice_removable & second)
+        above = present & ~(lead | ((first_turn | (first_turn - _ONE)) * ~notice_removable))
+        stop = _low_bit(refused & above)
+        gone = cand & (above | first_turn) & (stop - _ONE)
+        span_msgs, span_chars = self._span_sums(gone)
+        span_msgs += notice_removable
+        span_chars += notice_chars * notice_removable
+        request_first = (bits.request != 0) & (bits.request == lowest_present) & ~notice_first
+        kept = has_span & at_1 & request_first
+        at_head = has_span & (at_0 | kept)
+        inserted = np.zeros(on.shape, dtype=bool)
+        new_chars = np.zeros(on.shape, dtype=np.int64)
+        refused_whole = np.zeros(on.shape, dtype=bool)
+        notice_gone = notice_removable.copy()
+        heads = np.flatnonzero(at_head)
+        if heads.size:  # the notice: rich if it fits, else plain, else none
+            runs, flat = self.r_of[heads], (lambda a: a.reshape(-1)[heads])
+            plain = (
+                _PLAIN_FIXED
+                + _digits(flat(span_msgs))
+                + self.iteration_digits[k - 1, runs]
+                + self.strategy_chars[self.e_of[heads]]
+                + flat(kept) * _KEPT_EXTRA
+            )
+            span = flat(gone)
+            named, wire = self._wire_chars(span, runs)
+            rich = plain + _NAMES_EXTRA + wire
+            fits = flat(span_chars)
+            use_rich = (named > 0) & (rich < fits)
+            use_plain = ~use_rich & (plain < fits)
+            written = use_rich | use_plain
+            inserted.reshape(-1)[heads] = written
+            new_chars.reshape(-1)[heads] = rich * use_rich + plain * use_plain
+            next_head = _low_bit(flat(above) & ~span)
+            head_is_user = (next_head & bits.user[runs]) != 0
+            whole = ~written & flat(at_0) & ~head_is_user
+            if whole.any():  # replacement-not-smaller: nothing leaves
+                back = heads[whole]
+                for values in (refused_whole, gone, notice_gone, span_msgs, span_chars):
+                    values.reshape(-1)[back] = 0 if values is not refused_whole else 1
+        # what the record names, for the next visits' stand-down
+        before_first = lead | ((first_turn - _ONE) * ~notice_removable)
+        listed = cand & (before_first | stop) & refused
+        named_ltr = (listed & held_ltr & bits.plain) != 0
+        named_fact = (listed & held_fact & ~held_ltr & bits.plain) != 0
+        nothing = span_msgs == 0
+        for blocked, named_now in (
+            (self.blocked_ltr, named_ltr),
+            (self.blocked_any, named_ltr | named_fact),
+        ):
+            last = blocked[0, rows].copy()
+            blocked[0, rows] = (on & nothing & named_now) | (~on & last)
+            blocked[1, rows] = (on & last) | (~on & blocked[1, rows])
+        turns_after = turns_before - _count(gone) - notice_gone + inserted
+        chars_after = chars_before - span_chars + new_chars
+        index = np.flatnonzero(on)
+
+        def taken(values: np.ndarray, dtype: Any = None) -> np.ndarray:
+            out = values.reshape(-1).take(index)
+            return out if dtype is None else out.astype(dtype)
+
+        self.recorded.append(
+            (
+                index.astype(np.int64),
+                np.full(index.size, k - 1, dtype=np.int16),
+                taken(span_msgs, np.int32),
+                taken(turns_before, np.int16),
+                taken(turns_after, np.int16),
+                taken(chars_before),
+                taken(chars_after),
+                taken(present),
+                taken(listed),
+                taken(listed & held_ltr),
+                taken(notice, np.uint8) | taken(second, np.uint8) << 1 | taken(refused_whole, np.uint8) << 2,
+            )
+        )
+        # apply (every change below is zero for the states not ``on``)
+        alive &= ~gone
+        self.notice[rows] = inserted | (notice & ~notice_gone)
+        self.second[rows] = (inserted & kept) | (~inserted & second)
+        self.notice_chars[rows] = new_chars + notice_chars * (~inserted & ~notice_gone)
+        self.chars[rows] = chars_after
+        self.msgs[rows] += inserted - span_msgs
+        self.window_turns[rows] = turns_after
+        self.dropped[rows] |= ~nothing | inserted
+        metric = self.metric
+        metric["engaged_visits"][rows] += on
+        metric["removed_messages"][rows] += span_msgs
+        metric["pins_held_last_tool_result"][rows] += ltr_held
+        metric["pins_yielded_last_tool_result"][rows] += ltr_yielded * (ltr_held > 0)
+        metric["pins_held_ledger_fact"][rows] += fact_held
+        metric["pins_yielded_ledger_fact"][rows] += fact_yielded * (fact_held > 0)
+        metric["pin_stand_downs"][rows] += stand_ltr.astype(np.int64) + stand_fact
+
+    def _result(self) -> KernelResult:
+        arrays, bits, metric = self.arrays, self.bits, self.metric
+        runs, turns = self.runs, self.turns
+        offered_by = bits.entered_by[arrays.calls.astype(np.intp), np.arange(runs)]
+        # per turn: messages, chars, results, then results by final standing
+        values = np.concatenate(
+            [
+                arrays.msgs[:, :, None],
+                arrays.chars[:, :, None],
+                arrays.final_counts.sum(2, keepdims=True),
+                arrays.final_counts,
+            ],
+            axis=2,
+            dtype=np.float64,
+        )
+
+        def sums(turns_of: np.ndarray) -> np.ndarray:  # exact: every sum is below 2**53
+            held = _unpack(turns_of, turns).astype(np.float64)[:, None, :]
+            return np.rint(np.matmul(held, values)[:, 0, :]).astype(np.int64)
+
+        entered = sums(offered_by)
+        columns = ("fact", "open", "noise", "ruled_out", "undeclared")
+        for p in range(self.alive.shape[0]):
+            served = sums(self.alive[p] & offered_by)
+            left = entered - served
+            metric["answer_message_count"][p] = served[:, 0] + self.notice[p]
+            metric["answer_content_chars"][p] = served[:, 1] + self.notice_chars[p] * self.notice[p]
+            metric["answer_results_verbatim"][p] = served[:, 2]
+            metric["answer_facts_verbatim"][p] = served[:, 3]
+            metric["results_dropped"][p] = left[:, 2]
+            for n, column in enumerate(columns):
+                metric[f"results_dropped_{column}"][p] = left[:, 3 + n]
+        back = np.argsort(self.order)  # given policy p is row back[p]
+        if self.recorded:
+            state, call, *fields = (np.concatenate(part) for part in zip(*self.recorded))
+        else:
+            state, call = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int16)
+            fields = [np.zeros(0, dtype=np.int64)] * 5 + [np.zeros(0, dtype=np.uint64)] * 3
+            fields.append(np.zeros(0, dtype=np.uint8))
+        order = np.asarray(self.order, dtype=np.int64)
+        return KernelResult(
+            policies=self.policies,
+            metrics={name: values[back] for name, values in metric.items()},
+            input_tokens_known=self.tokens_known[back],
+            budget_recorded=self.budget_recorded[back],
+            budget_estimated=self.budget_estimated[back],
+            answer_turns=(self.alive & offered_by)[back],
+            calls_max=self.calls_max,
+            visit_policy=order[state // runs],
+            visit_run=state % runs,
+            visit_call=call,
+            visit_values=dict(zip(VISIT_FIELDS[1:], fields[:5], strict=True)),
+            visit_present=fields[5],
+            visit_listed=fields[6],
+            visit_listed_ltr=fields[7],
+            visit_flags=fields[8],
+        )
+
+
+def advance(arrays: TurnArrays, policies: Sequence[Policy]) -> KernelResult:
+    """Replay every policy over every run, all (policy, run) windows advancing together.
+
+    >>> from contextledger.window.policies import parse_policy
+    >>> from contextledger.window.synthetic import Batch, Result, Said, build_stream
+    >>> steps = [[Batch((Result("look", 300),))] for _ in range(6)]
+    >>> arrays = turn_arrays([build_stream("r", [Said("user", "go")], steps)])
+    >>> result = advance(arrays, [parse_policy("sliding:keep=2,last_tool_results=0")])
+    >>> result.metrics["removed_messages"].tolist(), result.metrics["answer_message_count"].tolist()
+    ([[6]], [[5]])
+    """
+    runs, turns = arrays.msgs.shape
+    if turns > MAX_TURNS:
+        msg = f"the kernel replays runs of at most {MAX_TURNS} turns; one has {turns}"
+        raise ValueError(msg)
+    return _Advance(arrays, policies).run()
+
+
+@dataclass
+class Refusals:
+    """Every engaged visit's refusals, visits in ``KernelResult`` order: ``counts[v]`` rows
+    for visit v, each a ``reason`` (an index into ``REFUSAL_REASONS``), ``turn_index`` and
+    ``message_index``."""
+
+    counts: np.ndarray
+    reason: np.ndarray
+    turn_index: np.ndarray
+    message_index: np.ndarray
+
+
+def refusal_rows(arrays: TurnArrays, result: KernelResult) -> Refusals:
+    """The refusals each engaged visit's record lists, as ``window_visit`` files them.
+
+    ``replacement-not-smaller`` when a span was refused whole, then the candidates that
+    refused (oldest first, up to the one that ended the span), then the turns inside the
+    keep window; indexes are the window's before the visit, where a drop notice is a turn
+    of one message.
+
+    >>> from contextledger.window.policies import parse_policy
+    >>> from contextledger.window.synthetic import Batch, Result, Said, build_stream
+    >>> steps = [[Batch((Result("look", 300),))] for _ in range(3)]
+    >>> arrays = turn_arrays([build_stream("r", [Said("user", "go")], steps)])
+    >>> result = advance(arrays, [parse_policy("sliding:keep=1,last_tool_results=0")])
+    >>> rows = refusal_rows(arrays, result)
+    >>> rows.counts.tolist(), [REFUSAL_REASONS[n] for n in rows.reason[:2]]
+    ([2, 2], ['current-request', 'inside-keep-window'])
+    """
+    turns = arrays.msgs.shape[1]
+    runs, present, flags = result.visit_run, result.visit_present, result.visit_flags
+    notice = (flags & _NOTICE) != 0
+    second = (flags & _SECOND) != 0
+    whole = (flags & _REFUSED_WHOLE) != 0
+    keeps = np.array([p.keep_recent_turns for p in result.policies], dtype=np.int64)
+    candidates = np.maximum(result.visit_values["turns_before"] - keeps[result.visit_policy], 0)
+    notice_kept = notice & (second >= candidates)
+    chosen = _lowest(present, candidates - (notice & ~notice_kept), turns)
+    listed = result.visit_listed | (present & ~chosen)
+    # every turn in the window before each visit, visit by visit, oldest first
+    visit, turn = np.nonzero(_unpack(present, turns))
+    in_window = _count(present)
+    first = np.cumsum(in_window) - in_window
+    rank = np.arange(visit.size) - first[visit]
+    msgs = arrays.msgs[runs[visit], turn].astype(np.int64)
+    before = np.cumsum(msgs) - msgs
+    notice_before = notice[visit] & (~second[visit] | (rank >= 1))
+    turn_index = rank + notice_before
+    message_index = before - before[first[visit]] + notice_before
+    bit = np.left_shift(_ONE, turn.astype(np.uint64))
+    request = np.where(
+        arrays.request >= 0, _ONE << np.maximum(arrays.request, 0).astype(np.uint64), _ZERO
+    )
+    system = np.zeros_like(arrays.refuses) if arrays.system is None else arrays.system
+    reasons = (  # the order ``refusal_for`` asks in
+        request,
+        _as_bits(system),
+        _as_bits(arrays.refuses & ~system),
+    )
+    code = np.select(
+        [(masks[runs[visit]] & bit) != 0 for masks in reasons]
+        + [(result.visit_listed_ltr[visit] & bit) != 0],
+        [0, 1, 2, 3],
+        4,
+    )
+    code = np.where((result.visit_listed[visit] & bit) != 0, code, 5)
+    shown = np.flatnonzero((listed[visit] & bit) != 0)
+    of = visit[shown]
+    listed_count = _count(listed)
+    counts = whole + listed_count + notice_kept
+    start = np.cumsum(counts) - counts
+    notice_at = second.astype(np.int64)
+    position = (
+        start[of]
+        + whole[of]
+        + np.arange(shown.size)
+        - (np.cumsum(listed_count) - listed_count)[of]
+        + (notice_kept[of] & (turn_index[shown] > notice_at[of]))
+    )
+    total = int(counts.sum())
+    reason = np.zeros(total, dtype=np.uint8)
+    turn_out = np.zeros(total, dtype=np.int32)
+    message_out = np.zeros(total, dtype=np.int32)
+    reason[position] = code[shown]
+    turn_out[position] = turn_index[shown]
+    message_out[position] = message_index[shown]
+    kept = np.flatnonzero(notice_kept)
+    if kept.size:  # the notice, inside the keep window at the head
+        lowest = _low_bit(present[kept])
+        after_first = second[kept] & ((listed[kept] & lowest) != 0)
+        head = np.minimum(_bit_position(lowest), turns - 1)
+        at = start[kept] + whole[kept] + after_first
+        reason[at] = REFUSAL_REASONS.index("inside-keep-window")
+        turn_out[at] = second[kept]
+        message_out[at] = arrays.msgs[runs[kept], head] * second[kept]
+    refused = np.flatnonzero(whole)
+    reason[start[refused]] = REFUSAL_REASONS.index("replacement-not-smaller")
+    return Refusals(counts, reason, turn_out, message_out)

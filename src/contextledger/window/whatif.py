@@ -1,0 +1,518 @@
+"""What would another window policy have served? Replay recorded runs under several.
+
+Each (run, policy) is replayed exactly (:func:`~contextledger.window.replay.replay`)
+and reduced to one row of ``schema.WHATIF_RUNS``: the visits where the policy
+engaged, the window served to the last call, and the counts a comparison reads;
+:func:`whatif` also aggregates them per policy (median and total over the runs).
+Token counts are the provider's where the replayed window is the one the run
+sent, and otherwise an estimate at the run's own rate (recorded tokens per
+recorded char); ``budget_tokens_from`` says which a token budget decided on.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+
+from contextledger.read.snapshot import (
+    ReadError,
+    ReadProblem,
+    Run,
+    decode_run,
+    find_snapshot_files,
+    iter_documents,
+)
+from contextledger.tables import schema
+from contextledger.window.kernel import (
+    REFUSAL_REASONS,
+    VISIT_FIELDS,
+    KernelResult,
+    TurnArrays,
+    advance,
+    refusal_rows,
+    take_runs,
+    turn_arrays,
+)
+from contextledger.window.messages import RunMessages, rebuild_messages
+from contextledger.window.policies import Policy, parse_policy
+from contextledger.window.refusals import is_result
+from contextledger.window.replay import Replay, replay, same_window, window_key
+from contextledger.window.standings import (
+    StandingsTimeline,
+    load_standings,
+    standings_from_snapshot,
+    timelines,
+)
+from contextledger.window.turns import segment_turns, window_chars
+
+#: Column name suffix per standing, for ``results_dropped_*``.
+_STANDING_COLUMN = {
+    "fact": "fact",
+    "open": "open",
+    "noise": "noise",
+    "ruled-out": "ruled_out",
+    None: "undeclared",
+}
+
+
+@dataclass
+class WhatIfInputs:
+    """Runs read for a what-if: their streams, the standings their snapshots hold,
+    and what could not be read."""
+
+    streams: list[RunMessages] = field(default_factory=list)
+    standings: list[dict[str, Any]] = field(default_factory=list)
+    problems: list[ReadProblem] = field(default_factory=list)
+
+
+def read_inputs(paths_or_runs: Any) -> WhatIfInputs:
+    """Read snapshot paths (files, directories) or take runs as given, in order.
+
+    Accepts a path, a :class:`Run`, a :class:`RunMessages`, or a sequence of them.
+    An unreadable file is listed in ``problems``; the rest is still read.
+    """
+    items = (
+        [paths_or_runs]
+        if isinstance(paths_or_runs, str | Path | Run | RunMessages)
+        else paths_or_runs
+    )
+    inputs = WhatIfInputs()
+    for item in items:
+        if isinstance(item, RunMessages):
+            inputs.streams.append(item)
+        elif isinstance(item, Run):
+            _take(inputs, item)
+        else:
+            for path in find_snapshot_files([item]):
+                try:
+                    for document in iter_documents(path):
+                        try:
+                            _take(inputs, decode_run(document))
+                        except ReadError as error:
+                            inputs.problems.append(_problem(error))
+                except ReadError as error:
+                    inputs.problems.append(_problem(error))
+    return inputs
+
+
+def _take(inputs: WhatIfInputs, run: Run) -> None:
+    inputs.streams.append(rebuild_messages(run))
+    inputs.standings.extend(standings_from_snapshot(run))
+
+
+def _problem(error: ReadError) -> ReadProblem:
+    return ReadProblem(error.source.path, error.source.line, error.run_id, error.reason)
+
+
+def _standing_rows(standings: Any) -> list[dict[str, Any]]:
+    if standings is None:
+        return []
+    if isinstance(standings, str | Path):
+        return load_standings(standings).to_pylist()
+    if isinstance(standings, pl.DataFrame):
+        standings = standings.to_arrow()
+    if isinstance(standings, pa.Table):
+        rows = standings.to_pylist()
+        for row in rows:
+            row.setdefault("source", "table")
+            row["iteration"] = row.get("iteration") or 0
+        return rows
+    msg = f"standings must be a file path, a Polars frame or an Arrow table, not {type(standings)}"
+    raise TypeError(msg)
+
+
+def whatif(
+    paths_or_runs: Any,
+    policies: Sequence[str | Policy] | str,
+    standings: Any = None,
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Replay every run under every policy: ``(per_run, per_policy)``.
+
+    ``standings`` (a CSV / JSON Lines file, or a frame with ``run_id,
+    tool_call_id, standing, iteration``) adds to the findings ledgers the
+    snapshots hold and arms the ledger-fact pin for the runs it names.
+
+    >>> per_run, per_policy = whatif("data/sample/s0001-fact-bench.json.gz",
+    ...                              ["none", "sliding:keep=6"])
+    >>> per_policy.select("policy", "runs", "answer_results_verbatim_total").rows()
+    [('none', 1, 20), ('sliding:keep=6', 1, 6)]
+    """
+    specs = [policies] if isinstance(policies, str | Policy) else list(policies)
+    parsed = parse_policies(specs)
+    inputs = read_inputs(paths_or_runs)
+    for problem in inputs.problems:
+        where = problem.path if problem.line is None else f"{problem.path}:{problem.line}"
+        warnings.warn(f"skipped {where}: {problem.reason}", stacklevel=2)
+    per_run = whatif_table(inputs.streams, parsed, [*inputs.standings, *_standing_rows(standings)])
+    return per_run, per_policy(per_run)
+
+
+def parse_policies(specs: Iterable[str | Policy]) -> list[tuple[str, Policy]]:
+    """``(spec as given, policy)`` for each spec, duplicates once; raises on the first bad one.
+
+    >>> [label for label, _ in parse_policies(["none", "sliding:keep=6", "none"])]
+    ['none', 'sliding:keep=6']
+    """
+    parsed: dict[str, Policy] = {}
+    for spec in specs:
+        label = spec.spec if isinstance(spec, Policy) else str(spec).strip()
+        parsed.setdefault(label, parse_policy(spec))
+    if not parsed:
+        msg = "give at least one window policy (e.g. 'sliding:keep=6')"
+        raise ValueError(msg)
+    return list(parsed.items())
+
+
+def whatif_table(
+    streams: Sequence[RunMessages],
+    policies: Sequence[tuple[str, Policy]],
+    standings_rows: Sequence[Mapping[str, Any]] = (),
+) -> pl.DataFrame:
+    """One ``schema.WHATIF_RUNS`` row per (run, policy), runs in order, policies as given.
+
+    The vectorized kernel (:mod:`~contextledger.window.kernel`) replays every run it
+    can, all windows together; the runs it sets aside (``TurnArrays.fallback``), and a
+    windowed policy over a run recorded with a window, are replayed exactly, one by one.
+    The rows are the same either way (:func:`whatif_table_exact` replays everything
+    exactly; the tests hold the two equal).
+    """
+    by_run = timelines(standings_rows)
+    labels = [label for label, _ in policies]
+    parsed = [policy for _, policy in policies]
+    count = len(parsed)
+    arrays = turn_arrays(streams, by_run)
+    rows = [r for r in range(len(streams)) if r not in arrays.fallback]
+    tables: list[pa.Table] = []
+    keys: list[np.ndarray] = []
+    exact: list[tuple[int, int]] = [(r, p) for r in arrays.fallback for p in range(count)]
+    if rows:
+        laid = arrays if len(rows) == len(streams) else take_runs(arrays, rows)
+        chosen = [streams[r] for r in rows]
+        table = _kernel_rows(chosen, labels, laid, advance(laid, parsed), by_run)
+        comparable = np.ones((len(rows), count), dtype=bool)
+        windowed = laid.windowed if laid.windowed is not None else np.zeros(len(rows), bool)
+        for p, policy in enumerate(parsed):
+            if policy.kind != "none":
+                comparable[:, p] = ~windowed
+        exact += [(rows[n], p) for n, p in zip(*np.nonzero(~comparable), strict=True)]
+        tables.append(table.filter(pa.array(comparable.reshape(-1))))
+        key = np.asarray(rows, dtype=np.int64)[:, None] * count + np.arange(count)
+        keys.append(key.reshape(-1)[comparable.reshape(-1)])
+    if exact:
+        replayed = []
+        for r, p in exact:
+            stream, timeline = streams[r], by_run.get(streams[r].run_id)
+            result = replay(stream, parsed[p], timeline.at if timeline else None)
+            replayed.append(whatif_row(stream, labels[p], result, timeline))
+        tables.append(pa.Table.from_pylist(replayed, schema=schema.WHATIF_RUNS))
+        keys.append(np.array([r * count + p for r, p in exact], dtype=np.int64))
+    if not tables:
+        return pl.from_arrow(schema.WHATIF_RUNS.empty_table())  # type: ignore[return-value]
+    combined = pa.concat_tables(tables).take(np.argsort(np.concatenate(keys), kind="stable"))
+    return pl.from_arrow(combined.combine_chunks())  # type: ignore[return-value]
+
+
+def whatif_table_exact(
+    streams: Sequence[RunMessages],
+    policies: Sequence[tuple[str, Policy]],
+    standings_rows: Sequence[Mapping[str, Any]] = (),
+) -> pl.DataFrame:
+    """:func:`whatif_table` with every (run, policy) replayed exactly, one at a time."""
+    by_run = timelines(standings_rows)
+    rows = []
+    for stream in streams:
+        timeline = by_run.get(stream.run_id)
+        for label, policy in policies:
+            at = timeline.at if timeline else None
+            rows.append(whatif_row(stream, label, replay(stream, policy, at), timeline))
+    table = pa.Table.from_pylist(rows, schema=schema.WHATIF_RUNS)
+    return pl.from_arrow(table)  # type: ignore[return-value]
+
+
+def _field_type(struct: pa.DataType, name: str) -> pa.DataType:
+    return struct.field(name).type  # type: ignore[attr-defined, no-any-return]
+
+
+def _kernel_rows(
+    streams: Sequence[RunMessages],
+    labels: Sequence[str],
+    arrays: TurnArrays,
+    result: KernelResult,
+    by_run: Mapping[str, StandingsTimeline],
+) -> pa.Table:
+    """The kernel's answers as ``schema.WHATIF_RUNS`` rows: run by run, policies as given."""
+    runs, count = len(streams), len(labels)
+    columns: dict[str, pa.Array] = {}
+    per_row = schema.WHATIF_RUNS
+
+    def by_row(values: np.ndarray) -> np.ndarray:  # [policy, run] -> row (run, policy)
+        return values.T.reshape(-1)
+
+    def per_run(values: Sequence[Any], name: str) -> pa.Array:
+        return pa.array(values, type=per_row.field(name).type).take(
+            np.repeat(np.arange(runs), count)
+        )
+
+    columns["run_id"] = per_run([s.run_id for s in streams], "run_id")
+    columns["policy"] = pa.array(list(labels) * runs, type=pa.string())
+    columns["visits"] = _kernel_visits(arrays, result, count)
+    calls = np.asarray(arrays.calls, dtype=np.int64)
+    columns["answer"] = _kernel_answers(arrays, result, calls)
+    budget = np.array([p.kind == "token_budget" for p in result.policies])[:, None]
+    code = budget * (result.budget_recorded + 2 * result.budget_estimated)
+    columns["budget_tokens_from"] = pa.DictionaryArray.from_arrays(
+        pa.array(by_row(code).astype(np.int8), mask=by_row(code) == 0),
+        pa.array(["", "recorded", "estimated", "recorded+estimated"]),
+    ).cast(pa.string())
+    columns["tokens_per_char"] = per_run([s.tokens_per_char() for s in streams], "tokens_per_char")
+    columns["model_calls"] = per_run(calls, "model_calls")
+    declared = []
+    for stream in streams:
+        timeline = by_run.get(stream.run_id)
+        final = timeline.final() if timeline else {}
+        results = {m.tool_call_id for m in stream.messages if is_result(m) and m.tool_call_id}
+        declared.append(sum(final.get(call_id) == "fact" for call_id in results))
+    columns["facts_declared"] = per_run(declared, "facts_declared")
+    for name in schema.WHATIF_METRICS:
+        if name in columns:
+            continue
+        values = by_row(result.metrics[name])
+        mask = by_row(~result.input_tokens_known) if name == "input_tokens" else None
+        columns[name] = pa.array(values, type=per_row.field(name).type, mask=mask)
+    return pa.Table.from_arrays([columns[f.name] for f in per_row], schema=per_row)
+
+
+def _kernel_visits(arrays: TurnArrays, result: KernelResult, count: int) -> pa.Array:
+    """Each row's engaged visits, in call order, with their refusals."""
+    visit_type = _field_type(schema.WHATIF_RUNS.field("visits").type.value_type, "refusals")
+    refusal_type = visit_type.value_type  # type: ignore[attr-defined]
+    found = refusal_rows(arrays, result)
+    refusals = pa.StructArray.from_arrays(
+        [
+            pa.DictionaryArray.from_arrays(
+                pa.array(found.reason), pa.array(REFUSAL_REASONS)
+            ).cast(pa.string()),
+            pa.array(found.turn_index, type=pa.int32()),
+            pa.array(found.message_index, type=pa.int32()),
+        ],
+        fields=list(refusal_type),
+    )
+    offsets = np.zeros(found.counts.size + 1, dtype=np.int32)
+    np.cumsum(found.counts, out=offsets[1:])
+    values = result.visit_values
+    struct_type = schema.WHATIF_RUNS.field("visits").type.value_type
+    visits = pa.StructArray.from_arrays(
+        [
+            pa.array(arrays.iterations[result.visit_run, result.visit_call], type=pa.int32()),
+            *(
+                pa.array(values[name], type=_field_type(struct_type, name))
+                for name in VISIT_FIELDS[1:]
+            ),
+            pa.ListArray.from_arrays(pa.array(offsets), refusals),
+        ],
+        fields=list(struct_type),
+    )
+    row = result.visit_run * count + result.visit_policy
+    order = np.argsort(row, kind="stable")  # visits are in call order: keep it within a row
+    per_row = np.bincount(row, minlength=result.input_tokens_known.size)
+    row_offsets = np.zeros(per_row.size + 1, dtype=np.int32)
+    np.cumsum(per_row, out=row_offsets[1:])
+    return pa.ListArray.from_arrays(pa.array(row_offsets), visits.take(order))
+
+
+def _kernel_answers(arrays: TurnArrays, result: KernelResult, calls: np.ndarray) -> pa.Array:
+    """The window served to each row's last call: its size and the results it held verbatim."""
+    count, runs = result.answer_turns.shape
+    held = (result.answer_turns[:, arrays.result_run] >> arrays.result_turn.astype(np.uint64)) & 1
+    policy, which = np.nonzero(held.astype(bool))  # by policy, then stream order
+    row = arrays.result_run[which] * count + policy
+    order = np.argsort(row, kind="stable")
+    offsets = np.zeros(count * runs + 1, dtype=np.int32)
+    np.cumsum(np.bincount(row, minlength=count * runs), out=offsets[1:])
+    ids = pa.array(arrays.result_ids, type=pa.string()).take(which[order])
+    metric = result.metrics
+    struct_type = schema.WHATIF_RUNS.field("answer").type
+    return pa.StructArray.from_arrays(
+        [
+            pa.array(metric["answer_message_count"].T.reshape(-1), type=pa.int32()),
+            pa.array(metric["answer_content_chars"].T.reshape(-1), type=pa.int64()),
+            pa.ListArray.from_arrays(pa.array(offsets), ids),
+        ],
+        fields=list(struct_type),
+        mask=pa.array(np.repeat(calls == 0, count)),
+    )
+
+
+def whatif_row(
+    stream: RunMessages, label: str, result: Replay, timeline: StandingsTimeline | None
+) -> dict[str, Any]:
+    """Reduce one replay to its ``schema.WHATIF_RUNS`` row."""
+    final = timeline.final() if timeline else {}
+    rate = stream.tokens_per_char()
+    row: dict[str, Any] = dict.fromkeys(schema.WHATIF_METRICS, 0)
+    row.update(run_id=stream.run_id, policy=label, tokens_per_char=rate)
+    row["model_calls"] = len(stream.calls)
+    visits = []
+    tokens: int | None = 0
+    for visit, call in zip(result.visits, stream.calls, strict=True):
+        chars = window_chars(visit.served)
+        row["input_chars"] += chars
+        if call.input_tokens > 0 and same_window(visit.served, stream.window(call.window_served)):
+            tokens = None if tokens is None else tokens + call.input_tokens
+        else:
+            row["input_tokens_estimated_calls"] += 1
+            tokens = None if tokens is None or rate is None else tokens + round(rate * chars)
+        record = visit.record
+        if record is None:
+            continue
+        visits.append(_visit_row(visit.window_before, visit.served, record))
+        row["removed_messages"] += record["removedMessageCount"]
+        kept = {window_key(m) for m in visit.served}
+        for message in visit.window_before:
+            if is_result(message) and message.tool_call_id and window_key(message) not in kept:
+                row["results_dropped"] += 1
+                column = _STANDING_COLUMN[final.get(message.tool_call_id)]
+                row[f"results_dropped_{column}"] += 1
+        for key, name in (("observations", "last_tool_result"), ("ledgerFacts", "ledger_fact")):
+            held = record.get(key)
+            if held is not None:
+                row[f"pins_held_{name}"] += len(held["pinned"])
+                row[f"pins_yielded_{name}"] += held["yielded"]
+                row["pin_stand_downs"] += bool(held.get("standDown"))
+    row["input_tokens"] = tokens
+    row["visits"] = visits
+    row["engaged_visits"] = len(visits)
+    row["budget_tokens_from"] = _budget_tokens_from(result)
+    results = {m.tool_call_id for m in stream.messages if is_result(m) and m.tool_call_id}
+    row["facts_declared"] = sum(final.get(call_id) == "fact" for call_id in results)
+    if result.visits:
+        answer = result.visits[-1].served
+        verbatim = [m.tool_call_id for m in answer if is_result(m) and m.tool_call_id]
+        row["answer"] = {
+            "message_count": len(answer),
+            "content_chars": window_chars(answer),
+            "tool_call_ids_verbatim": verbatim,
+        }
+        row["answer_message_count"] = len(answer)
+        row["answer_content_chars"] = window_chars(answer)
+        row["answer_results_verbatim"] = len(verbatim)
+        row["answer_facts_verbatim"] = sum(final.get(i) == "fact" for i in verbatim)
+    else:
+        row["answer"] = None
+    return row
+
+
+def _visit_row(before: Sequence[Any], after: Sequence[Any], record: Mapping[str, Any]) -> Any:
+    return {
+        "iteration": record["iteration"],
+        "removed_message_count": record["removedMessageCount"],
+        "turns_before": len(segment_turns(before)),
+        "turns_after": len(segment_turns(after)),
+        "window_chars_before": record["windowCharsBefore"],
+        "window_chars_after": record["windowCharsAfter"],
+        "refusals": [
+            {
+                "reason": r["reason"],
+                "turn_index": r["turnIndex"],
+                "message_index": r["messageIndex"],
+            }
+            for r in record["refusals"]
+        ],
+    }
+
+
+def _budget_tokens_from(result: Replay) -> str | None:
+    if result.policy.kind != "token_budget":
+        return None
+    measured = [v.measured_estimated for v in result.visits if v.measured is not None]
+    if not measured:
+        return None
+    if all(measured):
+        return "estimated"
+    return "recorded+estimated" if any(measured) else "recorded"
+
+
+def per_policy(per_run: pl.DataFrame) -> pl.DataFrame:
+    """One row per policy, in the order given: ``runs``, then each metric's median and total.
+
+    >>> per_run, _ = whatif("data/sample/s0003-loop.json.gz", "sliding:keep=2")
+    >>> per_policy(per_run).select("policy", "runs", "model_calls_total").rows()
+    [('sliding:keep=2', 1, 13)]
+    """
+    aggregates = [pl.len().cast(pl.Int64).alias("runs")]
+    for metric in schema.WHATIF_METRICS:
+        aggregates.append(pl.col(metric).median().alias(f"{metric}_median"))
+        aggregates.append(pl.col(metric).sum().cast(pl.Int64).alias(f"{metric}_total"))
+    return per_run.group_by("policy", maintain_order=True).agg(aggregates)
+
+
+#: The metrics the ``table`` format shows, under shorter headings.
+TABLE_METRICS = {
+    "input_chars": "input chars",
+    "input_tokens": "input tokens",
+    "removed_messages": "msgs removed",
+    "results_dropped": "results dropped",
+    "results_dropped_fact": "facts dropped",
+    "results_dropped_noise": "noise dropped",
+    "answer_results_verbatim": "answer results",
+    "answer_facts_verbatim": "answer facts",
+    "pins_held_last_tool_result": "recency pins",
+    "pins_held_ledger_fact": "fact pins",
+}
+
+
+def display_table(per_policy: pl.DataFrame) -> pl.DataFrame:
+    """What the ``table`` format prints: per policy, each metric as ``median / total``."""
+
+    def cell(metric: str) -> pl.Expr:
+        median = pl.col(f"{metric}_median")
+        shown = (
+            pl.when(median == median.round())
+            .then(median.cast(pl.Int64).cast(pl.String))
+            .otherwise(median.round(1).cast(pl.String))
+        )
+        return pl.concat_str(
+            shown.fill_null("-"),
+            pl.lit(" / "),
+            pl.col(f"{metric}_total").cast(pl.String).fill_null("-"),
+        )
+
+    return per_policy.select(
+        "policy", "runs", *[cell(metric).alias(label) for metric, label in TABLE_METRICS.items()]
+    )
+
+
+_BUDGET_WORDS = {
+    "recorded": "recorded counts",
+    "estimated": "estimates",
+    "recorded+estimated": "recorded counts and estimates",
+}
+
+
+def describe(per_run: pl.DataFrame) -> str:
+    """The lines under the table: what was replayed, and where token counts came from."""
+    runs = per_run["run_id"].n_unique() if per_run.height else 0
+    policies = per_run["policy"].n_unique() if per_run.height else 0
+    budget = per_run.filter(pl.col("budget_tokens_from").is_not_null())
+    counts = dict(budget.group_by("budget_tokens_from").len().iter_rows())
+    line = (
+        f"{runs} run(s) replayed under {policies} polic{'y' if policies == 1 else 'ies'}; "
+        "each cell is the median per run / the total over the runs.\n"
+        "Input tokens are the provider's where a call was served the window the run sent, "
+        "else estimated at the run's recorded tokens / recorded chars"
+    )
+    if counts:
+        parts = ", ".join(
+            f"on {_BUDGET_WORDS[kind]} in {counts[kind]} run(s)"
+            for kind in _BUDGET_WORDS
+            if kind in counts
+        )
+        line += f"; token budgets decided {parts}"
+    return line + "."
