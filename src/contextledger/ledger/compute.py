@@ -8,6 +8,7 @@ first and break ties exactly as agentfootprint's stable sort does.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal, Protocol, TypeVar, runtime_checkable
 
 import polars as pl
 
@@ -16,6 +17,7 @@ from contextledger.tables.build import RunTables
 
 #: Columns of a ledger frame, in order (see ``schema.LEDGER``).
 LEDGER_COLUMNS = schema.LEDGER.names
+FrameT = TypeVar("FrameT", pl.DataFrame, pl.LazyFrame)
 _COUNT_COLUMNS = [
     "offered",
     "approx_tokens_spent",
@@ -45,7 +47,7 @@ def _empty_frame() -> pl.DataFrame:
     return pl.DataFrame(schema.LEDGER.empty_table())
 
 
-def _finish(frame: pl.DataFrame) -> pl.DataFrame:
+def _finish(frame: FrameT) -> FrameT:
     """Fill missing counts, compute earn_rate, order the columns."""
     return (
         frame.with_columns([pl.col(name).fill_null(0).cast(pl.Int64) for name in _COUNT_COLUMNS])
@@ -58,8 +60,71 @@ def _finish(frame: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def compute_ledger(tables: RunTables) -> Ledger:
+#: ``LazyFrame.collect`` engines: ``"streaming"`` keeps memory flat over scans of files.
+Engine = Literal["auto", "in-memory", "streaming"]
+
+#: A ledger row's place in insertion order packs (run_order, step, seq) into one Int64:
+#: step 0 for the run's offers, 1 for its uses; seq below 2**31.
+_STEP = 1 << 31
+_OUTCOMES_DTYPE = pl.List(pl.Struct({"label": pl.String, "runs": pl.Int64}))
+
+
+@dataclass(frozen=True)
+class LedgerInputs:
+    """The tables the ledger reads, as Polars LazyFrames (in memory, or scans of an archive).
+
+    Given ``split`` (what an archive stores), offers and uses come as two parts each:
+    the rows that are their piece's first in the run (``first_offers``,
+    ``first_uses``) and the rest (``later_offers``, ``later_uses``); they then hold
+    metered runs only, run ids are unique, and the first parts list rows run by run
+    in ``run_order``, each run's rows by ``seq``. Otherwise the plan joins, sorts and
+    splits ``offers`` and ``uses`` itself.
+
+    >>> from contextledger.tables.build import read_runs
+    >>> inputs = LedgerInputs.of(read_runs("data/sample"))
+    >>> compute_ledger(inputs).runs_recorded
+    14
+    """
+
+    runs: pl.LazyFrame
+    offers: pl.LazyFrame
+    uses: pl.LazyFrame
+    outcomes: pl.LazyFrame
+    split: SplitRows | None = None
+    engine: Engine = "auto"
+
+    @classmethod
+    def of(cls, tables: RunTables) -> LedgerInputs:
+        """In-memory tables as they are (nothing promised)."""
+        runs, offers, uses, outcomes = (
+            pl.DataFrame(table).lazy()
+            for table in (tables.runs, tables.offers, tables.uses, tables.outcomes)
+        )
+        return cls(runs, offers, uses, outcomes, engine="in-memory")
+
+
+@dataclass(frozen=True)
+class SplitRows:
+    """Offers and uses split by whether the row is its piece's first in the run."""
+
+    first_offers: pl.LazyFrame
+    later_offers: pl.LazyFrame
+    first_uses: pl.LazyFrame
+    later_uses: pl.LazyFrame
+
+
+@runtime_checkable
+class HasLedgerInputs(Protocol):
+    """Tables that know a faster way to be read (an archive answers with scans)."""
+
+    def ledger_inputs(self) -> LedgerInputs: ...
+
+
+def compute_ledger(tables: RunTables | LedgerInputs) -> Ledger:
     """The ledger of ``tables`` (metered runs only; outcomes credited to every offered piece).
+
+    One plan for tables in memory and for an archive's scans (:class:`LedgerInputs`);
+    over scans it streams, so memory does not grow with the archive.
 
     Examples
     --------
@@ -68,54 +133,119 @@ def compute_ledger(tables: RunTables) -> Ledger:
     >>> ledger.rows().columns[:3]
     ['id', 'kind', 'offered']
     """
-    runs = pl.DataFrame(tables.runs)
-    metered = runs.filter(pl.col("metered")).select("run_id", "run_order")
-    if metered.height == 0:
+    if isinstance(tables, LedgerInputs):
+        inputs = tables
+    elif isinstance(tables, HasLedgerInputs):
+        inputs = tables.ledger_inputs()
+    else:
+        inputs = LedgerInputs.of(tables)
+    rows, recorded = ledger_plan(inputs)
+    frame, count = pl.collect_all([rows, recorded], engine=inputs.engine)
+    runs_recorded = int(count.item())
+    if runs_recorded == 0:
         return Ledger(_empty_frame(), 0)
-    offers = pl.DataFrame(tables.offers).join(metered, on="run_id")
-    uses = pl.DataFrame(tables.uses).join(metered, on="run_id")
-    # Insertion order: runs in order; within a run, offers then uses.
-    first_offer = (pl.col("run_order") * 2) * (1 << 31) + pl.col("seq")
-    first_use = (pl.col("run_order") * 2 + 1) * (1 << 31) + pl.col("seq")
-    offered = offers.group_by("kind", "piece_id").agg(
-        offered=pl.len(),
-        approx_tokens_spent=pl.col("approx_tokens").sum(),
-        runs_seen=pl.col("run_id").n_unique(),
-        first=first_offer.min(),
+    return Ledger(frame, runs_recorded)
+
+
+def ledger_plan(inputs: LedgerInputs) -> tuple[pl.LazyFrame, pl.LazyFrame]:
+    """The ledger frame (insertion order) and the metered run count, as lazy plans.
+
+    Per piece: offers counted and summed over every offer row; ``runs_seen`` and the
+    outcome credit over the first offer of the piece in each run (one row per run and
+    piece); insertion order from its first offer and first use, runs in run_order.
+    """
+    metered = inputs.runs.filter(pl.col("metered")).select("run_id", "run_order")
+    run_orders = metered
+    split = inputs.split
+    if split is None:
+        run_orders = metered.group_by("run_id").agg(pl.col("run_order").min())
+        split = _split(inputs.offers, inputs.uses, metered)
+    piece = ["kind", "piece_id"]
+    # First rows are in (run_order, seq) order: a piece's first row is its first offer.
+    firsts = split.first_offers.group_by(piece).agg(
+        runs_seen=pl.len(),
+        first_tokens=pl.col("approx_tokens").sum(),
+        offer_run=pl.col("run_id").first(),
+        offer_seq=pl.col("seq").first(),
     )
-    used = uses.group_by("kind", "piece_id").agg(
-        used=pl.len(),
+    laters = split.later_offers.group_by(piece).agg(
+        later_offered=pl.len(), later_tokens=pl.col("approx_tokens").sum()
+    )
+    offered = (
+        firsts.join(laters, on=piece, how="left")
+        .join(
+            run_orders.select(offer_run="run_id", offer_order="run_order"),
+            on="offer_run",
+            how="left",
+        )
+        .select(
+            *piece,
+            "runs_seen",
+            offered=pl.col("runs_seen") + pl.col("later_offered").fill_null(0),
+            approx_tokens_spent=pl.col("first_tokens") + pl.col("later_tokens").fill_null(0),
+            offer_first=pl.col("offer_order") * 2 * _STEP + pl.col("offer_seq"),
+        )
+    )
+    used_by_signal = pl.concat(
+        [
+            split.first_uses.group_by(*piece, "signal").agg(
+                uses=pl.len(), use_run=pl.col("run_id").first(), use_seq=pl.col("seq").first()
+            ),
+            split.later_uses.group_by(*piece, "signal").agg(uses=pl.len()),
+        ],
+        how="diagonal_relaxed",
+    ).join(run_orders.select(use_run="run_id", use_order="run_order"), on="use_run", how="left")
+    used = used_by_signal.group_by(piece).agg(
+        used=pl.col("uses").sum(),
         **{
-            column: (pl.col("signal") == signal).sum()
+            column: pl.col("uses").filter(pl.col("signal") == signal).sum()
             for signal, column in schema.USED_SIGNAL_COLUMNS.items()
         },
-        first=first_use.min(),
+        use_first=((pl.col("use_order") * 2 + 1) * _STEP + pl.col("use_seq")).min(),
     )
-    rows = offered.join(used, on=["kind", "piece_id"], how="full", coalesce=True).with_columns(
-        first=pl.min_horizontal("first", "first_right")
+    rows = (
+        offered.join(used, on=piece, how="full", coalesce=True)
+        .with_columns(first=pl.min_horizontal("offer_first", "use_first"))
+        .join(_outcomes_per_piece(inputs.outcomes, split.first_offers), on=piece, how="left")
+        .with_columns(outcomes=pl.col("outcomes").fill_null(pl.lit([], dtype=_OUTCOMES_DTYPE)))
+        .sort("first")
+        .rename({"piece_id": "id"})
     )
-    rows = rows.join(_outcomes_per_piece(tables, offers), on=["kind", "piece_id"], how="left")
-    rows = rows.with_columns(
-        outcomes=pl.col("outcomes").fill_null(pl.lit([], dtype=rows.schema["outcomes"]))
-    )
-    frame = _finish(rows.sort("first").rename({"piece_id": "id"}))
-    return Ledger(frame, metered.height)
+    return _finish(rows), metered.select(pl.len())
 
 
-def _outcomes_per_piece(tables: RunTables, offers: pl.DataFrame) -> pl.DataFrame:
+def _split(offers: pl.LazyFrame, uses: pl.LazyFrame, metered: pl.LazyFrame) -> SplitRows:
+    """Metered runs' offers and uses in (run_order, seq) order, split by first in run."""
+    parts = []
+    for table in (offers, uses):
+        ordered = table.join(metered, on="run_id").sort("run_order", "seq", maintain_order=True)
+        first = pl.struct("run_id", "kind", "piece_id").is_first_distinct()
+        ordered = ordered.with_columns(first_in_run=first).drop("run_order")
+        parts += [
+            ordered.filter(pl.col("first_in_run")).drop("first_in_run"),
+            ordered.filter(~pl.col("first_in_run")).drop("first_in_run"),
+        ]
+    return SplitRows(*parts)
+
+
+def _outcomes_per_piece(outcomes: pl.LazyFrame, first_offers: pl.LazyFrame) -> pl.LazyFrame:
     """Per piece, ``[{label, runs}]`` over the labelled runs that offered it.
 
-    Labels are listed in the order the reference would have recorded them: by
-    the first run (in input order) that carried the label and offered the piece.
+    Labels are listed in the order the reference would have recorded them: by the
+    first run (in run order) that carried the label and offered the piece, then by
+    the label's row in the outcomes table. ``first_offers`` holds one row per run and
+    piece, in run order; the join keeps that order, then each run's labels in order.
     """
-    outcomes = pl.DataFrame(tables.outcomes).with_row_index("label_position")
-    pieces = offers.select("run_id", "run_order", "kind", "piece_id").unique()
-    credited = pieces.join(outcomes, on="run_id").sort("run_order", "label_position")
-    per_label = credited.group_by("kind", "piece_id", "label", maintain_order=True).agg(
-        runs=pl.len()
+    credited = (
+        first_offers.select("run_id", "kind", "piece_id")
+        .join(outcomes.select("run_id", "label"), on="run_id", maintain_order="left_right")
+        .with_row_index("credit")
     )
-    return per_label.group_by("kind", "piece_id", maintain_order=True).agg(
-        outcomes=pl.struct(pl.col("label"), pl.col("runs").cast(pl.Int64))
+    per_label = credited.group_by("kind", "piece_id", "label").agg(
+        runs=pl.len().cast(pl.Int64), first=pl.col("credit").min()
+    )
+    return per_label.group_by("kind", "piece_id").agg(
+        outcomes=pl.struct("label", "runs").sort_by("first")
     )
 
 

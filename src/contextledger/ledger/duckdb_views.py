@@ -8,6 +8,7 @@ of ``compute.py`` row for row, in the same order, so either can check the other.
 from __future__ import annotations
 
 from importlib.resources import files
+from typing import Protocol, runtime_checkable
 
 import duckdb
 import polars as pl
@@ -28,6 +29,13 @@ VIEWS = (
 
 #: The registered tables the views read.
 TABLES = ("runs", "offers", "uses", "outcomes")
+
+
+@runtime_checkable
+class HasParquetSources(Protocol):
+    """Tables stored as Parquet (an archive): each table is a ``read_parquet`` query."""
+
+    def duckdb_sources(self) -> dict[str, str]: ...
 
 
 def view_sql(name: str) -> str:
@@ -56,8 +64,12 @@ def connect(
     [('injection', 7), ('skill', 5), ('tool', 31)]
     """
     con = con if con is not None else duckdb.connect()
+    sources = tables.duckdb_sources() if isinstance(tables, HasParquetSources) else {}
     for name in TABLES:
-        con.register(name, getattr(tables, name))
+        if name in sources:  # an archive: read its Parquet files in place
+            con.execute(f"CREATE OR REPLACE VIEW {name} AS {sources[name]}")
+        else:
+            con.register(name, getattr(tables, name))
     for name in VIEWS:
         con.execute(view_sql(name))
     return con

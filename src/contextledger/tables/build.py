@@ -8,6 +8,7 @@ many. A file that cannot be read becomes a row of the ``problems`` table
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import json
 import os
@@ -65,21 +66,33 @@ class RunTables:
 
 
 @dataclass(frozen=True)
-class _RunRow:
-    """What a worker sends back for one run: small, so no snapshot crosses processes."""
+class RunRead:
+    """What a worker sends back for one run: small, so no snapshot crosses processes.
+
+    ``facts`` holds the run under each accounting mode it was read in; ``digest`` is a
+    hash of the document's bytes when the reader was asked for one (the archive uses it
+    to tell a run that arrives again from a different run under the same id).
+    """
 
     run_id: str
     source: RunSource
     runner_kind: str | None
     static_tool_names_from: str
     static_tool_name_count: int
-    facts: RunFacts
+    facts: dict[str, RunFacts]
+    digest: str | None = None
 
 
 @dataclass
-class _FileResult:
-    runs: list[_RunRow] = field(default_factory=list)
-    problems: list[ReadProblem] = field(default_factory=list)
+class FileRead:
+    """One file read under one or more accounting modes.
+
+    ``problems`` pairs each problem with the mode it is confined to (None: every mode,
+    the document itself could not be read).
+    """
+
+    runs: list[RunRead] = field(default_factory=list)
+    problems: list[tuple[str | None, ReadProblem]] = field(default_factory=list)
 
 
 def _static_names(run: Run, sidecar: Mapping[str, Sequence[str]]) -> tuple[list[str], str]:
@@ -90,37 +103,87 @@ def _static_names(run: Run, sidecar: Mapping[str, Sequence[str]]) -> tuple[list[
     return [], "none"
 
 
-def _read_file(
-    path: Path, mode: str, sidecar: Mapping[str, Sequence[str]], strict: bool
-) -> _FileResult:
-    meter = _accounting(mode)
-    result = _FileResult()
+#: What a snapshot that decodes but whose values break the fold raises.
+_FOLD_ERRORS = (TypeError, ValueError, KeyError, AttributeError, RecursionError)
+
+
+def _fold_failure(error: Exception) -> str:
+    return f"unreadable snapshot content ({type(error).__name__}: {error})"
+
+
+def _document_digest(payload: bytes) -> str:
+    return hashlib.blake2b(payload, digest_size=16).hexdigest()
+
+
+def read_file(
+    path: Path,
+    modes: Sequence[str],
+    sidecar: Mapping[str, Sequence[str]],
+    strict: bool,
+    *,
+    digest: bool = False,
+) -> FileRead:
+    """Read one snapshot file under each accounting in ``modes`` (each document decoded once).
+
+    A document that cannot be read, or that one accounting cannot fold, becomes a
+    problem (``strict``: raises :class:`ReadError`); the rest of the file is still read.
+
+    >>> read = read_file(Path("data/sample/s0003-loop.json.gz"), ACCOUNTING_MODES, {}, False)
+    >>> [(run.run_id, sorted(run.facts)) for run in read.runs], read.problems
+    ([('s0003-loop', ['corrected', 'reference'])], [])
+    """
+    meters = {mode: _accounting(mode) for mode in modes}
+    result = FileRead()
     try:
         for document in iter_documents(path):
             try:
                 run = decode_run(document)
                 names, names_from = _static_names(run, sidecar)
-                facts = meter(run, names)
             except ReadError as error:
                 if strict:
                     raise
-                result.problems.append(_problem(error.source, error.reason, error.run_id))
+                result.problems.append((None, _problem(error.source, error.reason, error.run_id)))
                 continue
-            except (TypeError, ValueError, KeyError, AttributeError, RecursionError) as error:
-                # A snapshot that decodes but whose values break the fold.
-                reason = f"unreadable snapshot content ({type(error).__name__}: {error})"
+            except _FOLD_ERRORS as error:
                 if strict:
-                    raise ReadError(document.source, reason) from None
-                result.problems.append(_problem(document.source, reason, None))
+                    raise ReadError(document.source, _fold_failure(error)) from None
+                result.problems.append(
+                    (None, _problem(document.source, _fold_failure(error), None))
+                )
                 continue
-            result.runs.append(
-                _RunRow(run.run_id, run.source, run.runner_kind, names_from, len(names), facts)
-            )
+            facts: dict[str, RunFacts] = {}
+            for mode, meter in meters.items():
+                try:
+                    facts[mode] = meter(run, names)
+                except _FOLD_ERRORS as error:
+                    if strict:
+                        raise ReadError(document.source, _fold_failure(error)) from None
+                    confined = mode if len(meters) > 1 else None
+                    problem = _problem(document.source, _fold_failure(error), None)
+                    result.problems.append((confined, problem))
+            if facts:
+                result.runs.append(
+                    RunRead(
+                        run.run_id,
+                        run.source,
+                        run.runner_kind,
+                        names_from,
+                        len(names),
+                        facts,
+                        _document_digest(document.payload) if digest else None,
+                    )
+                )
     except ReadError as error:
         if strict:
             raise
-        result.problems.append(_problem(error.source, error.reason, error.run_id))
+        result.problems.append((None, _problem(error.source, error.reason, error.run_id)))
     return result
+
+
+def _read_file(
+    path: Path, mode: str, sidecar: Mapping[str, Sequence[str]], strict: bool
+) -> FileRead:
+    return read_file(path, (mode,), sidecar, strict)
 
 
 def _problem(source: RunSource, reason: str, run_id: str | None) -> ReadProblem:
@@ -133,7 +196,7 @@ def _read_all(
     sidecar: Mapping[str, Sequence[str]],
     strict: bool,
     workers: int,
-) -> Iterable[_FileResult]:
+) -> Iterable[FileRead]:
     if workers <= 1 or len(files) < 8:
         for path in files:
             yield _read_file(path, mode, sidecar, strict)
@@ -187,35 +250,63 @@ def read_runs(
     files = find_snapshot_files(paths)
     sidecar = dict(static_tools or {})
     worker_count = workers if workers is not None else (os.cpu_count() or 1)
-    runs: dict[str, list[Any]] = {name: [] for name in schema.RUNS.names}
-    offers: dict[str, list[Any]] = {name: [] for name in schema.OFFERS.names}
-    uses: dict[str, list[Any]] = {name: [] for name in schema.USES.names}
-    problems: dict[str, list[Any]] = {name: [] for name in schema.PROBLEMS.names}
-    order = 0
+    builder = TableBuilder(mode)
     for result in _read_all(files, mode, sidecar, strict, worker_count):
-        for problem in result.problems:
-            for name in schema.PROBLEMS.names:
-                problems[name].append(getattr(problem, name))
+        for _, problem in result.problems:
+            builder.add_problem(problem)
         for row in result.runs:
-            _append_run(runs, offers, uses, row, order)
-            order += 1
-    return RunTables(
-        mode=mode,
-        runs=pa.table(runs, schema=schema.RUNS),
-        offers=pa.table(offers, schema=schema.OFFERS),
-        uses=pa.table(uses, schema=schema.USES),
-        problems=pa.table(problems, schema=schema.PROBLEMS),
-    )
+            builder.add_run(row, builder.run_count)
+    return builder.finish()
+
+
+class TableBuilder:
+    """Collects runs (each with its ``run_order``) into the Arrow tables of one accounting.
+
+    >>> read = read_file(Path("data/sample/s0003-loop.json.gz"), ["corrected"], {}, False)
+    >>> builder = TableBuilder("corrected")
+    >>> builder.add_run(read.runs[0], run_order=7)
+    >>> tables = builder.finish()
+    >>> tables.runs["run_order"].to_pylist(), tables.offers.num_rows > 0
+    ([7], True)
+    """
+
+    def __init__(self, mode: str) -> None:
+        self.mode = mode
+        self.run_count = 0
+        self._runs: dict[str, list[Any]] = {name: [] for name in schema.RUNS.names}
+        self._offers: dict[str, list[Any]] = {name: [] for name in schema.OFFERS.names}
+        self._uses: dict[str, list[Any]] = {name: [] for name in schema.USES.names}
+        self._problems: dict[str, list[Any]] = {name: [] for name in schema.PROBLEMS.names}
+
+    def add_run(self, run: RunRead, run_order: int) -> None:
+        """Add ``run`` as read under this builder's accounting."""
+        _append_run(self._runs, self._offers, self._uses, run, run.facts[self.mode], run_order)
+        self.run_count += 1
+
+    def add_problem(self, problem: ReadProblem) -> None:
+        """Add a row to the ``problems`` table."""
+        for name in schema.PROBLEMS.names:
+            self._problems[name].append(getattr(problem, name))
+
+    def finish(self) -> RunTables:
+        """The tables collected so far."""
+        return RunTables(
+            mode=self.mode,
+            runs=pa.table(self._runs, schema=schema.RUNS),
+            offers=pa.table(self._offers, schema=schema.OFFERS),
+            uses=pa.table(self._uses, schema=schema.USES),
+            problems=pa.table(self._problems, schema=schema.PROBLEMS),
+        )
 
 
 def _append_run(
     runs: dict[str, list[Any]],
     offers: dict[str, list[Any]],
     uses: dict[str, list[Any]],
-    run: _RunRow,
+    run: RunRead,
+    facts: RunFacts,
     order: int,
 ) -> None:
-    facts = run.facts
     row = {
         "run_id": run.run_id,
         "run_order": order,

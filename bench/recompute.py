@@ -1,0 +1,195 @@
+"""Recompute from an archive: the ledger against a bare group-by floor, and ingest speed.
+
+What is measured, each in a fresh process (so peak memory is its own), repeated
+``--reps`` times interleaved, reported as the median:
+
+- ``floor``: ``pl.scan_parquet(offers files).group_by("kind", "piece_id").len()``,
+  streaming, over the offer files the ledger reads (corrected accounting).
+- ``floor+uses``: the same group-by over the use files too (the ledger reads both).
+- ``ledger (Polars)``: ``compute_ledger`` over the archive: every column of the
+  ledger, the archive's outcome labels credited, insertion order, streaming.
+- ``ledger, no labels``: the same without outcome labels (no credit to compute).
+- ``ledger (DuckDB)``: the ``ledger_rows`` view over ``read_parquet`` of the same files.
+- ``ingest``: ``contextledger ingest`` of snapshot files (``synth --snapshots``,
+  copies of the corpus) into a new archive, both cores: runs/s and MB/s.
+
+Run: ``.venv/bin/python bench/recompute.py [--runs 1000000] [--work /tmp/cl-bench]``;
+the archive is made once with ``contextledger synth`` (about 2 minutes for 1M runs)
+and kept for later runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+DEFAULT_CORPUS = REPO.parent / "shared" / "corpus" / "agentfootprint-9.62" / "runs"
+CONTEXTLEDGER = str(Path(sys.executable).parent / "contextledger")
+
+
+def measure_once(name: str, archive_dir: str, mode: str) -> dict[str, float]:
+    """Run measurement ``name`` in this process; its wall time and this process's peak RSS."""
+    import polars as pl
+
+    from contextledger.archive import Archive, ArchiveTables
+    from contextledger.ledger.compute import compute_ledger
+    from contextledger.ledger.duckdb_views import ledger_rows_sql
+
+    tables = ArchiveTables(Archive.open(archive_dir), mode)
+    offers, uses = tables.files("offers"), tables.files("uses")
+    started = time.perf_counter()
+    if name == "floor":
+        rows = pl.scan_parquet(offers).group_by("kind", "piece_id").len()
+        height = rows.collect(engine="streaming").height
+    elif name == "floor+uses":
+        frames = [pl.scan_parquet(f).group_by("kind", "piece_id").len() for f in (offers, uses)]
+        height = sum(frame.height for frame in pl.collect_all(frames, engine="streaming"))
+    elif name == "ledger (Polars)":
+        height = compute_ledger(tables).frame.height
+    elif name == "ledger, no labels":
+        no_labels = pl.LazyFrame(schema={"run_id": pl.String, "label": pl.String})
+        unlabelled = replace(tables.ledger_inputs(), outcomes=no_labels)
+        height = compute_ledger(unlabelled).frame.height
+    elif name == "ledger (DuckDB)":
+        height = ledger_rows_sql(tables).height
+    else:
+        raise SystemExit(f"unknown measurement {name}")
+    seconds = time.perf_counter() - started
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return {"seconds": seconds, "peak_rss_mb": peak, "rows": height}
+
+
+def in_child(name: str, archive_dir: Path, mode: str) -> dict[str, float]:
+    command = [sys.executable, __file__, "--one", name, "--archive", str(archive_dir)]
+    output = subprocess.run(
+        [*command, "--mode", mode], capture_output=True, text=True, check=True
+    ).stdout
+    return json.loads(output.splitlines()[-1])
+
+
+def archive_size(archive_dir: Path, mode: str) -> tuple[int, int, int, float]:
+    import polars as pl
+
+    from contextledger.archive import Archive, ArchiveTables
+
+    tables = ArchiveTables(Archive.open(archive_dir), mode)
+    counts = []
+    for table in ("runs", "offers", "uses"):
+        counts.append(pl.scan_parquet(tables.files(table)).select(pl.len()).collect().item())
+    megabytes = sum(Path(p).stat().st_size for t in ("offers", "uses") for p in tables.files(t))
+    return counts[0], counts[1], counts[2], megabytes / 1e6
+
+
+def bench_recompute(archive_dir: Path, mode: str, reps: int) -> None:
+    runs, offers, uses, megabytes = archive_size(archive_dir, mode)
+    print(
+        f"archive: {runs:,} runs, {offers:,} offer rows, {uses:,} use rows "
+        f"({mode}; {megabytes:,.0f} MB of offer and use Parquet)"
+    )
+    names = ["floor", "floor+uses", "ledger (Polars)", "ledger, no labels", "ledger (DuckDB)"]
+    results: dict[str, list[dict[str, float]]] = {name: [] for name in names}
+    for _ in range(reps):
+        for name in names:
+            results[name].append(in_child(name, archive_dir, mode))
+    print(f"\n{'what':22} {'median s':>9} {'runs/s':>12} {'x floor':>8} {'peak RSS MB':>12}")
+    floor = statistics.median(r["seconds"] for r in results["floor"])
+    for name in names:
+        seconds = statistics.median(r["seconds"] for r in results[name])
+        peak = max(r["peak_rss_mb"] for r in results[name])
+        print(
+            f"{name:22} {seconds:9.2f} {runs / seconds:12,.0f} {seconds / floor:8.2f} {peak:12,.0f}"
+        )
+    both = statistics.median(r["seconds"] for r in results["floor+uses"])
+    for name in ("ledger (Polars)", "ledger, no labels", "ledger (DuckDB)"):
+        seconds = statistics.median(r["seconds"] for r in results[name])
+        print(
+            f"{name}: {seconds / floor:.2f}x the offers floor, "
+            f"{seconds / both:.2f}x the offers+uses floor (target: within 1.5x; RSS < 1.5 GB)"
+        )
+
+
+def bench_ingest(work: Path, corpus: Path, files: int) -> None:
+    snapshots = work / "snapshots"
+    if len(list(snapshots.glob("*.json.gz"))) != files:
+        shutil.rmtree(snapshots, ignore_errors=True)
+        command = [CONTEXTLEDGER, "synth", "--runs", str(files), "--snapshots", str(snapshots)]
+        subprocess.run(
+            [*command, "--templates", str(corpus), "--seed", "3"],
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
+    paths = sorted(snapshots.glob("*.json.gz"))
+    stored = sum(p.stat().st_size for p in paths) / 1e6
+    json_megabytes = sum(len(gzip.decompress(p.read_bytes())) for p in paths) / 1e6
+    target = work / "ingest-archive"
+    shutil.rmtree(target, ignore_errors=True)
+    # Timed in a child that reports its own peak memory and its reading workers'.
+    timer = (
+        "import resource, subprocess, sys, time\n"
+        "started = time.perf_counter()\n"
+        "subprocess.run(sys.argv[1:], check=True, stdout=subprocess.DEVNULL)\n"
+        "usage = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024\n"
+        "print(time.perf_counter() - started, usage)\n"
+    )
+    command = [CONTEXTLEDGER, "ingest", str(snapshots), "--archive", str(target), "--no-progress"]
+    timed = subprocess.run(
+        [sys.executable, "-c", timer, *command], capture_output=True, text=True, check=True
+    )
+    seconds, peak = map(float, timed.stdout.split())
+    print(
+        f"\ningest: {files:,} snapshot files ({stored:,.0f} MB gzip, {json_megabytes:,.0f} MB "
+        f"JSON) in {seconds:.1f} s, end to end, both accountings: {files / seconds:,.0f} runs/s, "
+        f"{json_megabytes / seconds:,.1f} MB/s of JSON ({stored / seconds:,.1f} MB/s of files); "
+        f"largest process (the command or a reading worker) {peak:,.0f} MB"
+    )
+    started = time.perf_counter()
+    subprocess.run(
+        [CONTEXTLEDGER, "ingest", str(snapshots), "--archive", str(target), "--no-progress"],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
+    print(f"ingest again (nothing new): {time.perf_counter() - started:.1f} s")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=1_000_000)
+    parser.add_argument("--work", type=Path, default=Path("/tmp/cl-bench"))
+    parser.add_argument("--mode", default="corrected")
+    parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--ingest-files", type=int, default=3000)
+    parser.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS)
+    parser.add_argument("--skip-ingest", action="store_true")
+    parser.add_argument("--one", help=argparse.SUPPRESS)
+    parser.add_argument("--archive", type=Path, help="An existing archive to read.")
+    args = parser.parse_args()
+    if args.one:
+        print(json.dumps(measure_once(args.one, str(args.archive), args.mode)))
+        return
+    archive_dir = args.archive or args.work / f"synth-{args.runs}"
+    if not (archive_dir / "archive.json").is_file():
+        print(f"writing {args.runs:,} synthetic runs to {archive_dir} ...", flush=True)
+        started = time.perf_counter()
+        subprocess.run(
+            [CONTEXTLEDGER, "synth", "--runs", str(args.runs), "--archive", str(archive_dir)],
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
+        print(f"  {time.perf_counter() - started:.0f} s")
+    bench_recompute(archive_dir, args.mode, args.reps)
+    if not args.skip_ingest:
+        bench_ingest(args.work, args.corpus, args.ingest_files)
+
+
+if __name__ == "__main__":
+    main()

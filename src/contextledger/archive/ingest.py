@@ -1,0 +1,593 @@
+"""Ingest snapshots into an archive once, so later questions read small tables, not JSON.
+
+Both accountings are stored (the ledger's ``--mode`` picks one later). Files are
+read by one worker per core and committed in batches; every source's path, size and
+content hash goes into the manifest, so naming the same files again reads nothing,
+and a run whose id is already archived is added only if it is new: the same
+content is counted as already archived, other content is reported as a conflict.
+What cannot be read is quarantined (path, line, run, reason) and retried once the
+file changes.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import os
+import sys
+import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import Future, ProcessPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+import polars as pl
+import pyarrow as pa
+
+from contextledger.archive import store
+from contextledger.archive.store import Archive, Batch
+from contextledger.read.snapshot import ReadProblem, find_snapshot_files
+from contextledger.tables import schema
+from contextledger.tables.build import (
+    ACCOUNTING_MODES,
+    FileRead,
+    RunRead,
+    RunTables,
+    TableBuilder,
+    read_file,
+)
+
+#: Commit a batch once it holds this many runs, or after this many seconds.
+BATCH_RUNS = 5000
+BATCH_SECONDS = 30.0
+
+
+@dataclass(frozen=True)
+class Source:
+    """A file named for ingest, as found on disk."""
+
+    path: str
+    size: int | None
+    mtime_ns: int | None
+    content_hash: str | None
+
+
+@dataclass
+class IngestReport:
+    """What one ingest did; :meth:`summary` is what the command prints."""
+
+    archive: str
+    files_found: int = 0
+    files_unchanged: int = 0  # already ingested with the same content: not read again
+    files_read: int = 0
+    bytes_read: int = 0
+    runs_read: int = 0
+    runs_added: int = 0
+    runs_already_archived: int = 0
+    runs_conflicting: int = 0
+    refused: dict[str, int] = field(default_factory=lambda: dict.fromkeys(ACCOUNTING_MODES, 0))
+    bad_files: int = 0  # files with at least one problem
+    problems: list[dict[str, Any]] = field(default_factory=list)
+    outcome_rows: int = 0
+    commits: int = 0
+    leftovers_removed: int = 0
+    seconds: float = 0.0
+
+    def summary(self) -> str:
+        """A few lines for people: runs read, refused, bad files, where to look."""
+        rate = self.runs_read / self.seconds if self.seconds else 0.0
+        megabytes = self.bytes_read / 1e6
+        lines = [
+            f"{self.runs_read} run(s) read from {self.files_read} file(s) "
+            f"({self.files_unchanged} unchanged file(s) skipped) in {self.seconds:.1f} s: "
+            f"{rate:.0f} runs/s, {megabytes / self.seconds if self.seconds else 0:.1f} MB/s",
+            f"  {self.runs_added} added, {self.runs_already_archived} already archived, "
+            f"{self.runs_conflicting} conflicting (same run_id, other content: not added)",
+            "  refused: "
+            + ", ".join(f"{count} under {mode}" for mode, count in self.refused.items()),
+            f"  {self.bad_files} bad file(s), {len(self.problems)} problem(s) quarantined"
+            + (f"; {self.outcome_rows} outcome label(s) added" if self.outcome_rows else ""),
+        ]
+        if self.leftovers_removed:
+            lines.append(
+                f"  removed {self.leftovers_removed} file(s) an interrupted ingest left uncommitted"
+            )
+        for problem in self.problems[:20]:
+            lines.append(f"  quarantined {_where(problem)}: {problem['reason']}")
+        if len(self.problems) > 20:
+            lines.append(f"  ... and {len(self.problems) - 20} more")
+        if self.problems:
+            lines.append(f"  the quarantine is listed in {Path(self.archive) / 'quarantine.json'}")
+        return "\n".join(lines)
+
+
+def _where(problem: Mapping[str, Any]) -> str:
+    where = str(problem["path"])
+    if problem.get("line") is not None:
+        where += f":{problem['line']}"
+    if problem.get("run_id"):
+        where += f" (run {problem['run_id']})"
+    if problem.get("accounting"):
+        where += f" [{problem['accounting']} accounting]"
+    return where
+
+
+def content_hash(path: str | Path) -> str:
+    """blake2b-128 of a file's bytes, hex."""
+    digest = hashlib.blake2b(digest_size=16)
+    with Path(path).open("rb") as handle:
+        while chunk := handle.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def ingest(
+    paths: Sequence[str | Path],
+    archive_dir: str | Path,
+    *,
+    partition_by: str | None = None,
+    outcomes: str | Path | None = None,
+    static_tools: Mapping[str, Sequence[str]] | None = None,
+    ingest_date: str | None = None,
+    workers: int | None = None,
+    batch_runs: int = BATCH_RUNS,
+    batch_seconds: float = BATCH_SECONDS,
+    retry_quarantined: bool = False,
+    progress: TextIO | None = None,
+) -> IngestReport:
+    """Append the runs of the snapshots under ``paths`` to the archive at ``archive_dir``.
+
+    Idempotent: files already ingested with the same content are not read again, and
+    a run already archived is not added twice. ``outcomes`` (CSV or JSON Lines of
+    run_id,label) are stored too; a changed outcomes file replaces its earlier labels.
+
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     first = ingest(["data/sample"], folder, workers=1)
+    ...     again = ingest(["data/sample"], folder, workers=1)
+    >>> first.runs_added, again.runs_added, again.files_unchanged
+    (14, 0, 14)
+    """
+    started = time.perf_counter()
+    archive = Archive.create(archive_dir, partition_by)
+    report = IngestReport(str(archive_dir))
+    date = ingest_date or dt.datetime.now(dt.UTC).date().isoformat()
+    dt.date.fromisoformat(date)  # a clear error for a malformed date
+    with archive.writing() as removed:
+        report.leftovers_removed = removed
+        known = committed_sources(archive)
+        files = find_snapshot_files(list(paths))
+        report.files_found = len(files)
+        pending = _Pending(archive, date, report)
+        if outcomes is not None:
+            pending.add_outcomes(Path(outcomes), known)
+        todo = list(_changed(files, known, retry_quarantined, report))
+        meter = _Progress(progress, len(todo), started)
+        last_flush = time.perf_counter()
+        for source, read in _read_in_order(todo, dict(static_tools or {}), workers):
+            pending.add(source, read)
+            meter.update(report, pending)
+            due = time.perf_counter() - last_flush >= batch_seconds
+            if pending.run_count >= batch_runs or due:
+                pending.flush()
+                last_flush = time.perf_counter()
+        pending.flush()
+        meter.close()
+        write_quarantine_listing(archive)
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+# ── which files to read ────────────────────────────────────────────
+@dataclass(frozen=True)
+class _Known:
+    size: int | None
+    mtime_ns: int | None
+    content_hash: str | None
+    clean: bool  # read, and nothing in it was quarantined
+
+
+def committed_sources(archive: Archive) -> dict[str, _Known]:
+    """The latest manifest entry of every source path."""
+    files = archive.paths(archive.files("sources"))
+    if not files:
+        return {}
+    latest = (
+        pl.scan_parquet(files, hive_partitioning=False)
+        .select("path", "size", "mtime_ns", "content_hash", "status", "problem_count")
+        .group_by("path", maintain_order=True)
+        .last()
+        .collect()
+    )
+    return {
+        row["path"]: _Known(
+            row["size"],
+            row["mtime_ns"],
+            row["content_hash"],
+            row["status"] == "read" and row["problem_count"] == 0,
+        )
+        for row in latest.iter_rows(named=True)
+    }
+
+
+def _changed(
+    files: Sequence[Path],
+    known: Mapping[str, _Known],
+    retry_quarantined: bool,
+    report: IngestReport,
+) -> Iterator[Source]:
+    """The files to read: new ones, and those whose content changed since last time."""
+    for path in files:
+        name = str(path)
+        try:
+            stat = path.stat()
+        except OSError:
+            yield Source(name, None, None, None)  # the reader names the problem
+            continue
+        before = known.get(name)
+        skippable = before is not None and (before.clean or not retry_quarantined)
+        if skippable and before is not None and before.size == stat.st_size:
+            if before.mtime_ns == stat.st_mtime_ns:
+                report.files_unchanged += 1
+                continue
+            digest = _safe_hash(path)
+            if digest is not None and digest == before.content_hash:
+                report.files_unchanged += 1
+                continue
+            yield Source(name, stat.st_size, stat.st_mtime_ns, digest)
+            continue
+        yield Source(name, stat.st_size, stat.st_mtime_ns, _safe_hash(path))
+
+
+def _safe_hash(path: Path) -> str | None:
+    try:
+        return content_hash(path)
+    except OSError:
+        return None
+
+
+# ── reading, both cores, results in file order ─────────────────────
+def _read_chunk(paths: Sequence[str], sidecar: Mapping[str, Sequence[str]]) -> list[FileRead]:
+    return [read_file(Path(p), ACCOUNTING_MODES, sidecar, False, digest=True) for p in paths]
+
+
+def _read_in_order(
+    sources: Sequence[Source], sidecar: Mapping[str, Sequence[str]], workers: int | None
+) -> Iterator[tuple[Source, FileRead]]:
+    """Read ``sources`` on ``workers`` processes, yielding in input order; a bounded
+    number of chunks is in flight, so memory does not grow with the file count."""
+    count = workers if workers is not None else (os.cpu_count() or 1)
+    if count <= 1 or len(sources) < 4:
+        for source in sources:
+            yield source, _read_chunk([source.path], sidecar)[0]
+        return
+    chunk = 4
+    chunks = [sources[i : i + chunk] for i in range(0, len(sources), chunk)]
+    with ProcessPoolExecutor(max_workers=count) as pool:
+        in_flight: list[tuple[Sequence[Source], Future[list[FileRead]]]] = []
+        queue = iter(chunks)
+        for part in queue:
+            in_flight.append((part, pool.submit(_read_chunk, [s.path for s in part], sidecar)))
+            if len(in_flight) >= count * 4:
+                break
+        while in_flight:
+            part, future = in_flight.pop(0)
+            reads = future.result()
+            following = next(queue, None)
+            if following is not None:
+                paths = [s.path for s in following]
+                in_flight.append((following, pool.submit(_read_chunk, paths, sidecar)))
+            yield from zip(part, reads, strict=True)
+
+
+# ── batches ────────────────────────────────────────────────────────
+class _Pending:
+    """Reads waiting to be committed as one batch."""
+
+    def __init__(self, archive: Archive, date: str, report: IngestReport) -> None:
+        self.archive = archive
+        self.date = date
+        self.report = report
+        self.reads: list[tuple[Source, FileRead]] = []
+        self.outcomes: list[tuple[Source, pa.Table | None, str | None]] = []
+        self.run_count = 0
+
+    def add(self, source: Source, read: FileRead) -> None:
+        self.reads.append((source, read))
+        self.run_count += len(read.runs)
+        self.report.files_read += 1
+        self.report.bytes_read += source.size or 0
+        self.report.runs_read += len(read.runs)
+
+    def add_outcomes(self, path: Path, known: Mapping[str, _Known]) -> None:
+        from contextledger.tables.build import load_outcomes
+
+        try:
+            stat = path.stat()
+            digest = content_hash(path)
+        except OSError as error:
+            raise store.ArchiveError(f"{path}: cannot be read ({error})") from None
+        before = known.get(str(path))
+        if before is not None and before.content_hash == digest:
+            return
+        source = Source(str(path), stat.st_size, stat.st_mtime_ns, digest)
+        try:
+            table = load_outcomes(path)
+        except ValueError as error:
+            raise store.ArchiveError(str(error)) from None
+        self.outcomes.append((source, table, None))
+        self.report.outcome_rows += table.num_rows
+
+    def flush(self) -> None:
+        if not self.reads and not self.outcomes:
+            return
+        batch = self.archive.new_batch(self.date)
+        write_batch(batch, self.reads, self.outcomes, self.report)
+        batch.commit()
+        self.report.commits += 1
+        self.reads, self.outcomes, self.run_count = [], [], 0
+
+
+def archived_digests(archive: Archive, run_ids: Iterable[str]) -> dict[str, tuple[str, str]]:
+    """``run_id -> (digest, source_path)`` for those of ``run_ids`` the archive holds."""
+    files = archive.paths(archive.files("run_index"))
+    wanted = list(set(run_ids))
+    if not files or not wanted:
+        return {}
+    found = (
+        pl.scan_parquet(files, hive_partitioning=False)
+        .filter(pl.col("run_id").is_in(wanted))
+        .select("run_id", "digest", "source_path")
+        .collect()
+    )
+    return {run_id: (digest, path) for run_id, digest, path in found.iter_rows()}
+
+
+def write_batch(
+    batch: Batch,
+    reads: Sequence[tuple[Source, FileRead]],
+    outcomes: Sequence[tuple[Source, pa.Table | None, str | None]],
+    report: IngestReport,
+) -> None:
+    """Decide what each read run adds, and write the batch's files (not yet committed)."""
+    archive = batch.archive
+    seen = archived_digests(archive, (run.run_id for _, read in reads for run in read.runs))
+    builders = {mode: TableBuilder(mode) for mode in ACCOUNTING_MODES}
+    index: dict[str, list[Any]] = {name: [] for name in store.RUN_INDEX.names}
+    sources: dict[str, list[Any]] = {name: [] for name in store.SOURCES.names}
+    quarantine: list[dict[str, Any]] = []
+    partitions: list[str] = []
+    for source, read in reads:
+        added: list[str] = []
+        already = conflicting = 0
+        problems = [
+            _quarantined(problem, mode, batch.ingest_date) for mode, problem in read.problems
+        ]
+        for run in read.runs:
+            digest = run.digest or ""
+            earlier = seen.get(run.run_id)
+            if earlier is not None:
+                if earlier[0] == digest:
+                    already += 1
+                else:
+                    conflicting += 1
+                    reason = (
+                        f"run_id already archived from {earlier[1]} with different content; "
+                        "this copy was not added"
+                    )
+                    problem = ReadProblem(run.source.path, run.source.line, run.run_id, reason)
+                    problems.append(_quarantined(problem, None, batch.ingest_date))
+                continue
+            order = batch.first_run_order + batch.run_count
+            batch.run_count += 1
+            seen[run.run_id] = (digest, run.source.path)
+            added.append(run.run_id)
+            partition = store.partition_value(
+                archive.partition_by, batch.ingest_date, run.runner_kind, run.source.path
+            )
+            partitions.append(partition)
+            for mode, facts in run.facts.items():
+                builders[mode].add_run(run, order)
+                if not facts.metered:
+                    report.refused[mode] += 1
+            _append_index(index, run, order, partition)
+        quarantine.extend(problems)
+        _append_source(sources, source, "snapshots", added, len(read.runs), already, conflicting)
+        sources["problem_count"][-1] = len(problems)
+        sources["status"][-1] = (
+            "unreadable"
+            if any(p["run_id"] is None and p["line"] is None for p in problems) and not read.runs
+            else "read"
+        )
+        report.runs_added += len(added)
+        report.runs_already_archived += already
+        report.runs_conflicting += conflicting
+        report.bad_files += bool(problems)
+    report.problems.extend(quarantine)
+    by_order = dict(zip(index["run_order"], partitions, strict=True))
+    for builder in builders.values():
+        write_tables(batch, builder.finish(), by_order)
+    for source, table, label_source in outcomes:
+        if table is not None:
+            batch.write("outcomes", table, source=label_source or source.path)
+        _append_source(sources, source, "outcomes", [], 0, 0, 0)
+    batch.write("run_index", pa.table(index, schema=store.RUN_INDEX), directory="_manifest/runs")
+    batch.write("sources", pa.table(sources, schema=store.SOURCES), directory="_manifest/sources")
+    batch.write(
+        "quarantine",
+        pa.Table.from_pylist(quarantine, schema=store.QUARANTINE),
+        directory="_manifest/quarantine",
+    )
+
+
+def write_tables(batch: Batch, tables: RunTables, partitions: Mapping[int, str]) -> None:
+    """Write one accounting's run, offer and use tables, split by partition.
+
+    Offers and uses of runs the accounting refused are not stored (they have none);
+    both are split by whether the row is its piece's first offer (use) in its run.
+    """
+    runs = pl.DataFrame(tables.runs).with_columns(
+        partition=pl.col("run_order").replace_strict(partitions, return_dtype=pl.String)
+    )
+    keys = runs.select("run_id", "partition", "metered")
+    offers = (
+        pl.DataFrame(tables.offers)
+        .join(keys, on="run_id", maintain_order="left")
+        .filter(pl.col("metered"))
+        .with_columns(first_in_run=pl.struct("run_id", "kind", "piece_id").is_first_distinct())
+    )
+    uses = (
+        pl.DataFrame(tables.uses)
+        .join(keys, on="run_id", maintain_order="left")
+        .filter(pl.col("metered"))
+        .with_columns(first_in_run=pl.struct("run_id", "kind", "piece_id").is_first_distinct())
+    )
+    for value in runs["partition"].unique(maintain_order=True).to_list():
+        chosen = pl.col("partition") == value
+        batch.write(
+            "runs",
+            runs.filter(chosen).drop("partition").to_arrow().cast(schema.RUNS),
+            accounting=tables.mode,
+            partition=value,
+        )
+        for first in (True, False):
+            part = offers.filter(chosen & (pl.col("first_in_run") == first))
+            batch.write(
+                "offers",
+                part.select(schema.OFFERS.names).to_arrow().cast(schema.OFFERS),
+                accounting=tables.mode,
+                partition=value,
+                first_in_run=first,
+            )
+        for first in (True, False):
+            part = uses.filter(chosen & (pl.col("first_in_run") == first))
+            batch.write(
+                "uses",
+                part.select(schema.USES.names).to_arrow().cast(schema.USES),
+                accounting=tables.mode,
+                partition=value,
+                first_in_run=first,
+            )
+
+
+def _quarantined(problem: ReadProblem, mode: str | None, date: str) -> dict[str, Any]:
+    return {
+        "path": problem.path,
+        "line": problem.line,
+        "run_id": problem.run_id,
+        "reason": problem.reason,
+        "accounting": mode,
+        "ingest_date": date,
+    }
+
+
+def _append_index(index: dict[str, list[Any]], run: RunRead, order: int, partition: str) -> None:
+    index["run_id"].append(run.run_id)
+    index["digest"].append(run.digest or "")
+    index["run_order"].append(order)
+    index["partition"].append(partition)
+    index["source_path"].append(run.source.path)
+    index["source_line"].append(run.source.line)
+
+
+def _append_source(
+    sources: dict[str, list[Any]],
+    source: Source,
+    kind: str,
+    added: list[str],
+    read: int,
+    already: int,
+    conflicting: int,
+) -> None:
+    row = {
+        "path": source.path,
+        "kind": kind,
+        "size": source.size,
+        "mtime_ns": source.mtime_ns,
+        "content_hash": source.content_hash,
+        "status": "read",
+        "run_ids": added,
+        "runs_read": read,
+        "runs_already_archived": already,
+        "runs_conflicting": conflicting,
+        "problem_count": 0,
+    }
+    for name, value in row.items():
+        sources[name].append(value)
+
+
+# ── the quarantine ─────────────────────────────────────────────────
+def current_quarantine(archive: Archive) -> pl.DataFrame:
+    """What is quarantined now: the problems of each source's latest ingest."""
+    empty = pl.DataFrame(pa.Table.from_pylist([], schema=store.QUARANTINE))
+    rows = []
+    latest: dict[str, int] = {}
+    for commit in archive.commits:
+        for file in commit.files:
+            if file.table == "sources":
+                paths = pl.read_parquet(archive.root / file.path, columns=["path"])["path"]
+                latest.update(dict.fromkeys(paths.to_list(), commit.seq))
+    for commit in archive.commits:
+        for file in commit.files:
+            if file.table == "quarantine":
+                table = pl.read_parquet(archive.root / file.path)
+                rows.append(
+                    table.filter(
+                        pl.col("path").replace_strict(latest, default=-1, return_dtype=pl.Int64)
+                        == commit.seq
+                    )
+                )
+    return pl.concat([empty, *rows]) if rows else empty
+
+
+def write_quarantine_listing(archive: Archive) -> None:
+    """``quarantine.json``: the current quarantine, for people and scripts."""
+    import json
+
+    rows = current_quarantine(archive).to_dicts()
+    text = json.dumps({"quarantined": rows}, indent=1, ensure_ascii=False) + "\n"
+    store.write_atomically(archive.root / "quarantine.json", text.encode())
+
+
+# ── progress ───────────────────────────────────────────────────────
+class _Progress:
+    """A one-line progress bar on a terminal: files done, runs/s, MB/s, bad files."""
+
+    def __init__(self, stream: TextIO | None, total: int, started: float) -> None:
+        self.stream = stream
+        self.total = total
+        self.started = started
+        self.shown = 0.0
+
+    def update(self, report: IngestReport, pending: _Pending, force: bool = False) -> None:
+        if self.stream is None:
+            return
+        now = time.perf_counter()
+        if not force and now - self.shown < 0.2:
+            return
+        self.shown = now
+        elapsed = max(now - self.started, 1e-9)
+        done = report.files_read
+        share = done / self.total if self.total else 1.0
+        bar = "#" * int(share * 24)
+        self.stream.write(
+            f"\r[{bar:<24}] {share:4.0%} {done}/{self.total} files  {report.runs_read} runs  "
+            f"{report.runs_read / elapsed:,.0f} runs/s  {report.bytes_read / 1e6 / elapsed:.1f} "
+            f"MB/s  {report.bad_files + _pending_bad(pending)} bad "
+        )
+        self.stream.flush()
+
+    def close(self) -> None:
+        if self.stream is not None and self.total:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+def _pending_bad(pending: _Pending) -> int:
+    return sum(1 for _, read in pending.reads if read.problems)
+
+
+def progress_stream() -> TextIO | None:
+    """stderr when it is a terminal (a progress line would clutter a log)."""
+    return sys.stderr if sys.stderr.isatty() else None

@@ -1,0 +1,306 @@
+"""Read an archive lazily: the ledger streams its Parquet files, filtered before reading.
+
+A selection (ingest date range, run ids, an outcome label) picks the commits and
+rows to read; the date range prunes whole files, so a nightly job reading today's
+partition reads only today's files. ``ArchiveTables`` stands in for ``RunTables``:
+the ledger and the DuckDB views scan the files, anything else gets Arrow tables
+collected on demand.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs
+
+import polars as pl
+import pyarrow as pa
+
+from contextledger.archive.store import Archive, ArchiveError, Commit
+from contextledger.ledger.compute import LedgerInputs, SplitRows
+from contextledger.tables import schema
+from contextledger.tables.build import ACCOUNTING_MODES, RunTables
+
+
+@dataclass(frozen=True)
+class Selection:
+    """Which runs of an archive to read: every filter given must hold.
+
+    ``since``/``until`` are ingest dates (inclusive, ``YYYY-MM-DD``); ``label`` keeps
+    runs carrying that outcome label.
+    """
+
+    since: str | None = None
+    until: str | None = None
+    run_ids: tuple[str, ...] | None = None
+    label: str | None = None
+
+    def keeps(self, commit: Commit) -> bool:
+        """Whether ``commit``'s files can hold selected runs (the date range)."""
+        if self.since is not None and commit.ingest_date < self.since:
+            return False
+        return self.until is None or commit.ingest_date <= self.until
+
+
+def parse_archive_path(text: str) -> tuple[Path, Selection] | None:
+    """``DIR`` or ``DIR?since=D&until=D&label=L&run_id=A,B`` naming an archive; else None.
+
+    ``run_id=@FILE`` reads run ids from a file, one per line.
+
+    >>> parse_archive_path("data/sample") is None
+    True
+    """
+    base, _, query = text.partition("?")
+    if not Archive.is_archive(base):
+        return None
+    fields = parse_qs(query, keep_blank_values=True, strict_parsing=False) if query else {}
+    unknown = set(fields) - {"since", "until", "label", "run_id"}
+    if unknown:
+        raise ArchiveError(
+            f"{text}: unknown archive filter {', '.join(sorted(unknown))} "
+            "(use since, until, label, run_id)"
+        )
+
+    def one(name: str) -> str | None:
+        values = fields.get(name)
+        return values[-1] if values else None
+
+    for name in ("since", "until"):
+        value = one(name)
+        if value is not None:
+            try:
+                dt.date.fromisoformat(value)
+            except ValueError:
+                raise ArchiveError(f"{text}: {name} must be a date, YYYY-MM-DD") from None
+    run_ids: list[str] | None = None
+    for value in fields.get("run_id", []):
+        run_ids = run_ids or []
+        if value.startswith("@"):
+            try:
+                lines = Path(value[1:]).read_text(encoding="utf-8").splitlines()
+            except OSError as error:
+                raise ArchiveError(f"{value[1:]}: cannot be read ({error})") from None
+            run_ids.extend(line.strip() for line in lines if line.strip())
+        else:
+            run_ids.extend(item for item in value.split(",") if item)
+    selection = Selection(
+        one("since"), one("until"), tuple(run_ids) if run_ids is not None else None, one("label")
+    )
+    return Path(base), selection
+
+
+def archive_tables(paths: Sequence[str], mode: str) -> ArchiveTables | None:
+    """The archive ``paths`` name, as tables; None when no path is an archive.
+
+    An archive must be the only input (raises :class:`ArchiveError` otherwise).
+    """
+    archives = [found for path in paths if (found := parse_archive_path(str(path)))]
+    if not archives:
+        return None
+    if len(paths) != 1:
+        raise ArchiveError("an archive must be the only input (ingest the other files into it)")
+    root, selection = archives[0]
+    return ArchiveTables(Archive.open(root), mode, selection)
+
+
+def _empty(table_schema: pa.Schema) -> pl.LazyFrame:
+    return pl.DataFrame(schema.empty(table_schema)).lazy()
+
+
+class ArchiveTables(RunTables):
+    """``RunTables`` over an archive: scans for the ledger and SQL, Arrow on demand.
+
+    >>> import tempfile
+    >>> from contextledger.archive.ingest import ingest
+    >>> from contextledger.ledger.compute import compute_ledger
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     _ = ingest(["data/sample"], folder, workers=1)
+    ...     tables = ArchiveTables(Archive.open(folder), "reference")
+    ...     compute_ledger(tables).runs_recorded
+    12
+    """
+
+    def __init__(
+        self,
+        archive: Archive,
+        mode: str,
+        selection: Selection | None = None,
+        extra_outcomes: pa.Table | None = None,
+    ) -> None:
+        if mode not in ACCOUNTING_MODES:
+            raise ArchiveError(f"unknown accounting mode {mode!r}")
+        self.archive = archive
+        self.mode = mode
+        self.selection = selection or Selection()
+        self.extra_outcomes = extra_outcomes
+        self._commits = [c for c in archive.commits if self.selection.keeps(c)]
+        self._cache: dict[str, pa.Table] = {}
+        self._selected: list[str] | None = None
+        self._selected_known = False
+
+    # ── what is selected ───────────────────────────────────────────
+    def files(self, table: str, first_in_run: bool | None = None) -> list[str]:
+        """Absolute paths of the selected files of ``table`` (this accounting), commit order."""
+        chosen = [
+            file
+            for file in self.archive.files(table, self._commits)
+            if file.accounting in (None, self.mode)
+            and (first_in_run is None or file.first_in_run == first_in_run)
+        ]
+        return self.archive.paths(chosen)
+
+    def run_id_filter(self) -> list[str] | None:
+        """The run ids the selection keeps (None: no run-level filter)."""
+        if not self._selected_known:
+            ids = set(self.selection.run_ids) if self.selection.run_ids is not None else None
+            if self.selection.label is not None:
+                labelled = (
+                    self.outcome_scan()
+                    .filter(pl.col("label") == self.selection.label)
+                    .select("run_id")
+                    .unique()
+                    .collect()["run_id"]
+                    .to_list()
+                )
+                ids = set(labelled) if ids is None else ids & set(labelled)
+            self._selected = sorted(ids) if ids is not None else None
+            self._selected_known = True
+        return self._selected
+
+    def scan(self, table: str, first_in_run: bool | None = None) -> pl.LazyFrame:
+        """A lazy scan of ``table`` under the selection, rows in ingest order."""
+        table_schema = schema.TABLES[table]
+        files = self.files(table, first_in_run)
+        frame = pl.scan_parquet(files, hive_partitioning=False) if files else _empty(table_schema)
+        ids = self.run_id_filter()
+        if ids is not None:
+            frame = frame.filter(pl.col("run_id").is_in(ids))
+        return frame
+
+    def outcome_scan(self) -> pl.LazyFrame:
+        """Archived labels (each outcomes file's latest version), then those added here.
+
+        Labels are not filtered by date: a label may arrive after its run.
+        """
+        latest: dict[str, str] = {}
+        for file in self.archive.files("outcomes"):
+            latest[file.source or file.path] = str(self.archive.root / file.path)
+        frames = [pl.scan_parquet(path, hive_partitioning=False) for path in latest.values()]
+        if self.extra_outcomes is not None:
+            frames.append(pl.DataFrame(self.extra_outcomes.cast(schema.OUTCOMES)).lazy())
+        return pl.concat(frames) if frames else _empty(schema.OUTCOMES)
+
+    # ── the ledger's view ──────────────────────────────────────────
+    def ledger_inputs(self) -> LedgerInputs:
+        """Scans in ingest order, with the promises an archive keeps (see LedgerInputs)."""
+        return LedgerInputs(
+            runs=self.scan("runs"),
+            offers=self.scan("offers"),
+            uses=self.scan("uses"),
+            outcomes=self.outcome_scan(),
+            split=SplitRows(
+                first_offers=self.scan("offers", first_in_run=True),
+                later_offers=self.scan("offers", first_in_run=False),
+                first_uses=self.scan("uses", first_in_run=True),
+                later_uses=self.scan("uses", first_in_run=False),
+            ),
+            engine="streaming",
+        )
+
+    def with_outcomes(self, outcomes: pa.Table) -> ArchiveTables:
+        """The same selection with ``outcomes`` added after the archived labels."""
+        extra = outcomes.cast(schema.OUTCOMES)
+        if self.extra_outcomes is not None:
+            extra = pa.concat_tables([self.extra_outcomes, extra])
+        tables = ArchiveTables(self.archive, self.mode, self.selection, extra)
+        return tables
+
+    def select(self, **filters: Any) -> ArchiveTables:
+        """The same archive under another selection (``Selection`` field names)."""
+        selection = replace(self.selection, **filters)
+        return ArchiveTables(self.archive, self.mode, selection, self.extra_outcomes)
+
+    # ── RunTables' attributes, collected on demand ─────────────────
+    def _collect(self, table: str) -> pa.Table:
+        if table not in self._cache:
+            frame = self.outcome_scan() if table == "outcomes" else self.scan(table)
+            if table in ("offers", "uses"):  # stored split by first_in_run: back in run order
+                orders = self.scan("runs").select("run_id", "run_order")
+                frame = frame.join(orders, on="run_id").sort("run_order", "seq").drop("run_order")
+            collected = frame.collect(engine="streaming").to_arrow()
+            self._cache[table] = collected.cast(schema.TABLES[table])
+        return self._cache[table]
+
+    @property
+    def runs(self) -> pa.Table:
+        return self._collect("runs")
+
+    @property
+    def offers(self) -> pa.Table:
+        return self._collect("offers")
+
+    @property
+    def uses(self) -> pa.Table:
+        return self._collect("uses")
+
+    @property
+    def outcomes(self) -> pa.Table:
+        return self._collect("outcomes")
+
+    @property
+    def problems(self) -> pa.Table:
+        """The quarantine rows of the selected ingest dates (this mode, or every mode)."""
+        if "problems" not in self._cache:
+            from contextledger.archive.ingest import current_quarantine
+
+            quarantine = current_quarantine(self.archive)
+            if self.selection.since is not None:
+                quarantine = quarantine.filter(pl.col("ingest_date") >= self.selection.since)
+            if self.selection.until is not None:
+                quarantine = quarantine.filter(pl.col("ingest_date") <= self.selection.until)
+            quarantine = quarantine.filter(
+                pl.col("accounting").is_null() | (pl.col("accounting") == self.mode)
+            )
+            table = quarantine.select(schema.PROBLEMS.names).to_arrow()
+            self._cache["problems"] = table.cast(schema.PROBLEMS)
+        return self._cache["problems"]
+
+    # ── DuckDB ─────────────────────────────────────────────────────
+    def duckdb_sources(self) -> dict[str, str]:
+        """``CREATE VIEW`` bodies reading the selected files with ``read_parquet``."""
+        sources = {}
+        ids = self.run_id_filter()
+        for table in ("runs", "offers", "uses"):
+            sources[table] = _read_parquet_sql(self.files(table), schema.TABLES[table], ids)
+        return sources
+
+
+def _read_parquet_sql(files: Sequence[str], table_schema: pa.Schema, ids: list[str] | None) -> str:
+    columns = ", ".join(f'"{name}"' for name in table_schema.names)
+    if not files:
+        return f"SELECT {columns} FROM ({_empty_sql(table_schema)})"
+    listed = ", ".join("'" + path.replace("'", "''") + "'" for path in files)
+    body = f"SELECT {columns} FROM read_parquet([{listed}], hive_partitioning = false)"
+    if ids is not None:
+        quoted = ", ".join("'" + run_id.replace("'", "''") + "'" for run_id in ids) or "NULL"
+        body += f" WHERE run_id IN ({quoted})"
+    return body
+
+
+_DUCKDB_TYPES = {
+    pa.string(): "VARCHAR",
+    pa.int64(): "BIGINT",
+    pa.int32(): "INTEGER",
+    pa.bool_(): "BOOLEAN",
+    pa.list_(pa.string()): "VARCHAR[]",
+}
+
+
+def _empty_sql(table_schema: pa.Schema) -> str:
+    columns = ", ".join(
+        f'CAST(NULL AS {_DUCKDB_TYPES[f.type]}) AS "{f.name}"' for f in table_schema
+    )
+    return f"SELECT {columns} WHERE false"

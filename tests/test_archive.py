@@ -1,0 +1,221 @@
+"""Archives: the ledger from an archive equals the ledger from the snapshots; ingest is
+idempotent; a bad file is quarantined and retried; filters select what they say; a
+ledger exported yesterday merged with today's partition equals a full recompute."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import shutil
+from pathlib import Path
+
+import polars as pl
+import pyarrow as pa
+import pytest
+from click.testing import CliRunner
+from polars.testing import assert_frame_equal
+
+from contextledger.archive import Archive, ArchiveError, ArchiveTables, ingest
+from contextledger.archive.tables import parse_archive_path
+from contextledger.cli import EXIT_UNREADABLE_INPUT, EXIT_USAGE, main
+from contextledger.ledger.compute import compute_ledger
+from contextledger.ledger.duckdb_views import ledger_rows_sql
+from contextledger.tables.build import ACCOUNTING_MODES, load_outcomes, read_runs
+
+from .conftest import REPO, SAMPLE, require_corpus
+from .test_duckdb_ledger import corpus_outcomes
+
+SAMPLE_OUTCOMES = REPO / "data" / "sample-outcomes.csv"
+
+
+@pytest.fixture(scope="module")
+def corpus_archive(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("corpus") / "archive"
+    report = ingest([require_corpus() / "runs"], root)
+    assert (report.runs_added, report.problems) == (301, [])
+    return root
+
+
+@pytest.mark.parametrize("mode", ACCOUNTING_MODES)
+def test_corpus_archive_gives_the_direct_ledger_in_both_modes(corpus_archive, mode):
+    """Every row and its order (insertion-order ties depend on run_order = ingest order)."""
+    labels = corpus_outcomes()
+    direct = read_runs(require_corpus() / "runs", mode=mode).with_outcomes(labels)
+    archived = ArchiveTables(Archive.open(corpus_archive), mode).with_outcomes(labels)
+    expected = compute_ledger(direct)
+    got = compute_ledger(archived)
+    assert_frame_equal(got.frame, expected.frame)
+    assert got.runs_recorded == expected.runs_recorded
+    assert_frame_equal(got.rows(), expected.rows())
+    assert_frame_equal(ledger_rows_sql(archived), expected.rows())
+
+
+def test_the_archive_holds_the_tables_and_run_order_is_ingest_order(corpus_archive):
+    archive = Archive.open(corpus_archive)
+    for mode in ACCOUNTING_MODES:
+        direct = read_runs(require_corpus() / "runs", mode=mode)
+        archived = ArchiveTables(archive, mode)
+        assert archived.runs.drop_columns("source_path").equals(
+            direct.runs.drop_columns("source_path")
+        )
+        for name in ("offers", "uses"):
+            metered = pl.DataFrame(direct.runs).filter("metered")["run_id"].implode()
+            want = pl.DataFrame(getattr(direct, name)).filter(pl.col("run_id").is_in(metered))
+            got = pl.DataFrame(getattr(archived, name))
+            assert_frame_equal(got, want)
+
+
+def test_reingesting_the_same_files_adds_nothing(tmp_path):
+    snapshots = tmp_path / "runs"
+    shutil.copytree(SAMPLE, snapshots)
+    root = tmp_path / "archive"
+    first = ingest([snapshots], root, workers=1)
+    assert (first.runs_added, first.commits) == (14, 1)
+    again = ingest([snapshots], root, workers=1)
+    assert (again.files_read, again.files_unchanged, again.commits) == (0, 14, 0)
+    # Touched but identical: hashed, found unchanged, not read.
+    touched = next(snapshots.iterdir())
+    os.utime(touched, ns=(1, 1))
+    assert ingest([snapshots], root, workers=1).files_unchanged == 14
+    # The same run under another file name: read, and counted as already archived.
+    shutil.copy(touched, tmp_path / touched.name)
+    copy = ingest([tmp_path / touched.name], root, workers=1)
+    assert (copy.runs_read, copy.runs_added, copy.runs_already_archived) == (1, 0, 1)
+    runs = ArchiveTables(Archive.open(root), "corrected").runs
+    assert runs.num_rows == 14 == len(set(runs["run_id"].to_pylist()))
+    assert len(Archive.open(root).commits) == 2  # the copy's manifest entry
+
+
+def test_a_run_id_arriving_with_other_content_is_reported_not_added(tmp_path):
+    root = tmp_path / "archive"
+    ingest([SAMPLE], root, workers=1)
+    original = SAMPLE / "s0003-loop.json.gz"
+    document = json.loads(gzip.decompress(original.read_bytes()))
+    document["snapshot"]["runId"] = "re-recorded"
+    changed = tmp_path / "s0003-loop.json.gz"
+    changed.write_bytes(gzip.compress(json.dumps(document).encode()))
+    report = ingest([changed], root, workers=1)
+    assert (report.runs_added, report.runs_conflicting) == (0, 1)
+    assert "different content" in report.problems[0]["reason"]
+    assert "conflicting" in report.summary()
+    listing = json.loads((root / "quarantine.json").read_text())["quarantined"]
+    assert [row["run_id"] for row in listing] == ["s0003-loop"]
+    assert ArchiveTables(Archive.open(root), "corrected").runs.num_rows == 14
+
+
+def test_bad_files_are_quarantined_and_retried_once_fixed(tmp_path):
+    snapshots = tmp_path / "runs"
+    shutil.copytree(SAMPLE, snapshots)
+    good = (snapshots / "s0003-loop.json.gz").read_bytes()
+    (snapshots / "truncated.json.gz").write_bytes(good[: len(good) // 2])
+    (snapshots / "invalid.json").write_text("{not json", encoding="utf-8")
+    root = tmp_path / "archive"
+    result = CliRunner().invoke(main, ["ingest", str(snapshots), "--archive", str(root)])
+    assert result.exit_code == EXIT_UNREADABLE_INPUT
+    assert "14 added" in result.output and "2 bad file(s)" in result.output
+    assert "truncated.json.gz" in result.output and "invalid JSON" in result.output
+    listing = json.loads((root / "quarantine.json").read_text())["quarantined"]
+    names = sorted(Path(row["path"]).name for row in listing)
+    assert names == ["invalid.json", "truncated.json.gz"]
+    # Unchanged bad files are not read again; the ledger still names them.
+    assert ingest([snapshots], root, workers=1).files_read == 0
+    ledger = CliRunner().invoke(main, ["ledger", str(root)])
+    assert ledger.exit_code == EXIT_UNREADABLE_INPUT and "truncated.json.gz" in ledger.output
+    # Fixed: read again, added, and out of quarantine.
+    document = json.loads(gzip.decompress(good))
+    document["run_id"] = "fixed-run"
+    (snapshots / "truncated.json.gz").write_bytes(gzip.compress(json.dumps(document).encode()))
+    (snapshots / "invalid.json").unlink()
+    fixed = ingest([snapshots], root, workers=1)
+    assert (fixed.files_read, fixed.runs_added) == (1, 1)
+    listing = json.loads((root / "quarantine.json").read_text())["quarantined"]
+    assert [Path(row["path"]).name for row in listing] == ["invalid.json"]
+
+
+def test_filters_select_by_run_id_label_and_ingest_date(tmp_path):
+    root = tmp_path / "archive"
+    files = sorted(SAMPLE.glob("*.json.gz"))
+    ingest(files[:7], root, ingest_date="2026-01-01", workers=1)
+    ingest(files[7:], root, ingest_date="2026-01-02", outcomes=SAMPLE_OUTCOMES, workers=1)
+    archive = Archive.open(root)
+    tables = ArchiveTables(archive, "corrected")
+    day_two = tables.select(since="2026-01-02")
+    assert day_two.runs.num_rows == 7
+    assert len(day_two.files("offers")) < len(tables.files("offers"))  # pruned, not filtered
+    chosen = ["s0003-loop", "s0224-wrapup"]
+    direct = read_runs([SAMPLE / f"{run}.json.gz" for run in chosen])
+    direct = direct.with_outcomes(load_outcomes(SAMPLE_OUTCOMES))
+    by_id = tables.select(run_ids=tuple(chosen))
+    assert_frame_equal(compute_ledger(by_id).frame, compute_ledger(direct).frame)
+    labels = pl.read_csv(SAMPLE_OUTCOMES)
+    good = set(labels.filter(pl.col("label") == "good")["run_id"])
+    assert set(tables.select(label="good").runs["run_id"].to_pylist()) == good
+    path, selection = parse_archive_path(f"{root}?since=2026-01-02&run_id=a,b&label=x") or ()
+    assert (path, selection.since, selection.run_ids, selection.label) == (
+        root,
+        "2026-01-02",
+        ("a", "b"),
+        "x",
+    )
+    with pytest.raises(ArchiveError, match="unknown archive filter"):
+        parse_archive_path(f"{root}?from=2026-01-01")
+
+
+def test_yesterdays_export_merged_with_todays_partition_equals_a_full_recompute(tmp_path):
+    """What a nightly job does: ledger --merge yesterday.json over today's partition."""
+    root = tmp_path / "archive"
+    files = sorted(SAMPLE.glob("*.json.gz"))
+    runner = CliRunner()
+
+    def run(*args: str) -> str:
+        result = runner.invoke(main, list(args), catch_exceptions=False)
+        assert result.exit_code == 0, result.output
+        return result.output
+
+    run("ingest", *map(str, files[:8]), "--archive", str(root), "--ingest-date", "2026-03-01")
+    for mode in ACCOUNTING_MODES:  # the export a job wrote last night
+        yesterday = tmp_path / f"{mode}-yesterday.json"
+        outcomes = ["--outcomes", str(SAMPLE_OUTCOMES), "--mode", mode]
+        run("ledger", str(root), *outcomes, "--format", "json", "-o", str(yesterday))
+    run("ingest", *map(str, files[8:]), "--archive", str(root), "--ingest-date", "2026-03-02")
+    for mode in ACCOUNTING_MODES:
+        yesterday = tmp_path / f"{mode}-yesterday.json"
+        outcomes = ["--outcomes", str(SAMPLE_OUTCOMES), "--mode", mode]
+        today = f"{root}?since=2026-03-02"
+        merged = run("ledger", today, *outcomes, "--merge", str(yesterday), "--format", "json")
+        full = run("ledger", str(root), *outcomes, "--format", "json")
+        assert merged.splitlines()[0] == full.splitlines()[0]
+        runs = json.loads(full.splitlines()[0])["runsRecorded"]
+        assert runs == (14 if mode == "corrected" else 12)
+
+
+def test_sql_and_ledger_commands_read_an_archive(tmp_path):
+    root = tmp_path / "archive"
+    ingest([SAMPLE], root, workers=1)
+    runner = CliRunner()
+    result = runner.invoke(main, ["sql", str(root), "SELECT count(*) AS runs FROM runs"])
+    assert result.exit_code == 0 and "14" in result.output
+    both = runner.invoke(main, ["ledger", str(root), str(SAMPLE)])
+    assert both.exit_code == EXIT_USAGE and "only input" in both.output
+    direct = runner.invoke(main, ["ledger", str(SAMPLE), "--format", "csv"])
+    archived = runner.invoke(main, ["ledger", str(root), "--format", "csv"])
+    assert archived.output == direct.output
+
+
+def test_a_partition_key_is_fixed_when_the_archive_is_created(tmp_path):
+    root = tmp_path / "archive"
+    ingest([SAMPLE / "s0003-loop.json.gz"], root, partition_by="runner_kind", workers=1)
+    assert (root / "runs" / "accounting=corrected" / "runner_kind=Agent").is_dir()
+    with pytest.raises(ArchiveError, match="partitioned by runner_kind"):
+        ingest([SAMPLE], root, partition_by="ingest_date")
+    assert ingest([SAMPLE], root, workers=1).runs_added == 13
+
+
+def test_an_empty_selection_gives_an_empty_ledger(tmp_path):
+    root = tmp_path / "archive"
+    ingest([SAMPLE], root, workers=1, ingest_date="2026-01-01")
+    tables = ArchiveTables(Archive.open(root), "corrected").select(since="2027-01-01")
+    assert compute_ledger(tables).runs_recorded == 0
+    assert ledger_rows_sql(tables).height == 0
+    assert tables.runs.num_rows == 0 and isinstance(tables.offers, pa.Table)
