@@ -55,11 +55,18 @@ def _read_inputs(
     except (OSError, ValueError) as error:
         _fail(str(error))
         raise  # unreachable: _fail exits
-    try:
-        tables = read_runs(paths, mode=mode, static_tools=sidecar, strict=strict)
+    from contextledger.archive import ArchiveError, archive_tables
+
+    try:  # an archive DIR (DIR?since=...&until=...&label=...&run_id=...) is read lazily
+        tables = archive_tables(paths, mode) or read_runs(
+            paths, mode=mode, static_tools=sidecar, strict=strict
+        )
     except ReadError as error:
         click.echo(f"contextledger: {error.source}: {error.reason} (stopped: --strict)", err=True)
         sys.exit(EXIT_UNREADABLE_INPUT)
+    except ArchiveError as error:
+        _fail(str(error))
+        raise  # unreachable: _fail exits
     for problem in tables.problems.to_pylist():
         where = (
             problem["path"] if problem["line"] is None else f"{problem['path']}:{problem['line']}"
@@ -445,3 +452,344 @@ def gates(
         click.echo(summary)
     if tables.problems.num_rows:
         sys.exit(EXIT_UNREADABLE_INPUT)
+
+
+@main.command(name="whatif")
+@click.argument("paths", nargs=-1, required=True, type=click.Path())
+@click.option(
+    "--policy",
+    "policies",
+    multiple=True,
+    required=True,
+    help="A window policy: none, sliding:keep=N, token_budget:threshold=T[,keep=N], each "
+    "windowed one with optional ,last_tool_results=N and ,ledger_facts=N. Repeat to compare.",
+)
+@click.option(
+    "--standings",
+    "standings_file",
+    type=click.Path(dir_okay=False),
+    help="CSV or JSON Lines of run_id,tool_call_id,standing,iteration: the model's standing "
+    "(fact/open/noise/ruled-out) of tool results, counted from the visit after iteration.",
+)
+@click.option(
+    "--format",
+    "output_format",
+    type=click.Choice(["table", "json", "parquet"]),
+    default="table",
+    show_default=True,
+    help="table: one row per policy over the runs; json: JSON Lines, one object per "
+    "(run, policy); parquet: the same rows (needs -o).",
+)
+@click.option(
+    "-o", "--output", type=click.Path(dir_okay=False), help="Write here instead of stdout."
+)
+def whatif_command(
+    paths: tuple[str, ...],
+    policies: tuple[str, ...],
+    standings_file: str | None,
+    output_format: str,
+    output: str | None,
+) -> None:
+    """Replay the runs under PATHS under each --policy: what would each window have served?"""
+    from contextledger.window import whatif as replayed
+    from contextledger.window.policies import PolicySpecError
+    from contextledger.window.standings import StandingsFileError, load_standings
+
+    if output_format == "parquet" and not output:
+        _fail("--format parquet needs -o FILE")
+    try:
+        parsed = replayed.parse_policies(policies)
+        standings = load_standings(standings_file).to_pylist() if standings_file else []
+    except (PolicySpecError, StandingsFileError) as error:
+        _fail(str(error))
+        raise  # unreachable: _fail exits
+    inputs = replayed.read_inputs(paths)
+    for problem in inputs.problems:
+        where = problem.path if problem.line is None else f"{problem.path}:{problem.line}"
+        click.echo(f"contextledger: skipped {where}: {problem.reason}", err=True)
+    per_run = replayed.whatif_table(inputs.streams, parsed, [*inputs.standings, *standings])
+    note = replayed.describe(per_run)
+    if output_format == "parquet":
+        per_run.write_parquet(str(output))
+        click.echo(note, err=True)
+    else:
+        if output_format == "json":
+            text = per_run.write_ndjson()
+        else:
+            with pl.Config(
+                tbl_rows=-1,
+                tbl_cols=-1,
+                tbl_width_chars=250,
+                fmt_str_lengths=60,
+                tbl_hide_dataframe_shape=True,
+                tbl_hide_column_data_types=True,
+            ):
+                text = f"{replayed.display_table(replayed.per_policy(per_run))}\n{note}\n"
+        if output:
+            Path(output).write_text(text, encoding="utf-8")
+        else:
+            click.echo(text, nl=False)
+        if output_format == "json" or output:
+            click.echo(note, err=True)
+    if inputs.problems:
+        sys.exit(EXIT_UNREADABLE_INPUT)
+
+
+@main.command(name="report")
+@click.argument("paths", nargs=-1, type=click.Path())
+@click.option(
+    "-o",
+    "--output-dir",
+    "output_dir",
+    type=click.Path(file_okay=False),
+    default="contextledger-report",
+    show_default=True,
+    help="Folder to write report.html (and charts/*.svg, *.png) into.",
+)
+@click.option(
+    "--outcomes",
+    "outcomes_file",
+    type=click.Path(dir_okay=False),
+    help="CSV or JSON Lines of run_id,label (default with no PATHS: the sample's).",
+)
+@click.option(
+    "--standings",
+    "standings_file",
+    type=click.Path(dir_okay=False),
+    help="CSV or JSON Lines of run_id,tool_call_id,standing,iteration: which tool results "
+    "are facts (default with no PATHS: the sample's).",
+)
+@click.option(
+    "--policy",
+    "policies",
+    multiple=True,
+    help="A window policy to compare (repeat); default: none, sliding:keep=6,ledger_facts=0, "
+    "sliding:keep=6, sliding:keep=3, token_budget:threshold=500.",
+)
+@click.option("--mode", type=click.Choice(ACCOUNTING_MODES), default="corrected", show_default=True)
+@click.option(
+    "--timeline-run",
+    help="The run whose window timeline to draw (default: the run the timeline policy "
+    "removed most from).",
+)
+@click.option(
+    "--timeline-policy",
+    help="The compared policy to draw the timeline under (default: the windowed one keeping "
+    "the most facts for the answer).",
+)
+@click.option(
+    "--charts",
+    "chart_formats",
+    type=click.Choice(["svg,png", "svg", "png", "none"]),
+    default="svg,png",
+    show_default=True,
+    help="Also write each chart to DIR/charts/ in these formats, for slides.",
+)
+def report_command(
+    paths: tuple[str, ...],
+    output_dir: str,
+    outcomes_file: str | None,
+    standings_file: str | None,
+    policies: tuple[str, ...],
+    mode: str,
+    timeline_run: str | None,
+    timeline_policy: str | None,
+    chart_formats: str,
+) -> None:
+    """Write one self-contained HTML page about the runs under PATHS (default: the sample).
+
+    The page shows the ledger (worst first), its charts, the outcome association,
+    the gate and window-policy what-ifs, one run's window timeline, the refused runs
+    and the differences from the reference. It opens offline: nothing is fetched.
+    """
+    from contextledger import report
+    from contextledger.window.policies import PolicySpecError
+    from contextledger.window.standings import StandingsFileError
+
+    try:
+        data = report.collect(
+            list(paths),
+            outcomes=outcomes_file,
+            standings=standings_file,
+            policies=policies or report.DEFAULT_POLICIES,
+            mode=mode,
+            timeline_run=timeline_run,
+            timeline_policy=timeline_policy,
+        )
+    except (PolicySpecError, StandingsFileError, FileNotFoundError, ValueError) as error:
+        _fail(str(error))
+        raise  # unreachable: _fail exits
+    for problem in data.tables.problems.to_pylist():
+        where = (
+            problem["path"] if problem["line"] is None else f"{problem['path']}:{problem['line']}"
+        )
+        click.echo(f"contextledger: skipped {where}: {problem['reason']}", err=True)
+    formats = () if chart_formats == "none" else tuple(chart_formats.split(","))
+    page = report.write_report(data, output_dir, formats=formats)
+    click.echo(f"wrote {page}" + (f" and {page.parent / 'charts'}/" if formats else ""))
+    click.echo(_summary(data.tables))
+    if data.tables.problems.num_rows:
+        sys.exit(EXIT_UNREADABLE_INPUT)
+
+
+@main.command(name="ingest")
+@click.argument("paths", nargs=-1, required=True, type=click.Path())
+@click.option(
+    "--archive",
+    "archive_dir",
+    required=True,
+    type=click.Path(file_okay=False),
+    help="The archive directory (created when missing).",
+)
+@click.option(
+    "--partition-by",
+    type=click.Choice(["ingest_date", "ingest_month", "runner_kind", "source_dir"]),
+    default=None,
+    help="Hive partition key, fixed when the archive is created [default: ingest_date].",
+)
+@click.option(
+    "--outcomes",
+    "outcomes_file",
+    type=click.Path(dir_okay=False),
+    help="CSV or JSON Lines of run_id,label to store too; a changed file replaces its labels.",
+)
+@click.option(
+    "--static-tools",
+    "static_tools_file",
+    type=click.Path(dir_okay=False),
+    help="JSON {run_id: [tool names]} the runner exposed; overrides the corpus wrapper.",
+)
+@click.option(
+    "--ingest-date",
+    help="Record the runs under this date (YYYY-MM-DD) instead of today (UTC): backfills.",
+)
+@click.option("--workers", type=click.IntRange(min=1), help="Reading processes [default: cores].")
+@click.option(
+    "--batch-runs",
+    type=click.IntRange(min=1),
+    default=5000,
+    show_default=True,
+    help="Commit after this many runs (an interrupted ingest redoes at most one batch).",
+)
+@click.option(
+    "--retry-quarantined", is_flag=True, help="Read quarantined files again even if unchanged."
+)
+@click.option(
+    "--progress/--no-progress",
+    default=None,
+    help="Show a progress line [default: when stderr is a terminal].",
+)
+def ingest_command(
+    paths: tuple[str, ...],
+    archive_dir: str,
+    partition_by: str | None,
+    outcomes_file: str | None,
+    static_tools_file: str | None,
+    ingest_date: str | None,
+    workers: int | None,
+    batch_runs: int,
+    retry_quarantined: bool,
+    progress: bool | None,
+) -> None:
+    """Append the runs under PATHS to the Parquet archive --archive DIR, both accountings.
+
+    Idempotent and safe to interrupt: files already ingested with the same content
+    are skipped, a run already archived is not added again (the same id with other
+    content is reported as a conflict), and bad files are quarantined (listed in
+    DIR/quarantine.json) and retried once they change. Then `ledger DIR`, `sql DIR`
+    read the archive; `DIR?since=D&until=D&label=L&run_id=A,B` selects from it.
+    """
+    from contextledger.archive import ArchiveError, ingest
+    from contextledger.archive.ingest import progress_stream
+
+    try:
+        sidecar = load_static_tools(static_tools_file) if static_tools_file else None
+        report = ingest(
+            list(paths),
+            archive_dir,
+            partition_by=partition_by,
+            outcomes=outcomes_file,
+            static_tools=sidecar,
+            ingest_date=ingest_date,
+            workers=workers,
+            batch_runs=batch_runs,
+            retry_quarantined=retry_quarantined,
+            progress=(sys.stderr if progress else None)
+            if progress is not None
+            else progress_stream(),
+        )
+    except (ArchiveError, OSError, ValueError) as error:
+        _fail(str(error))
+        raise  # unreachable: _fail exits
+    click.echo(report.summary())
+    if report.problems:
+        sys.exit(EXIT_UNREADABLE_INPUT)
+
+
+@main.command(name="synth")
+@click.option("--runs", type=click.IntRange(min=1), required=True, help="How many runs.")
+@click.option(
+    "--archive",
+    "archive_dir",
+    type=click.Path(file_okay=False),
+    help="Write synthetic tables straight into this archive.",
+)
+@click.option(
+    "--snapshots",
+    "snapshots_dir",
+    type=click.Path(file_okay=False),
+    help="Write snapshot files here instead (copies of --templates under fresh run ids).",
+)
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option(
+    "--templates",
+    type=click.Path(),
+    default="data/sample",
+    show_default=True,
+    help="Recorded runs to copy for --snapshots.",
+)
+@click.option(
+    "--partition-by",
+    type=click.Choice(["ingest_date", "ingest_month", "runner_kind", "source_dir"]),
+    default=None,
+    help="Hive partition key of a new archive [default: ingest_date].",
+)
+@click.option("--ingest-date", help="Record the runs under this date (YYYY-MM-DD).")
+def synth_command(
+    runs: int,
+    archive_dir: str | None,
+    snapshots_dir: str | None,
+    seed: int,
+    templates: str,
+    partition_by: str | None,
+    ingest_date: str | None,
+) -> None:
+    """Write realistic synthetic runs, to try the tool or time it at scale.
+
+    --archive DIR writes the tables directly (both accountings and outcome labels,
+    modelled on the reference corpus; about 45 offer rows per run); --snapshots DIR
+    writes agentfootprint snapshot files for timing `ingest`. The same seed gives the
+    same runs; running the command again adds only what is missing.
+    """
+    from contextledger import synth
+    from contextledger.archive import ArchiveError
+
+    if (archive_dir is None) == (snapshots_dir is None):
+        _fail("give exactly one of --archive DIR and --snapshots DIR")
+    try:
+        if snapshots_dir is not None:
+            written = synth.synth_snapshots(snapshots_dir, runs, templates, seed=seed)
+            click.echo(f"wrote {len(written)} snapshot file(s) to {snapshots_dir}")
+            return
+        report = synth.synth_archive(
+            str(archive_dir),
+            runs,
+            seed=seed,
+            partition_by=partition_by,
+            ingest_date=ingest_date,
+            progress=sys.stderr.isatty(),
+        )
+    except (ArchiveError, OSError, ValueError) as error:
+        _fail(str(error))
+        raise  # unreachable: _fail exits
+    click.echo(synth.describe(report))

@@ -1,0 +1,536 @@
+"""Altair charts of the package's frames: what a user shares after exploring.
+
+Each function takes a frame the package already computes (the ledger rows, the
+outcome association, the gate and window what-ifs, a replayed window's
+timeline) and returns a chart with a title and axis titles a newcomer can read.
+:func:`save_chart` writes one as PNG or SVG for slides (vl-convert, no browser).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import altair as alt
+import polars as pl
+
+#: Colours per piece kind, the same in every chart.
+KIND_COLOURS = {"tool": "#4c78a8", "injection": "#f58518", "skill": "#54a24b"}
+#: Colours per window-timeline cell status, in legend order.
+TIMELINE_COLOURS = {
+    "kept": "#c7e9c0",
+    "pinned": "#3182bd",
+    "refused": "#fdae6b",
+    "dropped": "#de2d26",
+    "dropped earlier": "#f0f0f0",
+}
+#: agentfootprint's gate floor: a judged piece earning less than this is demoted.
+GATE_FLOOR = 0.05
+
+_KIND_SCALE = alt.Scale(domain=list(KIND_COLOURS), range=list(KIND_COLOURS.values()))
+
+
+def _title(text: str, subtitle: str | list[str]) -> alt.TitleParams:
+    return alt.TitleParams(
+        text,
+        subtitle=subtitle,
+        anchor="start",
+        fontSize=15,
+        subtitleFontSize=12,
+        subtitleColor="#555",
+    )
+
+
+def earn_rate_chart(rows: pl.DataFrame, *, never_used_shown: int = 12) -> alt.HConcatChart:
+    """Earn rate against approx tokens spent, one mark per piece, with its 95% interval.
+
+    ``rows`` is :func:`~contextledger.ledger.stats.with_uncertainty` of the ledger
+    rows. Size is how often the piece was offered, colour its kind; a red ring marks
+    a piece never used, and the bars beside list the ``never_used_shown`` most
+    expensive of those, so the pieces that cost and never earn stand out at once.
+
+    >>> from contextledger.tables.build import read_runs
+    >>> from contextledger.ledger.compute import compute_ledger
+    >>> from contextledger.ledger.stats import with_uncertainty
+    >>> rows = with_uncertainty(compute_ledger(read_runs("data/sample")).rows())
+    >>> earn_rate_chart(rows).to_dict()["hconcat"][0]["layer"][1]["mark"]["type"]
+    'point'
+    """
+    data = rows.select(
+        "kind",
+        "id",
+        "offered",
+        "used",
+        "approx_tokens_spent",
+        "earn_rate",
+        "earn_rate_low",
+        "earn_rate_high",
+        "judged",
+    ).with_columns(never_used=pl.col("used") == 0)
+    x = alt.X("approx_tokens_spent:Q", title="approx tokens spent offering the piece (estimate)")
+    y = alt.Y("earn_rate:Q", title="earn rate (uses per offer)", axis=alt.Axis(format="%"))
+    colour = alt.Color("kind:N", title="kind", scale=_KIND_SCALE)
+    tooltip = [
+        alt.Tooltip("id:N", title="piece"),
+        alt.Tooltip("kind:N"),
+        alt.Tooltip("offered:Q", title="offered (model calls)"),
+        alt.Tooltip("used:Q", title="used"),
+        alt.Tooltip("approx_tokens_spent:Q", title="approx tokens spent", format=","),
+        alt.Tooltip("earn_rate:Q", title="earn rate", format=".1%"),
+        alt.Tooltip("earn_rate_low:Q", title="95% interval from", format=".1%"),
+        alt.Tooltip("earn_rate_high:Q", title="95% interval to", format=".1%"),
+        alt.Tooltip("judged:N", title="enough offers to judge"),
+    ]
+    base = alt.Chart(data)
+    interval = base.mark_rule(opacity=0.4, strokeWidth=2).encode(
+        x=x, y="earn_rate_low:Q", y2="earn_rate_high:Q", color=colour
+    )
+    size = alt.Size("offered:Q", title="offered (model calls)", scale=alt.Scale(range=[30, 600]))
+    points = base.mark_point(filled=True, opacity=0.8, stroke="white", strokeWidth=0.5).encode(
+        x=x, y=y, size=size, color=colour, tooltip=tooltip
+    )
+    rings = (
+        base.transform_filter(alt.datum.never_used)
+        .mark_point(filled=False, color="#d62728", strokeWidth=2)
+        .encode(x=x, y=y, size=size, tooltip=tooltip)
+    )
+    floor = (
+        alt.Chart(pl.DataFrame({"floor": [GATE_FLOOR]}))
+        .mark_rule(strokeDash=[4, 4], color="#999")
+        .encode(y="floor:Q")
+    )
+    idle = data.filter(pl.col("never_used")).sort("approx_tokens_spent", descending=True)
+    # A layer or chart with no rows makes Vega warn of an infinite extent: leave it out.
+    layers = [interval, points, rings, floor] if idle.height else [interval, points, floor]
+    scatter = alt.LayerChart(layer=layers).properties(width=560, height=360)
+    listed: alt.Chart = (
+        alt.Chart(idle.head(never_used_shown))
+        .mark_bar(color="#d62728", opacity=0.8)
+        .encode(
+            x=alt.X("approx_tokens_spent:Q", title="approx tokens spent, never used"),
+            y=alt.Y("id:N", title=None, sort="-x"),
+            tooltip=tooltip,
+        )
+        .properties(
+            width=200,
+            height=alt.Step(18),
+            title=alt.TitleParams(
+                f"Never used ({idle.height} piece(s))", fontSize=12, anchor="start"
+            ),
+        )
+    )
+    if not idle.height:
+        listed = (
+            alt.Chart(pl.DataFrame({"text": ["Every piece was used at least once."]}))
+            .mark_text(align="left", fontSize=12)
+            .encode(text="text:N")
+            .properties(width=200, height=40)
+        )
+    return alt.hconcat(scatter, listed, spacing=40).properties(
+        title=_title(
+            "Which context pieces earn their tokens?",
+            [
+                "One dot per piece: right = more tokens spent offering it, up = used more often "
+                "when offered. Bars: 95% interval. Red rings: never used.",
+                "Dashed line: the 5% floor below which agentfootprint's gates would demote "
+                "a piece. Beside: the never-used pieces that cost most.",
+            ],
+        ),
+    )
+
+
+def outcome_chart(
+    association: pl.DataFrame, *, labels: list[str] | None = None, pieces: int = 40
+) -> alt.FacetChart:
+    """Per label, the share of runs offering each piece that carried it, against the base rate.
+
+    ``association`` is :func:`~contextledger.ledger.stats.outcome_association`.
+    Bars run from the base rate (all labelled runs) to the piece's share; the text
+    gives the counts. It shows association, not cause. Only the ``pieces`` offered in
+    the most labelled runs are drawn.
+
+    >>> from contextledger.tables.build import read_runs, load_outcomes
+    >>> from contextledger.ledger.stats import outcome_association
+    >>> tables = read_runs("data/sample").with_outcomes(load_outcomes("data/sample-outcomes.csv"))
+    >>> outcome_chart(outcome_association(tables)).to_dict()["facet"]["column"]["field"]
+    'label'
+    """
+    data = association
+    if labels is not None:
+        data = data.filter(pl.col("label").is_in(labels))
+    data = data.select(
+        "kind",
+        "id",
+        "label",
+        "runs_offered",
+        "runs_offered_with_label",
+        "share_with_label",
+        "runs_labelled",
+        "runs_labelled_with_label",
+        "base_rate",
+        "share_minus_base",
+    ).with_columns(
+        counts=pl.format("{} of {}", "runs_offered_with_label", "runs_offered"),
+        direction=pl.when(pl.col("share_minus_base") > 0)
+        .then(pl.lit("more often than the base rate"))
+        .when(pl.col("share_minus_base") < 0)
+        .then(pl.lit("less often than the base rate"))
+        .otherwise(pl.lit("as often as the base rate")),
+    )
+    order = (
+        data.group_by("id", maintain_order=True)
+        .agg(pl.col("runs_offered").max())
+        .sort("runs_offered", "id", descending=[True, False])["id"]
+        .to_list()
+    )
+    shown = order[:pieces]
+    data = data.filter(pl.col("id").is_in(shown))
+    y = alt.Y("id:N", title="piece", sort=shown)
+    tooltip = [
+        alt.Tooltip("id:N", title="piece"),
+        alt.Tooltip("kind:N"),
+        alt.Tooltip("label:N"),
+        alt.Tooltip("counts:N", title="labelled runs that offered it, with the label"),
+        alt.Tooltip("share_with_label:Q", title="share with the label", format=".0%"),
+        alt.Tooltip("base_rate:Q", title="base rate (all labelled runs)", format=".0%"),
+    ]
+    colours = alt.Scale(
+        domain=[
+            "more often than the base rate",
+            "less often than the base rate",
+            "as often as the base rate",
+        ],
+        range=["#2166ac", "#b2182b", "#999999"],
+    )
+    base = alt.Chart()
+    bars = base.mark_bar(height=8).encode(
+        x=alt.X(
+            "base_rate:Q",
+            title="share of runs carrying the label",
+            axis=alt.Axis(format="%"),
+            scale=alt.Scale(domain=[0, 1]),
+        ),
+        x2="share_with_label:Q",
+        y=y,
+        color=alt.Color("direction:N", title="its runs carried the label", scale=colours),
+        tooltip=tooltip,
+    )
+    dots = base.mark_point(filled=True, size=40, color="#333").encode(
+        x="share_with_label:Q", y=y, tooltip=tooltip
+    )
+    base_rate = base.mark_tick(color="#333", thickness=2, size=14).encode(
+        x="base_rate:Q", y=y, tooltip=tooltip
+    )
+    counts = base.mark_text(align="left", dx=6, fontSize=9, color="#444").encode(
+        x=alt.value(205), y=y, text="counts:N"
+    )
+    return (
+        alt.layer(bars, base_rate, dots, counts, data=data)
+        .properties(width=200, height=alt.Step(14))
+        .facet(column=alt.Column("label:N", title="outcome label"))
+        .properties(
+            title=_title(
+                "Which pieces turn up in runs with each outcome? (association, not cause)",
+                [
+                    "Dot: share of the labelled runs offering the piece that carried the label; "
+                    "tick: the base rate over all labelled runs.",
+                    "Counts: labelled runs that offered it and carried the label, of those that "
+                    "offered it. A piece offered in runs that went well did not make them go well.",
+                    *(
+                        [f"The {len(shown)} of {len(order)} pieces offered in most labelled runs."]
+                        if len(shown) < len(order)
+                        else []
+                    ),
+                ],
+            )
+        )
+    )
+
+
+def policy_chart(per_run: pl.DataFrame, *, per_run_points: bool = False) -> alt.LayerChart:
+    """Facts reaching the answer turn against input tokens, one point per window policy.
+
+    ``per_run`` is the what-if's per-(run, policy) frame
+    (:func:`contextledger.window.whatif.whatif`), optionally with a
+    ``wire_violations`` column (:func:`contextledger.report.frames.wire_check`):
+    a policy whose windows a provider would reject is drawn as a red cross and named.
+    ``per_run_points`` draws one point per run and policy instead.
+
+    >>> from contextledger.window.whatif import whatif
+    >>> per_run, _ = whatif("data/sample/s0001-fact-bench.json.gz", ["none", "sliding:keep=6"])
+    >>> policy_chart(per_run).to_dict()["layer"][0]["encoding"]["x"]["field"]
+    'input_tokens'
+    """
+    data = per_run
+    if "wire_violations" not in data.columns:
+        data = data.with_columns(wire_violations=pl.lit(0, pl.Int64))
+    metrics = [
+        "input_tokens",
+        "input_tokens_estimated_calls",
+        "model_calls",
+        "answer_facts_verbatim",
+        "facts_declared",
+        "answer_results_verbatim",
+        "results_dropped",
+        "engaged_visits",
+        "wire_violations",
+    ]
+    if per_run_points:
+        frame = data.select("run_id", "policy", *metrics)
+    else:
+        frame = data.group_by("policy", maintain_order=True).agg(
+            pl.len().alias("runs"),
+            pl.col("input_tokens").null_count().alias("runs_without_tokens"),
+            *[pl.col(name).sum() for name in metrics],
+        )
+    frame = frame.with_columns(
+        wire=pl.when(pl.col("wire_violations") > 0)
+        .then(pl.lit("rejected on the wire"))
+        .otherwise(pl.lit("valid on the wire")),
+        flag=pl.when(pl.col("wire_violations") > 0)
+        .then(pl.format("{} wire violation(s)", "wire_violations"))
+        .otherwise(pl.lit("")),
+    )
+    x = alt.X(
+        "input_tokens:Q",
+        title="input tokens sent over all model calls (recorded; estimated where the window "
+        "differs)",
+        scale=alt.Scale(zero=False, nice=True),
+    )
+    y = alt.Y(
+        "answer_facts_verbatim:Q",
+        title="facts reaching the answer turn verbatim",
+        scale=alt.Scale(zero=True, nice=True),
+        axis=alt.Axis(tickMinStep=1),
+    )
+    tooltip = [alt.Tooltip("policy:N")]
+    if per_run_points:
+        tooltip.append(alt.Tooltip("run_id:N", title="run"))
+    else:
+        tooltip.append(alt.Tooltip("runs:Q"))
+    tooltip += [
+        alt.Tooltip("input_tokens:Q", title="input tokens", format=","),
+        alt.Tooltip("input_tokens_estimated_calls:Q", title="calls with estimated tokens"),
+        alt.Tooltip("answer_facts_verbatim:Q", title="facts in the answer window"),
+        alt.Tooltip("facts_declared:Q", title="results the model filed as facts"),
+        alt.Tooltip("answer_results_verbatim:Q", title="tool results in the answer window"),
+        alt.Tooltip("results_dropped:Q", title="tool results dropped"),
+        alt.Tooltip("engaged_visits:Q", title="visits where the window engaged"),
+        alt.Tooltip("wire_violations:Q", title="windows a provider would reject"),
+    ]
+    base = alt.Chart(frame)
+    points = base.mark_point(filled=True, size=140, opacity=0.85).encode(
+        x=x,
+        y=y,
+        color=alt.Color("policy:N", title="window policy"),
+        shape=alt.Shape(
+            "wire:N",
+            title="wire check",
+            scale=alt.Scale(
+                domain=["valid on the wire", "rejected on the wire"], range=["circle", "cross"]
+            ),
+        ),
+        tooltip=tooltip,
+    )
+    layers: list[Any] = [points]
+    if not per_run_points:
+        layers.append(
+            base.mark_text(align="left", dx=9, dy=-7, fontSize=10).encode(
+                x=x, y=y, text="policy:N", color=alt.Color("policy:N", legend=None)
+            )
+        )
+    if frame["wire_violations"].sum():  # an empty layer would warn of an infinite extent
+        layers.append(
+            base.transform_filter(alt.datum.wire_violations > 0)
+            .mark_text(align="left", dx=9, dy=8, fontSize=10, color="#d62728", fontWeight="bold")
+            .encode(x=x, y=y, text="flag:N")
+        )
+    declared = int(data["facts_declared"].sum()) if data.height else 0
+    note = (
+        "No result was filed as a fact: give standings (--standings FILE) to count facts."
+        if declared == 0
+        else "A fact is a tool result the model (or your standings file) filed as 'fact'."
+    )
+    what = "one point per run and policy" if per_run_points else "one point per policy"
+    return alt.LayerChart(layer=layers).properties(
+        width=640,
+        height=340,
+        title=_title(
+            "What would each window policy have kept for the answer, and at what cost?",
+            [
+                f"Replayed on the recorded runs, {what}: up and left is better. "
+                "Crosses: windows a provider would reject.",
+                note,
+            ],
+        ),
+    )
+
+
+def timeline_chart(cells: pl.DataFrame) -> alt.Chart:
+    """One run's window, visit by visit: turns as rows, model calls as columns.
+
+    ``cells`` is :func:`contextledger.report.frames.timeline_frame`: one row per
+    turn and call, with ``status`` (kept, pinned, refused, dropped, dropped
+    earlier) and the ``reason`` shown on hover.
+
+    >>> from contextledger.report.frames import timeline_frame
+    >>> from contextledger.window.whatif import read_inputs
+    >>> stream = read_inputs("data/sample/s0001-fact-bench.json.gz").streams[0]
+    >>> timeline_chart(timeline_frame(stream, "sliding:keep=6")).to_dict()["mark"]["type"]
+    'rect'
+    """
+    data = cells.select(
+        "run_id",
+        "policy",
+        "turn_index",
+        "turn_label",
+        "call",
+        "iteration",
+        "status",
+        "reason",
+        "turn_chars",
+    )
+    run = data["run_id"][0] if data.height else "(no run)"
+    policy = data["policy"][0] if data.height else ""
+    order = data.sort("turn_index")["turn_label"].unique(maintain_order=True).to_list()
+    return (
+        alt.Chart(data)
+        .mark_rect(stroke="white", strokeWidth=1)
+        .encode(
+            x=alt.X(
+                "call:O",
+                title="model call (the last one writes the answer)",
+                axis=alt.Axis(labelAngle=0),
+            ),
+            y=alt.Y("turn_label:N", title="turn of the conversation", sort=order),
+            color=alt.Color(
+                "status:N",
+                title="at this call the turn was",
+                scale=alt.Scale(
+                    domain=list(TIMELINE_COLOURS), range=list(TIMELINE_COLOURS.values())
+                ),
+            ),
+            tooltip=[
+                alt.Tooltip("turn_label:N", title="turn"),
+                alt.Tooltip("call:O", title="model call"),
+                alt.Tooltip("status:N"),
+                alt.Tooltip("reason:N", title="why"),
+                alt.Tooltip("turn_chars:Q", title="turn size (chars)", format=","),
+            ],
+        )
+        .properties(
+            width=alt.Step(22),
+            height=alt.Step(16),
+            title=_title(
+                f"How the window treated each turn of {run}",
+                [
+                    f"Replayed under {policy}: before each model call the window stage keeps, "
+                    "pins or drops whole turns. Hover a cell for the reason.",
+                ],
+            ),
+        )
+    )
+
+
+def gate_touched(pieces: pl.DataFrame) -> pl.DataFrame:
+    """The pieces the gates saved tokens on or cost uses of: what :func:`gate_chart` draws."""
+    return pieces.filter(
+        (pl.col("approx_tokens_saved") + pl.col("uses_lost") + pl.col("uses_at_risk")) > 0
+    )
+
+
+def gate_chart(pieces: pl.DataFrame) -> alt.LayerChart:
+    """Per piece, approx tokens the ledger gates would have saved against the uses lost.
+
+    ``pieces`` is the first frame :func:`~contextledger.ledger.gates.gate_what_if`
+    returns; pieces the gates never touched are left out (the subtitle counts them).
+
+    >>> from contextledger.tables.build import read_runs
+    >>> from contextledger.ledger.gates import gate_what_if
+    >>> pieces, _ = gate_what_if(read_runs("data/sample"))
+    >>> gate_chart(pieces).to_dict()["layer"][0]["encoding"]["y"]["field"]
+    'uses_lost'
+    """
+    touched = gate_touched(pieces).select(
+        "kind",
+        "id",
+        "offered",
+        "offers_gated",
+        "approx_tokens_spent",
+        "approx_tokens_saved",
+        "used",
+        "uses_lost",
+        "uses_at_risk",
+    )
+    # Neighbours on one row of uses lost take turns labelling above and below.
+    rank = pl.col("approx_tokens_saved").rank("ordinal").over("uses_lost")
+    touched = touched.with_columns(label_below=rank % 2 == 0)
+    x = alt.X("approx_tokens_saved:Q", title="approx tokens the gates would have saved")
+    y = alt.Y(
+        "uses_lost:Q",
+        title="uses lost (calls or answer credit the piece would have missed)",
+        axis=alt.Axis(tickMinStep=1),
+    )
+    base = alt.Chart(touched)
+    points = base.mark_point(filled=True, opacity=0.85).encode(
+        x=x,
+        y=y,
+        size=alt.Size("offers_gated:Q", title="offers left out", scale=alt.Scale(range=[40, 500])),
+        color=alt.Color("kind:N", title="kind", scale=_KIND_SCALE),
+        tooltip=[
+            alt.Tooltip("id:N", title="piece"),
+            alt.Tooltip("kind:N"),
+            alt.Tooltip("offered:Q", title="offered"),
+            alt.Tooltip("offers_gated:Q", title="offers left out"),
+            alt.Tooltip("approx_tokens_saved:Q", title="approx tokens saved", format=","),
+            alt.Tooltip("approx_tokens_spent:Q", title="approx tokens spent", format=","),
+            alt.Tooltip("used:Q", title="uses recorded"),
+            alt.Tooltip("uses_lost:Q", title="uses lost"),
+            alt.Tooltip("uses_at_risk:Q", title="uses at risk"),
+        ],
+    )
+    colour = alt.Color("kind:N", scale=_KIND_SCALE)
+    labels = [
+        base.transform_filter(alt.datum.label_below == below)
+        .mark_text(align="left", dx=8, dy=12 if below else -6, fontSize=10)
+        .encode(x=x, y=y, text="id:N", color=colour)
+        for below in touched["label_below"].unique(maintain_order=True)
+    ]
+    untouched = pieces.height - touched.height
+    return alt.LayerChart(layer=[points, *labels]).properties(
+        width=640,
+        height=320,
+        title=_title(
+            "What would agentfootprint's ledger gates have cost?",
+            [
+                "Each run judged by the ledger of the runs before it (min 5 offers, floor 5%, "
+                "parole every 10th demotion). Right = tokens saved; up = uses lost.",
+                f"{untouched} piece(s) the gates never touched are not drawn.",
+            ],
+        ),
+    )
+
+
+def save_chart(chart: alt.TopLevelMixin, path: str | Path, *, scale: float = 2.0) -> Path:
+    """Write ``chart`` as PNG or SVG (by the file's suffix) for slides; no browser needed.
+
+    >>> import tempfile
+    >>> chart = alt.Chart(pl.DataFrame({"x": [1, 2]})).mark_point().encode(x="x:Q")
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     save_chart(chart, f"{folder}/x.svg").read_text()[:4]
+    '<svg'
+    """
+    import vl_convert as vlc
+    from altair.utils._importers import vl_version_for_vl_convert
+
+    path = Path(path)
+    spec = chart.to_dict()
+    version = vl_version_for_vl_convert()
+    if path.suffix == ".svg":
+        path.write_text(vlc.vegalite_to_svg(spec, vl_version=version), encoding="utf-8")
+    elif path.suffix == ".png":
+        path.write_bytes(vlc.vegalite_to_png(spec, vl_version=version, scale=scale))
+    else:
+        msg = f"{path}: save a chart as .png or .svg"
+        raise ValueError(msg)
+    return path

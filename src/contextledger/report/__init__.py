@@ -1,0 +1,437 @@
+"""One self-contained HTML page that answers the users' questions about a batch of runs.
+
+:func:`collect` computes every frame the page shows (ledger, outcomes, gates,
+window policies, one run's timeline, refused runs, the reference's numbers);
+:func:`write_report` renders the page with the charts' JavaScript inlined, so it
+opens offline, and exports each chart as SVG and PNG for slides.
+
+>>> data = collect()  # the bundled sample
+>>> sorted(build_charts(data))
+['earn_rate', 'gates', 'outcomes', 'policies', 'timeline']
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from functools import cache
+from importlib.metadata import version
+from pathlib import Path
+from typing import Any
+
+import altair as alt
+import polars as pl
+
+from contextledger import charts
+from contextledger.ledger.compute import compute_ledger
+from contextledger.ledger.gates import describe_total, gate_what_if
+from contextledger.ledger.stats import DEFAULT_MIN_OFFERS, outcome_association, with_uncertainty
+from contextledger.report.differences import DIFFERENCES, HEADERS
+from contextledger.report.frames import (
+    TIMELINE_SCHEMA,
+    accounting_comparison,
+    refused_runs,
+    timeline_frame,
+    wire_check,
+)
+from contextledger.tables.build import RunTables, load_outcomes, read_runs
+from contextledger.tables.schema import USED_SIGNAL_COLUMNS
+from contextledger.window.standings import load_standings, timelines
+from contextledger.window.whatif import parse_policies, per_policy, read_inputs, whatif_table
+
+#: Window policies the report compares unless told otherwise: no window; agentfootprint
+#: 9.62's sliding window (recency pin only); the same with the newer fact pin; a tighter
+#: window; a token budget.
+DEFAULT_POLICIES = (
+    "none",
+    "sliding:keep=6,ledger_facts=0",
+    "sliding:keep=6",
+    "sliding:keep=3",
+    "token_budget:threshold=500",
+)
+#: Chart names, in the order the page shows them, and the file names they export to.
+CHART_NAMES = ("earn_rate", "outcomes", "gates", "policies", "timeline")
+#: Where the repository keeps the bundled sample (``data/`` beside ``src/``).
+_DATA = Path(__file__).resolve().parents[3] / "data"
+
+
+@dataclass(frozen=True)
+class Sample:
+    """The bundled sample: runs, their outcome labels, and the fact bench's standings."""
+
+    runs: Path
+    outcomes: Path
+    standings: Path
+
+
+def sample() -> Sample:
+    """Paths of the bundled sample (in a source checkout or an editable install).
+
+    >>> sample().runs.name
+    'sample'
+    """
+    found = Sample(_DATA / "sample", _DATA / "sample-outcomes.csv", _DATA / "sample-standings.csv")
+    if not found.runs.is_dir():
+        msg = f"the bundled sample is not at {found.runs} (installed from a wheel?): give PATHs"
+        raise FileNotFoundError(msg)
+    return found
+
+
+@dataclass
+class ReportData:
+    """Every frame the page shows, computed once."""
+
+    inputs: list[str]
+    tables: RunTables
+    rows: pl.DataFrame
+    association: pl.DataFrame
+    gate_pieces: pl.DataFrame
+    gate_total: pl.DataFrame
+    per_run: pl.DataFrame
+    per_policy: pl.DataFrame
+    policies: list[str]
+    timeline: pl.DataFrame
+    standings_from: str | None
+    outcomes_from: str | None
+    reference: RunTables | None = None
+    min_offers: int = DEFAULT_MIN_OFFERS
+    bundled: bool = False
+
+    def command(self) -> str:
+        """The command line that regenerates this page."""
+        if self.bundled:
+            return "contextledger report -o DIR"
+        parts = ["contextledger report", *map(_shown, self.inputs)]
+        if self.outcomes_from:
+            parts.append(f"--outcomes {_shown(self.outcomes_from)}")
+        if self.standings_from:
+            parts.append(f"--standings {_shown(self.standings_from)}")
+        return " ".join([*parts, "-o DIR"])
+
+
+def _shown(path: str | Path) -> str:
+    """``path`` relative to the working directory when it lies inside it."""
+    resolved = Path(path).resolve()
+    try:
+        return str(resolved.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+def collect(
+    paths: list[str | Path] | None = None,
+    *,
+    outcomes: str | Path | None = None,
+    standings: str | Path | None = None,
+    policies: list[str] | tuple[str, ...] = DEFAULT_POLICIES,
+    mode: str = "corrected",
+    timeline_run: str | None = None,
+    timeline_policy: str | None = None,
+    compare_reference: bool = True,
+    min_offers: int = DEFAULT_MIN_OFFERS,
+) -> ReportData:
+    """Read the runs under ``paths`` (default: the bundled sample, with its outcomes and
+    standings) and compute what the report shows.
+
+    ``timeline_run`` / ``timeline_policy`` pick the run and policy of the window
+    timeline (default: the windowed policy keeping the most facts for the answer, and
+    the run it removed most from). ``compare_reference`` also reads the runs under
+    the reference accounting, for the page's comparison.
+
+    >>> data = collect(policies=["none", "sliding:keep=3"])
+    >>> data.per_policy["policy"].to_list(), data.timeline["run_id"][0]
+    (['none', 'sliding:keep=3'], 's0001-fact-bench')
+    """
+    bundled = not paths
+    if not paths:
+        found = sample()
+        paths = [found.runs]
+        outcomes = found.outcomes if outcomes is None else outcomes
+        standings = found.standings if standings is None else standings
+    parsed = parse_policies(policies)
+    tables = read_runs(paths, mode=mode)
+    if outcomes is not None:
+        tables = tables.with_outcomes(load_outcomes(outcomes))
+    rows = with_uncertainty(compute_ledger(tables).rows(), min_offers=min_offers)
+    gate_pieces, gate_total = gate_what_if(tables, min_offers=min_offers)
+    reference = None
+    if compare_reference and mode != "reference":
+        reference = read_runs(paths, mode="reference")
+
+    window_inputs = read_inputs(list(paths))
+    standing_rows = [
+        *window_inputs.standings,
+        *(load_standings(standings).to_pylist() if standings is not None else []),
+    ]
+    per_run = whatif_table(window_inputs.streams, parsed, standing_rows)
+    wire = wire_check(window_inputs.streams, parsed, standing_rows)
+    per_run = per_run.join(wire, on=["run_id", "policy"], how="left", maintain_order="left")
+
+    label, run_id = _timeline_choice(per_run, parsed, timeline_policy, timeline_run)
+    streams = {stream.run_id: stream for stream in window_inputs.streams}
+    timeline = pl.DataFrame(schema=TIMELINE_SCHEMA)
+    if run_id is not None:
+        if run_id not in streams:
+            msg = f"--timeline-run {run_id!r}: no such run among the inputs"
+            raise ValueError(msg)
+        known = timelines(standing_rows).get(run_id)
+        timeline = timeline_frame(streams[run_id], dict(parsed)[label], known.at if known else None)
+    return ReportData(
+        inputs=[str(path) for path in paths],
+        tables=tables,
+        rows=rows,
+        association=outcome_association(tables),
+        gate_pieces=gate_pieces,
+        gate_total=gate_total,
+        per_run=per_run,
+        per_policy=per_policy(per_run),
+        policies=[label for label, _ in parsed],
+        timeline=timeline,
+        standings_from=str(standings) if standings is not None else None,
+        outcomes_from=str(outcomes) if outcomes is not None else None,
+        reference=reference,
+        min_offers=min_offers,
+        bundled=bundled,
+    )
+
+
+def _timeline_choice(
+    per_run: pl.DataFrame,
+    parsed: list[tuple[str, Any]],
+    policy: str | None,
+    run_id: str | None,
+) -> tuple[str, str | None]:
+    """The (policy label, run) the timeline shows; no run when nothing was read."""
+    if policy is not None:
+        label = parse_policies([policy])[0][0]
+        if label not in dict(parsed):
+            msg = f"--timeline-policy {policy!r} is not among the compared policies"
+            raise ValueError(msg)
+    else:
+        windowed = [label for label, p in parsed if p.kind != "none"] or [parsed[0][0]]
+        facts = (
+            per_run.filter(pl.col("policy").is_in(windowed))
+            .group_by("policy", maintain_order=True)
+            .agg(pl.col("answer_facts_verbatim").sum())
+            .sort("answer_facts_verbatim", descending=True, maintain_order=True)
+        )
+        label = facts["policy"][0] if facts.height else windowed[0]
+    if run_id is None:
+        runs = per_run.filter(pl.col("policy") == label)
+        most_removed = runs.sort("removed_messages", descending=True, maintain_order=True)
+        run_id = most_removed["run_id"][0] if runs.height else None
+    return label, run_id
+
+
+def build_charts(data: ReportData) -> dict[str, alt.TopLevelMixin]:
+    """The page's charts by name, in :data:`CHART_NAMES` order; one with nothing to draw
+    (no outcome labels, no piece the gates touched, no run) is left out."""
+    drawable = {
+        "earn_rate": data.rows.height > 0,
+        "outcomes": data.association.height > 0,
+        "gates": charts.gate_touched(data.gate_pieces).height > 0,
+        "policies": data.per_run.height > 0,
+        "timeline": data.timeline.height > 0,
+    }
+    build: dict[str, Callable[[], alt.TopLevelMixin]] = {
+        "earn_rate": lambda: charts.earn_rate_chart(data.rows),
+        "outcomes": lambda: charts.outcome_chart(data.association),
+        "gates": lambda: charts.gate_chart(data.gate_pieces),
+        "policies": lambda: charts.policy_chart(data.per_run),
+        "timeline": lambda: charts.timeline_chart(data.timeline),
+    }
+    return {name: build[name]() for name in CHART_NAMES if drawable[name]}
+
+
+def findings(data: ReportData) -> list[str]:
+    """The page's opening sentences: what a reader should take away, with numbers."""
+    runs = pl.DataFrame(data.tables.runs)
+    metered = int(runs["metered"].sum()) if runs.height else 0
+    spent = int(data.rows["approx_tokens_spent"].sum())
+    out = [
+        f"{runs.height} run(s) read: {metered} metered, {runs.height - metered} refused, "
+        f"{data.tables.problems.num_rows} input(s) unreadable ({data.tables.mode} accounting). "
+        f"{data.rows.height} context pieces were offered, ~{spent:,} approx tokens in all."
+    ]
+    idle = data.rows.filter(pl.col("judged") & (pl.col("used") == 0)).sort(
+        "approx_tokens_spent", descending=True
+    )
+    if idle.height:
+        cost = int(idle["approx_tokens_spent"].sum())
+        worst = ", ".join(
+            f"{row['id']} (~{row['approx_tokens_spent']:,})" for row in idle.head(3).to_dicts()
+        )
+        out.append(
+            f"{idle.height} piece(s) offered at least {data.min_offers} times were never used: "
+            f"~{cost:,} approx tokens ({cost / max(spent, 1):.1%} of all) bought nothing. "
+            f"Most expensive: {worst}."
+        )
+    total = data.gate_total.row(0, named=True)
+    if total["offers_gated"]:
+        share = total["approx_tokens_saved"] / max(total["approx_tokens_spent"], 1)
+        out.append(
+            f"agentfootprint's ledger gates would have left out {total['offers_gated']} offers, "
+            f"saving ~{total['approx_tokens_saved']:,} approx tokens ({share:.1%}), "
+            f"at the cost of {total['uses_lost']} of {total['used']} uses."
+        )
+    policies = data.per_policy
+    declared = int(policies.select(pl.col("facts_declared_total").max()).item() or 0)
+    if declared:
+        best = policies.sort(
+            ["answer_facts_verbatim_total", "input_tokens_total"], descending=[True, False]
+        ).row(0, named=True)
+        out.append(
+            f"Of the window policies compared, {best['policy']} brings "
+            f"{best['answer_facts_verbatim_total']} of {declared} declared facts to the answer "
+            f"turn for ~{best['input_tokens_total']:,} input tokens."
+        )
+    violations = int(data.per_run["wire_violations"].sum())
+    out.append(
+        "Every replayed window is one a provider accepts."
+        if violations == 0
+        else f"{violations} replayed window problem(s) a provider would reject (see the chart)."
+    )
+    return out
+
+
+def _ledger_rows(rows: pl.DataFrame) -> list[dict[str, Any]]:
+    """The ledger's rows with the nested and per-signal columns as short text."""
+    out = []
+    for row in rows.to_dicts():
+        via = [
+            f"{signal}={row[column]}"
+            for signal, column in USED_SIGNAL_COLUMNS.items()
+            if row[column]
+        ]
+        low, high = row["earn_rate_low"], row["earn_rate_high"]
+        out.append(
+            {
+                **row,
+                "used_via": " ".join(via),
+                "outcome_text": " ".join(f"{o['label']}={o['runs']}" for o in row["outcomes"]),
+                "interval": "" if low is None else f"{low:.0%} to {high:.0%}",
+                "idle": row["judged"] and row["used"] == 0,
+            }
+        )
+    return out
+
+
+def _inline_markdown(text: str) -> Any:
+    """Escape ``text``, then render its `code` and **bold** spans (the README's table)."""
+    import markupsafe
+
+    html = str(markupsafe.escape(text))
+    html = re.sub(r"`([^`]+)`", r"<code>\1</code>", html)
+    html = re.sub(r"\*\*([^*]+)\*\*", r"<strong>\1</strong>", html)
+    return markupsafe.Markup(html)
+
+
+def _spec_json(chart: alt.TopLevelMixin) -> str:
+    """The chart's Vega-Lite spec as JSON safe inside a ``<script>`` element."""
+    text = json.dumps(chart.to_dict(), ensure_ascii=False)
+    return text.replace("</", "<\\/").replace("<!--", "<\\!--")
+
+
+@cache
+def _vega_script() -> str:
+    """Vega, Vega-Lite and vega-embed as one script, for the version Altair writes."""
+    import vl_convert as vlc
+    from altair.utils._importers import vl_version_for_vl_convert
+
+    return vlc.javascript_bundle("window.vegaEmbed = vegaEmbed;", vl_version_for_vl_convert())
+
+
+def render_html(data: ReportData, built: dict[str, alt.TopLevelMixin] | None = None) -> str:
+    """The whole page as one HTML string: styles and scripts inline, nothing fetched.
+
+    >>> page = render_html(collect(policies=["none", "sliding:keep=6"]))
+    >>> "<script src=" in page, page.count('class="chart"')
+    (False, 5)
+    """
+    import jinja2
+
+    built = build_charts(data) if built is None else built
+    environment = jinja2.Environment(
+        loader=jinja2.PackageLoader("contextledger.report", "."),
+        autoescape=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    environment.filters["markdown"] = _inline_markdown
+    template = environment.get_template("template.html")
+    runs = pl.DataFrame(data.tables.runs)
+    comparison = (
+        accounting_comparison(data.reference, data.tables).to_dicts()
+        if data.reference is not None
+        else []
+    )
+    wire = data.per_run.group_by("policy", maintain_order=True).agg(pl.col("wire_violations").sum())
+    policy_rows = data.per_policy.join(wire, on="policy", maintain_order="left").to_dicts()
+    return template.render(
+        generated=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        version=version("contextledger"),
+        shown=_shown,
+        data=data,
+        findings=findings(data),
+        runs_read=runs.height,
+        ledger_rows=_ledger_rows(data.rows),
+        gate_text=describe_total(data.gate_total),
+        policy_rows=policy_rows,
+        timeline_run=data.timeline["run_id"][0] if data.timeline.height else None,
+        timeline_policy=data.timeline["policy"][0] if data.timeline.height else None,
+        refused=refused_runs(data.tables).to_dicts(),
+        refused_reference=(
+            refused_runs(data.reference).to_dicts() if data.reference is not None else None
+        ),
+        problems=data.tables.problems.to_pylist(),
+        comparison=comparison,
+        differences=DIFFERENCES,
+        difference_headers=HEADERS,
+        charts=[(name, _spec_json(chart)) for name, chart in built.items()],
+        chart_names=list(built),
+        vega_script=_vega_script(),
+    )
+
+
+def write_report(
+    data: ReportData, out_dir: str | Path, *, formats: tuple[str, ...] = ("svg", "png")
+) -> Path:
+    """Write ``report.html`` into ``out_dir`` and each chart as ``charts/NAME.svg`` / ``.png``.
+
+    Returns the page's path.
+
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     page = write_report(collect(policies=["none"]), folder, formats=("svg",))
+    ...     page.name, sorted(p.name for p in (page.parent / "charts").iterdir())[:2]
+    ('report.html', ['earn_rate.svg', 'gates.svg'])
+    """
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    built = build_charts(data)
+    page = out / "report.html"
+    page.write_text(render_html(data, built), encoding="utf-8")
+    if formats:
+        folder = out / "charts"
+        folder.mkdir(exist_ok=True)
+        for name, chart in built.items():
+            for suffix in formats:
+                charts.save_chart(chart, folder / f"{name}.{suffix}")
+    return page
+
+
+__all__ = [
+    "CHART_NAMES",
+    "DEFAULT_POLICIES",
+    "ReportData",
+    "Sample",
+    "build_charts",
+    "collect",
+    "findings",
+    "render_html",
+    "sample",
+    "write_report",
+]

@@ -1,0 +1,258 @@
+"""The frames the report and the charts read that no other module computes.
+
+A replayed window's timeline (turn by turn, call by call), whether each window a
+policy would have served is one a provider accepts, and the two accountings'
+totals side by side. Each is a small reshaping of what ``window`` and ``tables``
+already compute.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import polars as pl
+
+from contextledger.tables.build import RunTables
+from contextledger.window.messages import Message, RunMessages
+from contextledger.window.policies import Policy, parse_policy
+from contextledger.window.replay import Standings, replay
+from contextledger.window.standings import timelines
+from contextledger.window.tables import messages_table
+
+#: What each refusal reason means, for a reader who has not read agentfootprint.
+REASON_TEXT = {
+    "current-request": "holds the current request: never dropped",
+    "system-envelope": "system envelope: never dropped",
+    "paused-tool": "a paused tool call waits on it",
+    "pending-check-in": "a check-in is pending on it",
+    "unresolved-tool-call": "a tool call in it has no answer in the window yet",
+    "last-tool-result": "pinned: the latest result of its tool",
+    "ledger-fact": "pinned: holds a result the model filed as a fact",
+    "inside-keep-window": "inside the keep window (the most recent turns)",
+    "replacement-not-smaller": "the drop notice owed here would not be smaller: nothing left",
+}
+#: Columns of :func:`timeline_frame`.
+TIMELINE_SCHEMA = {
+    "run_id": pl.String,
+    "policy": pl.String,
+    "turn_index": pl.Int64,
+    "turn_label": pl.String,
+    "call": pl.Int64,
+    "iteration": pl.Int64,
+    "status": pl.String,
+    "reason": pl.String,
+    "turn_chars": pl.Int64,
+}
+_PIN_REASONS = frozenset({"last-tool-result", "ledger-fact"})
+_KEEP_REASON = "inside-keep-window"
+
+
+def _turn_labels(stream: RunMessages) -> tuple[dict[int, int], dict[int, str], dict[int, int]]:
+    """Conversation turn of each stream message, a short label and the size of each turn."""
+    table = pl.from_arrow(messages_table([stream]))
+    assert isinstance(table, pl.DataFrame)
+    turn_of: dict[int, int] = {}
+    labels: dict[int, str] = {}
+    chars: dict[int, int] = {}
+    for row in table.filter(pl.col("turn_index").is_not_null()).iter_rows(named=True):
+        turn, message = row["turn_index"], stream.messages[row["message_index"]]
+        turn_of[message.index] = turn
+        chars[turn] = chars.get(turn, 0) + message.chars
+        if turn not in labels:
+            labels[turn] = f"{turn:>2} {_describe(message)}"
+    return turn_of, labels, chars
+
+
+def _describe(message: Message) -> str:
+    if message.role == "assistant" and message.tool_calls:
+        names = sorted({call.name for call in message.tool_calls})
+        return f"assistant → {', '.join(names)}"[:40]
+    text = " ".join(message.content.split())
+    text = text if len(text) <= 28 else f"{text[:27]}…"
+    return f"{message.role}: {text}" if text else message.role
+
+
+def timeline_frame(
+    stream: RunMessages, policy: str | Policy, standings: Standings | None = None
+) -> pl.DataFrame:
+    """Replay ``policy`` over one run: one row per (conversation turn, model call).
+
+    ``status`` is ``kept``, ``pinned`` (a last-tool-result or ledger-fact pin held
+    it), ``refused`` (another rule kept it), ``dropped`` (it left at this call) or
+    ``dropped earlier``; ``reason`` says why. A turn has no row before it entered.
+
+    >>> from contextledger.window.whatif import read_inputs
+    >>> stream = read_inputs("data/sample/s0001-fact-bench.json.gz").streams[0]
+    >>> cells = timeline_frame(stream, "sliding:keep=6")
+    >>> cells.group_by("status").len().sort("status").rows()
+    [('dropped', 14), ('dropped earlier', 91), ('kept', 111), ('refused', 15)]
+    """
+    parsed = parse_policy(policy)
+    result = replay(stream, parsed, standings)
+    turn_of, labels, chars = _turn_labels(stream)
+    rows: list[dict[str, Any]] = []
+    entered: set[int] = set()
+    for visit in result.visits:
+        before = [turn_of.get(m.index) for m in visit.window_before]
+        served = {turn_of.get(m.index) for m in visit.served}
+        present = {turn for turn in before if turn is not None}
+        entered |= present
+        reasons: dict[int, str] = {}
+        for refusal in (visit.record or {}).get("refusals", []):
+            position = refusal["messageIndex"]
+            if 0 <= position < len(before) and before[position] is not None:
+                reasons.setdefault(before[position], refusal["reason"])
+        for turn in sorted(entered):
+            reason = reasons.get(turn)
+            if turn not in present:
+                status, why = "dropped earlier", "left the window at an earlier call"
+            elif turn not in served:
+                status, why = "dropped", f"removed by {parsed.spec} before this call"
+            elif reason in _PIN_REASONS:
+                status, why = "pinned", REASON_TEXT[reason]
+            elif reason is not None and reason != _KEEP_REASON:
+                status, why = "refused", REASON_TEXT.get(reason, reason)
+            elif visit.record is None:
+                status, why = "kept", "the policy did not engage at this call"
+            else:
+                status, why = (
+                    "kept",
+                    REASON_TEXT[_KEEP_REASON] if reason else "outside the span this drop took",
+                )
+            rows.append(
+                {
+                    "run_id": stream.run_id,
+                    "policy": parsed.spec,
+                    "turn_index": turn,
+                    "turn_label": labels[turn],
+                    "call": visit.ordinal,
+                    "iteration": visit.iteration,
+                    "status": status,
+                    "reason": why,
+                    "turn_chars": chars[turn],
+                }
+            )
+    return pl.DataFrame(rows, schema=TIMELINE_SCHEMA)
+
+
+def wire_violations(window: Sequence[Message]) -> list[str]:
+    """What a provider would reject in a window: each problem once per message.
+
+    ``head-not-user`` (the first message is not the user's), ``orphan-result`` (a
+    tool result whose call is not earlier in the window), ``unanswered-call`` (a
+    tool call with no result in the window).
+
+    >>> from contextledger.window.messages import Message, ToolCall
+    >>> call = Message("assistant", "", tool_calls=(ToolCall("c1", "probe"),))
+    >>> wire_violations([Message("user", "go"), call, Message("tool", "r", tool_call_id="c1")])
+    []
+    >>> wire_violations([Message("tool", "r", tool_call_id="c0"), call])
+    ['head-not-user', 'orphan-result', 'unanswered-call']
+    """
+    problems: list[str] = []
+    if window and window[0].role != "user":
+        problems.append("head-not-user")
+    asked: set[str] = set()
+    answered = {m.tool_call_id for m in window if m.role == "tool" and m.tool_call_id}
+    for message in window:
+        if message.role == "tool" and message.tool_call_id not in asked:
+            problems.append("orphan-result")
+        asked.update(call.id for call in message.tool_calls)
+    for message in window:
+        problems.extend("unanswered-call" for c in message.tool_calls if c.id not in answered)
+    return problems
+
+
+def wire_check(
+    streams: Sequence[RunMessages],
+    policies: Sequence[tuple[str, Policy]],
+    standings_rows: Sequence[Mapping[str, Any]] = (),
+) -> pl.DataFrame:
+    """Per (run, policy): how many problems :func:`wire_violations` finds in the windows
+    the policy would have served, and which kinds, replayed as the what-if replays them.
+
+    >>> from contextledger.window.whatif import read_inputs, parse_policies
+    >>> streams = read_inputs("data/sample/s0003-loop.json.gz").streams
+    >>> wire_check(streams, parse_policies(["sliding:keep=1"])).row(0)
+    ('s0003-loop', 'sliding:keep=1', 0, [])
+    """
+    by_run = timelines(standings_rows)
+    rows = []
+    for stream in streams:
+        timeline = by_run.get(stream.run_id)
+        for label, policy in policies:
+            result = replay(stream, policy, timeline.at if timeline else None)
+            found = [problem for window in result.served for problem in wire_violations(window)]
+            rows.append((stream.run_id, label, len(found), sorted(set(found))))
+    return pl.DataFrame(
+        rows,
+        schema={
+            "run_id": pl.String,
+            "policy": pl.String,
+            "wire_violations": pl.Int64,
+            "wire_violation_kinds": pl.List(pl.String),
+        },
+        orient="row",
+    )
+
+
+def accounting_totals(tables: RunTables) -> dict[str, int]:
+    """The totals the two accountings disagree on, for one set of tables.
+
+    >>> from contextledger.tables.build import read_runs
+    >>> accounting_totals(read_runs("data/sample", mode="reference"))["runs refused"]
+    2
+    """
+    runs = pl.DataFrame(tables.runs)
+    metered = runs.filter(pl.col("metered"))
+    offers = pl.DataFrame(tables.offers).join(metered.select("run_id"), on="run_id")
+    uses = pl.DataFrame(tables.uses).join(metered.select("run_id"), on="run_id")
+
+    def count(frame: pl.DataFrame, column: str, value: str) -> int:
+        return frame.filter(pl.col(column) == value).height
+
+    return {
+        "runs metered": metered.height,
+        "runs refused": runs.height - metered.height,
+        "model calls metered": int(metered["metered_call_count"].sum()),
+        "tool offers": count(offers, "kind", "tool"),
+        "injection offers": count(offers, "kind", "injection"),
+        "skill offers": count(offers, "kind", "skill"),
+        "tool uses (tool-called)": count(uses, "signal", "tool-called"),
+        "skill uses (skill-activated)": count(uses, "signal", "skill-activated"),
+        "answer-slice uses": count(uses, "signal", "answer-slice(slot)"),
+    }
+
+
+def accounting_comparison(reference: RunTables, corrected: RunTables) -> pl.DataFrame:
+    """The reference's totals next to the corrected ones, with the difference.
+
+    >>> from contextledger.tables.build import read_runs
+    >>> frame = accounting_comparison(read_runs("data/sample", mode="reference"),
+    ...                               read_runs("data/sample"))
+    >>> frame.filter(pl.col("what") == "runs refused").row(0)
+    ('runs refused', 2, 0, -2)
+    """
+    ours, theirs = accounting_totals(corrected), accounting_totals(reference)
+    return pl.DataFrame(
+        {
+            "what": list(ours),
+            "reference": [theirs[name] for name in ours],
+            "corrected": list(ours.values()),
+        }
+    ).with_columns(difference=pl.col("corrected") - pl.col("reference"))
+
+
+def refused_runs(tables: RunTables) -> pl.DataFrame:
+    """The runs an accounting refused to meter, and why, in input order.
+
+    >>> from contextledger.tables.build import read_runs
+    >>> refused_runs(read_runs("data/sample", mode="reference"))["run_id"].to_list()
+    ['s0246-llmcall', 's0250-zero']
+    """
+    return (
+        pl.DataFrame(tables.runs)
+        .filter(~pl.col("metered"))
+        .select("run_id", "runner_kind", "model_call_count", "refused_reason", "source_path")
+    )

@@ -1,0 +1,207 @@
+"""Each chart built from the sample: what it encodes, and the titles a newcomer reads."""
+
+from __future__ import annotations
+
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pytest
+
+from contextledger import charts
+from contextledger.ledger.compute import compute_ledger
+from contextledger.ledger.gates import gate_what_if
+from contextledger.ledger.stats import outcome_association, with_uncertainty
+from contextledger.report.frames import timeline_frame
+from contextledger.tables.build import RunTables, load_outcomes, read_runs
+from contextledger.window.whatif import read_inputs, whatif
+
+from .conftest import REPO, SAMPLE
+
+STANDINGS = REPO / "data" / "sample-standings.csv"
+FACT_BENCH = SAMPLE / "s0001-fact-bench.json.gz"
+
+
+@cache
+def tables() -> RunTables:
+    return read_runs(SAMPLE).with_outcomes(load_outcomes(REPO / "data" / "sample-outcomes.csv"))
+
+
+@cache
+def per_run() -> pl.DataFrame:
+    policies = ["none", "sliding:keep=6,ledger_facts=0", "sliding:keep=6"]
+    return whatif(SAMPLE, policies, standings=STANDINGS)[0]
+
+
+def encodings(layer: dict[str, Any]) -> dict[str, tuple[str, str]]:
+    """``channel -> (field, type)`` of one layer of a chart's spec."""
+    return {
+        channel: (spec.get("field", ""), spec.get("type", ""))
+        for channel, spec in layer.get("encoding", {}).items()
+        if isinstance(spec, dict) and "field" in spec
+    }
+
+
+def rows_of(spec: dict[str, Any]) -> pl.DataFrame:
+    """The rows a spec's top-level data holds (Altair inlines them as a named dataset)."""
+    return pl.DataFrame(spec["datasets"][spec["data"]["name"]])
+
+
+def titles(spec: dict[str, Any]) -> list[str]:
+    """Every axis or legend title in a spec, wherever it is nested."""
+    found: list[str] = []
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            if isinstance(node.get("title"), str) and ("field" in node or "aggregate" in node):
+                found.append(node["title"])
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(spec)
+    return found
+
+
+def test_earn_rate_chart_plots_each_piece_by_tokens_and_earn_rate_with_its_interval():
+    rows = with_uncertainty(compute_ledger(tables()).rows())
+    spec = charts.earn_rate_chart(rows).to_dict()
+    scatter = spec["hconcat"][0]["layer"]
+    interval, points = encodings(scatter[0]), encodings(scatter[1])
+    assert interval["y"] == ("earn_rate_low", "quantitative")
+    assert interval["y2"][0] == "earn_rate_high"
+    assert points["x"] == ("approx_tokens_spent", "quantitative")
+    assert points["y"] == ("earn_rate", "quantitative")
+    assert points["size"] == ("offered", "quantitative")
+    assert points["color"] == ("kind", "nominal")
+    assert scatter[2]["transform"] == [{"filter": "datum.never_used"}]
+    assert spec["title"]["text"] == "Which context pieces earn their tokens?"
+    assert "approx tokens spent offering the piece (estimate)" in titles(spec)
+    assert "earn rate (uses per offer)" in titles(spec)
+
+
+def test_earn_rate_chart_lists_the_never_used_pieces_most_expensive_first():
+    rows = with_uncertainty(compute_ledger(tables()).rows())
+    chart = charts.earn_rate_chart(rows, never_used_shown=3)
+    bars = chart.hconcat[1]
+    listed = bars.data.sort("approx_tokens_spent", descending=True)["id"].to_list()
+    assert listed == ["diff_configs", "create_account", "check_inventory"]
+    assert bars.to_dict()["encoding"]["y"]["sort"] == "-x"
+
+
+def test_outcome_chart_draws_each_label_against_its_base_rate_with_counts():
+    spec = charts.outcome_chart(outcome_association(tables())).to_dict()
+    assert spec["facet"]["column"]["field"] == "label"
+    bars, tick, dots, counts = spec["spec"]["layer"]
+    assert encodings(bars)["x"] == ("base_rate", "quantitative")
+    assert encodings(bars)["x2"][0] == "share_with_label"
+    assert encodings(tick)["x"][0] == "base_rate"
+    assert encodings(dots)["x"][0] == "share_with_label"
+    assert encodings(counts)["text"] == ("counts", "nominal")
+    assert "association, not cause" in spec["title"]["text"]
+    assert "share of runs carrying the label" in titles(spec)
+    labels = {row["label"] for row in spec["datasets"][spec["data"]["name"]]}
+    assert labels == {"good", "bad", "neutral"}
+
+
+def test_outcome_chart_counts_read_as_runs_with_the_label_of_runs_offering_the_piece():
+    frame = charts.outcome_chart(outcome_association(tables()), labels=["bad"]).data
+    row = frame.filter(pl.col("id") == "open_ticket").row(0, named=True)
+    assert (row["counts"], row["direction"]) == ("1 of 3", "more often than the base rate")
+
+
+def test_policy_chart_puts_facts_reaching_the_answer_against_input_tokens_per_policy():
+    spec = charts.policy_chart(per_run()).to_dict()
+    points = encodings(spec["layer"][0])
+    assert points["x"] == ("input_tokens", "quantitative")
+    assert points["y"] == ("answer_facts_verbatim", "quantitative")
+    assert points["color"] == ("policy", "nominal")
+    assert points["shape"] == ("wire", "nominal")
+    data = spec["datasets"][spec["data"]["name"]]
+    facts = {row["policy"]: row["answer_facts_verbatim"] for row in data}
+    assert facts == {"none": 6, "sliding:keep=6,ledger_facts=0": 2, "sliding:keep=6": 6}
+    assert "facts reaching the answer turn verbatim" in titles(spec)
+
+
+def test_policy_chart_draws_one_point_per_run_on_demand():
+    spec = charts.policy_chart(per_run(), per_run_points=True).to_dict()
+    assert rows_of(spec).select("run_id", "policy").equals(per_run().select("run_id", "policy"))
+    assert "run_id" in {tip["field"] for tip in spec["layer"][0]["encoding"]["tooltip"]}
+
+
+def test_policy_chart_flags_a_policy_whose_windows_break_the_wire():
+    flagged = per_run().with_columns(
+        wire_violations=pl.when(
+            (pl.col("policy") == "sliding:keep=6") & (pl.col("run_id") == "s0001-fact-bench")
+        )
+        .then(3)
+        .otherwise(0)
+    )
+    spec = charts.policy_chart(flagged).to_dict()
+    rows = rows_of(spec).select("policy", "wire", "flag").rows()
+    assert ("sliding:keep=6", "rejected on the wire", "3 wire violation(s)") in rows
+    assert ("none", "valid on the wire", "") in rows
+    assert spec["layer"][-1]["transform"] == [{"filter": "(datum.wire_violations > 0)"}]
+
+
+def test_policy_chart_says_when_no_result_was_filed_as_a_fact():
+    bare, _ = whatif(FACT_BENCH, ["none"])
+    subtitle = charts.policy_chart(bare).to_dict()["title"]["subtitle"]
+    assert any("--standings" in line for line in subtitle)
+
+
+def test_timeline_chart_has_turns_as_rows_calls_as_columns_and_the_reason_on_hover():
+    stream = read_inputs(FACT_BENCH).streams[0]
+    cells = timeline_frame(stream, "sliding:keep=6", {f"call-{i}": "fact" for i in (3, 6, 9)})
+    spec = charts.timeline_chart(cells).to_dict()
+    assert spec["mark"]["type"] == "rect"
+    assert encodings(spec)["x"] == ("call", "ordinal")
+    assert encodings(spec)["y"] == ("turn_label", "nominal")
+    assert encodings(spec)["color"] == ("status", "nominal")
+    assert spec["encoding"]["color"]["scale"]["domain"] == list(charts.TIMELINE_COLOURS)
+    assert {tip["field"] for tip in spec["encoding"]["tooltip"]} >= {"status", "reason"}
+    assert spec["encoding"]["y"]["sort"][1:4] == [
+        " 1 assistant → probe_noise",
+        " 2 assistant → probe_noise",
+        " 3 assistant → probe_fact",
+    ]
+    assert "s0001-fact-bench" in spec["title"]["text"]
+
+
+def test_gate_chart_puts_uses_lost_against_tokens_saved_for_the_pieces_touched():
+    pieces, _ = gate_what_if(tables())
+    spec = charts.gate_chart(pieces).to_dict()
+    points = encodings(spec["layer"][0])
+    assert points["x"] == ("approx_tokens_saved", "quantitative")
+    assert points["y"] == ("uses_lost", "quantitative")
+    assert points["size"] == ("offers_gated", "quantitative")
+    drawn = set(rows_of(spec)["id"].to_list())
+    assert "issue_refund" in drawn and "read_skill" not in drawn
+    assert "approx tokens the gates would have saved" in titles(spec)
+
+
+@pytest.mark.parametrize("suffix, opening", [(".svg", b"<svg"), (".png", b"\x89PNG")])
+def test_a_chart_exports_for_slides_without_a_browser(tmp_path: Path, suffix: str, opening: bytes):
+    pieces, _ = gate_what_if(tables())
+    path = charts.save_chart(charts.gate_chart(pieces), tmp_path / f"gates{suffix}")
+    assert path.read_bytes().startswith(opening)
+
+
+def test_a_chart_refuses_a_format_it_cannot_write(tmp_path: Path):
+    pieces, _ = gate_what_if(tables())
+    with pytest.raises(ValueError, match=r"\.png or \.svg"):
+        charts.save_chart(charts.gate_chart(pieces), tmp_path / "gates.pdf")
+
+
+def test_outcome_chart_keeps_the_pieces_offered_in_most_labelled_runs():
+    spec = charts.outcome_chart(outcome_association(tables()), pieces=3).to_dict()
+    assert spec["spec"]["layer"][0]["encoding"]["y"]["sort"] == [
+        "read_skill",
+        "send_email",
+        "fact-1",
+    ]
+    assert set(rows_of(spec)["id"]) == {"read_skill", "send_email", "fact-1"}
+    assert "The 3 of 40 pieces offered in most labelled runs." in spec["title"]["subtitle"]

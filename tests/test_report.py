@@ -1,0 +1,178 @@
+"""The report: what it computes from the sample, that the page is one self-contained file,
+the command line, and the README it shares the reference's differences with."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from functools import cache
+from pathlib import Path
+
+import polars as pl
+import pytest
+from click.testing import CliRunner
+
+from contextledger.cli import EXIT_UNREADABLE_INPUT, EXIT_USAGE, main
+from contextledger.report import (
+    CHART_NAMES,
+    DEFAULT_POLICIES,
+    ReportData,
+    collect,
+    findings,
+    render_html,
+)
+from contextledger.report.differences import DIFFERENCES, markdown_table
+from contextledger.report.frames import accounting_comparison, wire_check
+from contextledger.tables.build import read_runs
+from contextledger.window.whatif import parse_policies, read_inputs
+
+from .conftest import REPO, SAMPLE
+
+README = (REPO / "README.md").read_text(encoding="utf-8")
+
+
+@cache
+def sample_report() -> ReportData:
+    return collect()
+
+
+@cache
+def sample_page() -> str:
+    return render_html(sample_report())
+
+
+def run(*args: str):
+    return CliRunner().invoke(main, list(args), catch_exceptions=False)
+
+
+def test_by_default_the_report_reads_the_bundled_sample_with_its_outcomes_and_standings():
+    data = sample_report()
+    assert data.bundled and data.inputs == [str(SAMPLE)]
+    assert data.outcomes_from == str(REPO / "data" / "sample-outcomes.csv")
+    assert data.standings_from == str(REPO / "data" / "sample-standings.csv")
+    assert data.per_policy["policy"].to_list() == list(DEFAULT_POLICIES)
+    assert data.command() == "contextledger report -o DIR"
+
+
+def test_the_timeline_shows_the_policy_keeping_most_facts_on_the_run_it_removed_most_from():
+    data = sample_report()
+    assert data.timeline.select("run_id", "policy").unique().rows() == [
+        ("s0001-fact-bench", "sliding:keep=6,last_tool_results=2,ledger_facts=4")
+    ]
+    pinned = data.timeline.filter(pl.col("status") == "pinned")
+    assert set(pinned["reason"]) == {"pinned: holds a result the model filed as a fact"}
+
+
+def test_the_timeline_run_and_policy_can_be_chosen_and_a_wrong_choice_is_named():
+    data = collect(timeline_run="s0224-wrapup", timeline_policy="sliding:keep=3")
+    assert data.timeline["run_id"][0] == "s0224-wrapup"
+    with pytest.raises(ValueError, match="no such run"):
+        collect(timeline_run="s9999-missing")
+    with pytest.raises(ValueError, match="not among the compared policies"):
+        collect(policies=["none"], timeline_policy="sliding:keep=2")
+
+
+def test_findings_open_the_page_with_the_numbers_a_reader_takes_away():
+    lines = findings(sample_report())
+    assert lines[0].startswith("14 run(s) read: 14 metered, 0 refused, 0 input(s) unreadable")
+    assert "5 piece(s) offered at least 5 times were never used: ~2,813 approx tokens" in lines[1]
+    assert "left out 88 offers, saving ~6,526 approx tokens (12.2%)" in lines[2]
+    assert "sliding:keep=6 brings 6 of 6 declared facts to the answer turn" in lines[3]
+    assert lines[-1] == "Every replayed window is one a provider accepts."
+
+
+def test_every_replayed_window_of_the_sample_is_valid_on_the_wire():
+    streams = read_inputs(SAMPLE).streams
+    checked = wire_check(streams, parse_policies(["none", "sliding:keep=1", "sliding:keep=3"]))
+    assert checked.height == 3 * len(streams)
+    assert checked["wire_violations"].sum() == 0
+
+
+def test_the_reference_comparison_counts_what_the_corrected_accounting_changes():
+    frame = accounting_comparison(read_runs(SAMPLE, mode="reference"), read_runs(SAMPLE))
+    by_name = {row["what"]: row for row in frame.to_dicts()}
+    assert (by_name["runs refused"]["reference"], by_name["runs refused"]["corrected"]) == (2, 0)
+    assert by_name["answer-slice uses"]["reference"] == 0
+    assert by_name["answer-slice uses"]["corrected"] > 0
+
+
+def test_the_page_draws_every_chart_from_specs_inlined_in_it():
+    page = sample_page()
+    for name in CHART_NAMES:
+        assert f'<div class="chart" id="chart-{name}"></div>' in page
+    specs = re.findall(r'^\s+"(\w+)": (\{.*\})(?:,)?$', page, flags=re.MULTILINE)
+    assert [name for name, _ in specs] == list(CHART_NAMES)
+    for _, spec in specs:
+        document = json.loads(spec)
+        assert "url" not in json.dumps(document.get("data", {}))
+
+
+def test_the_page_fetches_nothing_from_the_network():
+    page = sample_page()
+    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", page)
+    assert "<link" not in page and "@import" not in page
+    assert "vegaEmbed" in page and "<script src" not in page
+
+
+def test_the_page_lists_the_refused_runs_and_the_differences_from_the_reference():
+    page = sample_page()
+    assert "No run was refused under the corrected accounting: all 14 were metered." in page
+    assert "would refuse 2 of them" in page
+    assert "<code>s0246-llmcall</code>" in page and "<code>s0250-zero</code>" in page
+    assert page.count("<tr><td>") >= len(DIFFERENCES)
+    assert "<code>answer-slice(slot)</code>" in page
+
+
+def test_the_readme_holds_the_same_differences_table_the_report_shows():
+    assert markdown_table() in README
+
+
+def test_the_readme_quick_start_runs_the_report_first():
+    block = re.search(r"## Quick start\s+```bash\n(.*?)```", README, re.S)
+    assert block is not None
+    commands = [line for line in block.group(1).splitlines() if line.strip()]
+    assert len(commands) == 2
+    assert "contextledger report" in commands[0]
+    assert commands[1] == (
+        'python3 -m venv .venv && .venv/bin/pip install -q -e ".[dev]" '
+        "&& .venv/bin/python -m pytest"
+    )
+
+
+def test_report_command_writes_the_page_and_each_chart_for_slides(tmp_path: Path):
+    result = run("report", "-o", str(tmp_path / "out"), "--charts", "svg")
+    assert result.exit_code == 0, result.output
+    assert f"wrote {tmp_path / 'out' / 'report.html'}" in result.output
+    assert "14 run(s) metered, 0 refused" in result.output
+    written = sorted(path.name for path in (tmp_path / "out" / "charts").iterdir())
+    assert written == sorted(f"{name}.svg" for name in CHART_NAMES)
+
+
+def test_report_command_on_given_paths_still_writes_the_page_past_an_unreadable_input(
+    tmp_path: Path,
+):
+    folder = tmp_path / "runs"
+    folder.mkdir()
+    shutil.copy(SAMPLE / "s0003-loop.json.gz", folder)
+    (folder / "broken.json").write_text("{", encoding="utf-8")
+    result = run("report", str(folder), "-o", str(tmp_path / "out"), "--charts", "none")
+    assert result.exit_code == EXIT_UNREADABLE_INPUT
+    assert "skipped" in result.output and "broken.json" in result.output
+    page = (tmp_path / "out" / "report.html").read_text(encoding="utf-8")
+    assert "1 input(s) could not be read" in page
+    assert not (tmp_path / "out" / "charts").exists()
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--policy", "sliding:keep=0"], "window policy 'sliding:keep=0'"),
+        (["--timeline-run", "nope"], "no such run"),
+        (["--standings", "missing.csv"], "cannot read the standings file"),
+    ],
+)
+def test_report_command_names_a_bad_option_and_exits_2(tmp_path: Path, args, message):
+    result = CliRunner().invoke(main, ["report", "-o", str(tmp_path), *args])
+    assert result.exit_code == EXIT_USAGE
+    assert message in result.output
