@@ -8,15 +8,22 @@ command-line mistake or an unreadable option file (outcomes, sidecar, ledger).
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any, TypeVar
 
 import click
 import polars as pl
 
 from contextledger.ledger import ledgerjson
 from contextledger.ledger.compute import Ledger, compute_ledger, merge_ledgers
-from contextledger.ledger.stats import DEFAULT_MIN_OFFERS, outcome_association, with_uncertainty
+from contextledger.ledger.stats import (
+    DEFAULT_MIN_OFFERS,
+    outcome_association,
+    outcomes_text,
+    used_via_text,
+    with_uncertainty,
+)
 from contextledger.read.snapshot import ReadError
 from contextledger.tables.build import (
     ACCOUNTING_MODES,
@@ -25,10 +32,35 @@ from contextledger.tables.build import (
     load_static_tools,
     read_runs,
 )
-from contextledger.tables.schema import USED_SIGNAL_COLUMNS
 
 EXIT_UNREADABLE_INPUT = 1
 EXIT_USAGE = 2
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+#: Options several commands share, defined once.
+paths_argument = click.argument("paths", nargs=-1, required=True, type=click.Path())
+mode_option = click.option(
+    "--mode",
+    type=click.Choice(ACCOUNTING_MODES),
+    default="corrected",
+    show_default=True,
+    help="corrected: what each call was really sent and used; "
+    "reference: agentfootprint 9.62's numbers, quirks included.",
+)
+strict_option = click.option("--strict", is_flag=True, help="Stop at the first unreadable input.")
+
+
+def outcomes_option(*, required: bool = False) -> Callable[[F], F]:
+    """``--outcomes FILE``: labels per run, credited to every piece the run offered."""
+    return click.option(
+        "--outcomes",
+        "outcomes_file",
+        required=required,
+        type=click.Path(dir_okay=False),
+        help="CSV or JSON Lines of run_id,label; a run may carry several labels.",
+    )
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -96,22 +128,15 @@ def _summary(tables: RunTables) -> str:
 
 def _printable(rows: pl.DataFrame) -> pl.DataFrame:
     """Nested and per-signal columns as short text, for the table and CSV."""
-    signals = [
-        pl.when(pl.col(column) > 0).then(pl.lit(f"{signal}=") + pl.col(column).cast(pl.String))
-        for signal, column in USED_SIGNAL_COLUMNS.items()
-    ]
-    outcome = pl.element().struct
     return rows.select(
         "id",
         "kind",
         "offered",
         "approx_tokens_spent",
         "used",
-        used_via=pl.concat_str(signals, separator=" ", ignore_nulls=True),
+        used_via=used_via_text(),
         runs_seen="runs_seen",
-        outcomes=pl.col("outcomes")
-        .list.eval(pl.concat_str(outcome.field("label"), pl.lit("="), outcome.field("runs")))
-        .list.join(" "),
+        outcomes=outcomes_text(),
         earn_rate="earn_rate",
         earn_rate_95ci=pl.when(pl.col("earn_rate_low").is_not_null()).then(
             pl.format(
@@ -123,21 +148,9 @@ def _printable(rows: pl.DataFrame) -> pl.DataFrame:
 
 
 @main.command()
-@click.argument("paths", nargs=-1, required=True, type=click.Path())
-@click.option(
-    "--outcomes",
-    "outcomes_file",
-    type=click.Path(dir_okay=False),
-    help="CSV or JSON Lines of run_id,label; a run may carry several labels.",
-)
-@click.option(
-    "--mode",
-    type=click.Choice(ACCOUNTING_MODES),
-    default="corrected",
-    show_default=True,
-    help="corrected: what each call was really sent and used; "
-    "reference: agentfootprint 9.62's numbers, quirks included.",
-)
+@paths_argument
+@outcomes_option()
+@mode_option
 @click.option(
     "--format",
     "output_format",
@@ -168,7 +181,7 @@ def _printable(rows: pl.DataFrame) -> pl.DataFrame:
     show_default=True,
     help="Rows offered fewer times are marked not yet judged (the gate's minOffers).",
 )
-@click.option("--strict", is_flag=True, help="Stop at the first unreadable input.")
+@strict_option
 def ledger(
     paths: tuple[str, ...],
     outcomes_file: str | None,
@@ -200,15 +213,9 @@ def ledger(
 
 
 @main.command()
-@click.argument("paths", nargs=-1, required=True, type=click.Path())
-@click.option(
-    "--outcomes",
-    "outcomes_file",
-    required=True,
-    type=click.Path(dir_okay=False),
-    help="CSV or JSON Lines of run_id,label; a run may carry several labels.",
-)
-@click.option("--mode", type=click.Choice(ACCOUNTING_MODES), default="corrected", show_default=True)
+@paths_argument
+@outcomes_option(required=True)
+@mode_option
 @click.option(
     "--format",
     "output_format",
@@ -216,7 +223,7 @@ def ledger(
     default="table",
     show_default=True,
 )
-@click.option("--strict", is_flag=True, help="Stop at the first unreadable input.")
+@strict_option
 def outcomes(
     paths: tuple[str, ...], outcomes_file: str, mode: str, output_format: str, strict: bool
 ) -> None:
@@ -295,22 +302,10 @@ def _nested_as_json(frame: pl.DataFrame) -> pl.DataFrame:
 
 
 @main.command()
-@click.argument("paths", nargs=-1, required=True, type=click.Path())
+@paths_argument
 @click.argument("query")
-@click.option(
-    "--mode",
-    type=click.Choice(ACCOUNTING_MODES),
-    default="corrected",
-    show_default=True,
-    help="corrected: what each call was really sent and used; "
-    "reference: agentfootprint 9.62's numbers, quirks included.",
-)
-@click.option(
-    "--outcomes",
-    "outcomes_file",
-    type=click.Path(dir_okay=False),
-    help="CSV or JSON Lines of run_id,label; a run may carry several labels.",
-)
+@mode_option
+@outcomes_option()
 @click.option(
     "--format",
     "output_format",
@@ -361,11 +356,11 @@ def sql(
 
 
 @main.command()
-@click.argument("paths", nargs=-1, required=True, type=click.Path())
+@paths_argument
 @click.option(
     "--min-offers",
     type=click.IntRange(min=0),
-    default=5,
+    default=DEFAULT_MIN_OFFERS,
     show_default=True,
     help="Judge a piece only once earlier runs offered it this many times.",
 )
@@ -384,14 +379,7 @@ def sql(
     show_default=True,
     help="Parole: a demoted piece passes at every Nth demotion (0: never).",
 )
-@click.option(
-    "--mode",
-    type=click.Choice(ACCOUNTING_MODES),
-    default="corrected",
-    show_default=True,
-    help="corrected: what each call was really sent and used; "
-    "reference: agentfootprint 9.62's numbers, quirks included.",
-)
+@mode_option
 @click.option(
     "--format",
     "output_format",
@@ -455,7 +443,7 @@ def gates(
 
 
 @main.command(name="whatif")
-@click.argument("paths", nargs=-1, required=True, type=click.Path())
+@paths_argument
 @click.option(
     "--policy",
     "policies",
@@ -566,7 +554,7 @@ def whatif_command(
     help="A window policy to compare (repeat); default: none, sliding:keep=6,ledger_facts=0, "
     "sliding:keep=6, sliding:keep=3, token_budget:threshold=500.",
 )
-@click.option("--mode", type=click.Choice(ACCOUNTING_MODES), default="corrected", show_default=True)
+@mode_option
 @click.option(
     "--timeline-run",
     help="The run whose window timeline to draw (default: the run the timeline policy "
@@ -633,7 +621,7 @@ def report_command(
 
 
 @main.command(name="ingest")
-@click.argument("paths", nargs=-1, required=True, type=click.Path())
+@paths_argument
 @click.option(
     "--archive",
     "archive_dir",

@@ -13,6 +13,7 @@ import math
 import polars as pl
 
 from contextledger.tables.build import RunTables
+from contextledger.tables.schema import USED_SIGNAL_COLUMNS
 
 #: Two-sided 95% normal quantile.
 Z_95 = 1.959963984540054
@@ -60,6 +61,25 @@ def with_uncertainty(rows: pl.DataFrame, *, min_offers: int = DEFAULT_MIN_OFFERS
         earn_rate_low=pl.when(is_proportion).then(pl.max_horizontal(centre - half, 0.0)),
         earn_rate_high=pl.when(is_proportion).then(pl.min_horizontal(centre + half, 1.0)),
         judged=pl.col("offered") >= min_offers,
+    )
+
+
+def used_via_text() -> pl.Expr:
+    """``usedVia`` as short text, e.g. ``tool-called=6`` (for tables and CSV)."""
+    signals = [
+        pl.when(pl.col(column) > 0).then(pl.lit(f"{signal}=") + pl.col(column).cast(pl.String))
+        for signal, column in USED_SIGNAL_COLUMNS.items()
+    ]
+    return pl.concat_str(signals, separator=" ", ignore_nulls=True)
+
+
+def outcomes_text() -> pl.Expr:
+    """The ``outcomes`` list as short text, e.g. ``good=2 bad=1``."""
+    outcome = pl.element().struct
+    return (
+        pl.col("outcomes")
+        .list.eval(pl.concat_str(outcome.field("label"), pl.lit("="), outcome.field("runs")))
+        .list.join(" ")
     )
 
 

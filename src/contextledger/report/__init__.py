@@ -28,7 +28,13 @@ import polars as pl
 from contextledger import charts
 from contextledger.ledger.compute import compute_ledger
 from contextledger.ledger.gates import describe_total, gate_what_if
-from contextledger.ledger.stats import DEFAULT_MIN_OFFERS, outcome_association, with_uncertainty
+from contextledger.ledger.stats import (
+    DEFAULT_MIN_OFFERS,
+    outcome_association,
+    outcomes_text,
+    used_via_text,
+    with_uncertainty,
+)
 from contextledger.report.differences import DIFFERENCES, HEADERS
 from contextledger.report.frames import (
     TIMELINE_SCHEMA,
@@ -38,7 +44,6 @@ from contextledger.report.frames import (
     wire_check,
 )
 from contextledger.tables.build import RunTables, load_outcomes, read_runs
-from contextledger.tables.schema import USED_SIGNAL_COLUMNS
 from contextledger.window.standings import load_standings, timelines
 from contextledger.window.whatif import parse_policies, per_policy, read_inputs, whatif_table
 
@@ -300,18 +305,12 @@ def findings(data: ReportData) -> list[str]:
 def _ledger_rows(rows: pl.DataFrame) -> list[dict[str, Any]]:
     """The ledger's rows with the nested and per-signal columns as short text."""
     out = []
-    for row in rows.to_dicts():
-        via = [
-            f"{signal}={row[column]}"
-            for signal, column in USED_SIGNAL_COLUMNS.items()
-            if row[column]
-        ]
+    texts = rows.with_columns(used_via=used_via_text(), outcome_text=outcomes_text())
+    for row in texts.to_dicts():
         low, high = row["earn_rate_low"], row["earn_rate_high"]
         out.append(
             {
                 **row,
-                "used_via": " ".join(via),
-                "outcome_text": " ".join(f"{o['label']}={o['runs']}" for o in row["outcomes"]),
                 "interval": "" if low is None else f"{low:.0%} to {high:.0%}",
                 "idle": row["judged"] and row["used"] == 0,
             }
