@@ -158,18 +158,7 @@ def outcome_chart(
     data = association
     if labels is not None:
         data = data.filter(pl.col("label").is_in(labels))
-    data = data.select(
-        "kind",
-        "id",
-        "label",
-        "runs_offered",
-        "runs_offered_with_label",
-        "share_with_label",
-        "runs_labelled",
-        "runs_labelled_with_label",
-        "base_rate",
-        "share_minus_base",
-    ).with_columns(
+    data = data.with_columns(
         counts=pl.format("{} of {}", "runs_offered_with_label", "runs_offered"),
         direction=pl.when(pl.col("share_minus_base") > 0)
         .then(pl.lit("more often than the base rate"))
