@@ -10,6 +10,7 @@ What is measured, each in a fresh process (so peak memory is its own), repeated
   ledger, the archive's outcome labels credited, insertion order, streaming.
 - ``ledger, no labels``: the same without outcome labels (no credit to compute).
 - ``ledger (DuckDB)``: the ``ledger_rows`` view over ``read_parquet`` of the same files.
+- ``DuckDB, no labels``: the same view with an empty ``outcomes`` table.
 - ``ingest``: ``contextledger ingest`` of snapshot files (``synth --snapshots``,
   copies of the corpus) into a new archive, both cores: runs/s and MB/s.
 
@@ -23,6 +24,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+import os
 import resource
 import shutil
 import statistics
@@ -31,6 +33,11 @@ import sys
 import time
 from dataclasses import replace
 from pathlib import Path
+
+import pyarrow as pa
+
+from contextledger.archive import Archive, ArchiveTables
+from contextledger.tables import schema
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_CORPUS = REPO.parent / "shared" / "corpus" / "agentfootprint-9.62" / "runs"
@@ -41,7 +48,6 @@ def measure_once(name: str, archive_dir: str, mode: str) -> dict[str, float]:
     """Run measurement ``name`` in this process; its wall time and this process's peak RSS."""
     import polars as pl
 
-    from contextledger.archive import Archive, ArchiveTables
     from contextledger.ledger.compute import compute_ledger
     from contextledger.ledger.duckdb_views import ledger_rows_sql
 
@@ -62,11 +68,21 @@ def measure_once(name: str, archive_dir: str, mode: str) -> dict[str, float]:
         height = compute_ledger(unlabelled).frame.height
     elif name == "ledger (DuckDB)":
         height = ledger_rows_sql(tables).height
+    elif name == "DuckDB, no labels":
+        height = ledger_rows_sql(Unlabelled(Archive.open(archive_dir), mode)).height
     else:
         raise SystemExit(f"unknown measurement {name}")
     seconds = time.perf_counter() - started
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return {"seconds": seconds, "peak_rss_mb": peak, "rows": height}
+
+
+class Unlabelled(ArchiveTables):
+    """An archive's tables without its outcome labels (for the DuckDB views)."""
+
+    @property
+    def outcomes(self) -> pa.Table:
+        return schema.empty(schema.OUTCOMES)
 
 
 def in_child(name: str, archive_dir: Path, mode: str) -> dict[str, float]:
@@ -79,8 +95,6 @@ def in_child(name: str, archive_dir: Path, mode: str) -> dict[str, float]:
 
 def archive_size(archive_dir: Path, mode: str) -> tuple[int, int, int, float]:
     import polars as pl
-
-    from contextledger.archive import Archive, ArchiveTables
 
     tables = ArchiveTables(Archive.open(archive_dir), mode)
     counts = []
@@ -96,11 +110,24 @@ def bench_recompute(archive_dir: Path, mode: str, reps: int) -> None:
         f"archive: {runs:,} runs, {offers:,} offer rows, {uses:,} use rows "
         f"({mode}; {megabytes:,.0f} MB of offer and use Parquet)"
     )
-    names = ["floor", "floor+uses", "ledger (Polars)", "ledger, no labels", "ledger (DuckDB)"]
+    names = [
+        "floor",
+        "floor+uses",
+        "ledger (Polars)",
+        "ledger, no labels",
+        "ledger (DuckDB)",
+        "DuckDB, no labels",
+    ]
     results: dict[str, list[dict[str, float]]] = {name: [] for name in names}
+    load_before = os.getloadavg()
     for _ in range(reps):
         for name in names:
             results[name].append(in_child(name, archive_dir, mode))
+    load_after = os.getloadavg()
+    print(
+        f"load average (1, 5, 15 min) before: {', '.join(f'{x:.2f}' for x in load_before)}; "
+        f"after: {', '.join(f'{x:.2f}' for x in load_after)} ({os.cpu_count()} cores)"
+    )
     print(f"\n{'what':22} {'median s':>9} {'runs/s':>12} {'x floor':>8} {'peak RSS MB':>12}")
     floor = statistics.median(r["seconds"] for r in results["floor"])
     for name in names:
@@ -110,7 +137,7 @@ def bench_recompute(archive_dir: Path, mode: str, reps: int) -> None:
             f"{name:22} {seconds:9.2f} {runs / seconds:12,.0f} {seconds / floor:8.2f} {peak:12,.0f}"
         )
     both = statistics.median(r["seconds"] for r in results["floor+uses"])
-    for name in ("ledger (Polars)", "ledger, no labels", "ledger (DuckDB)"):
+    for name in names[2:]:
         seconds = statistics.median(r["seconds"] for r in results[name])
         print(
             f"{name}: {seconds / floor:.2f}x the offers floor, "

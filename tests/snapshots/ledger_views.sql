@@ -1,25 +1,73 @@
--- metered_offers: the offers of metered runs, each with its run's input position.
--- first_seen orders every offer and use the way the reference inserted ledger rows:
--- runs in run_order; within a run, its offers (step 0, by seq) before its uses (step 1).
+-- metered_offers: every offer of a metered run (in-memory tables; see archive_metered_offers).
 CREATE OR REPLACE VIEW metered_offers AS
+SELECT offers.*
+FROM offers
+WHERE run_id IN (SELECT run_id FROM runs WHERE metered);
+
+-- metered_uses: every structural use of a metered run (in-memory tables).
+CREATE OR REPLACE VIEW metered_uses AS
+SELECT uses.*
+FROM uses
+WHERE run_id IN (SELECT run_id FROM runs WHERE metered);
+
+-- first_offers: one row per metered run and piece it offered: the piece's first offer in
+-- the run (lowest seq), and its position, which orders these rows as the runs (run_order)
+-- and each run's offers (seq) come (in-memory tables; see archive_first_offers).
+CREATE OR REPLACE VIEW first_offers AS
 SELECT
-    offers.*,
-    runs.run_order,
-    {'run_order': runs.run_order, 'step': 0, 'seq': offers.seq} AS first_seen
+    run_id,
+    kind,
+    piece_id,
+    min(seq) AS seq,
+    CAST(runs.run_order AS BIGINT) * 4294967296 + min(seq) AS position
 FROM offers
 JOIN runs USING (run_id)
-WHERE runs.metered;
+WHERE runs.metered
+GROUP BY run_id, runs.run_order, kind, piece_id;
 
--- metered_uses: the structural uses of metered runs, ordered after the run's offers
--- (step 1) in first_seen, as in metered_offers.
-CREATE OR REPLACE VIEW metered_uses AS
+-- first_uses: one row per metered run and piece it used: the piece's first use in the run
+-- (lowest seq), and its position, as in first_offers (in-memory tables).
+CREATE OR REPLACE VIEW first_uses AS
 SELECT
-    uses.*,
-    runs.run_order,
-    {'run_order': runs.run_order, 'step': 1, 'seq': uses.seq} AS first_seen
+    run_id,
+    kind,
+    piece_id,
+    min(seq) AS seq,
+    CAST(runs.run_order AS BIGINT) * 4294967296 + min(seq) AS position
 FROM uses
 JOIN runs USING (run_id)
-WHERE runs.metered;
+WHERE runs.metered
+GROUP BY run_id, runs.run_order, kind, piece_id;
+
+-- metered_offers over an archive: it stores the offers of metered runs only.
+CREATE OR REPLACE VIEW metered_offers AS
+SELECT * FROM offers;
+
+-- metered_uses over an archive: it stores the uses of metered runs only.
+CREATE OR REPLACE VIEW metered_uses AS
+SELECT * FROM uses;
+
+-- first_offers over an archive: its first_in_run=true offer files (each row a piece's first
+-- offer in its run). They list runs in run_order, each run's rows by seq, the files in
+-- commit order, so a row's place (file, row in file) is its position.
+CREATE OR REPLACE VIEW first_offers AS
+SELECT
+    run_id,
+    kind,
+    piece_id,
+    seq,
+    CAST(file_index AS BIGINT) * 1099511627776 + file_row_number AS position
+FROM offers_first_in_run;
+
+-- first_uses over an archive: its first_in_run=true use files, positioned as first_offers.
+CREATE OR REPLACE VIEW first_uses AS
+SELECT
+    run_id,
+    kind,
+    piece_id,
+    seq,
+    CAST(file_index AS BIGINT) * 1099511627776 + file_row_number AS position
+FROM uses_first_in_run;
 
 -- outcome_positions: the outcome labels with their 0-based row position in the outcomes
 -- table. A window with an empty OVER () over a single table keeps the table's row order
@@ -31,55 +79,95 @@ SELECT
     row_number() OVER () - 1 AS label_position
 FROM outcomes;
 
--- piece_offers: per piece, how often it was offered, its estimated token cost, the distinct
--- metered runs that offered it, and its first offer (see metered_offers).
+-- piece_offers: per piece, how often it was offered, its estimated token cost, the metered
+-- runs that offered it, and its first offer. first_seen orders every offer and use the way
+-- the reference inserted ledger rows, packed in one BIGINT: runs in run_order; within a
+-- run, its offers (by seq) before its uses (by seq + 2^31; seq is below 2^31).
 CREATE OR REPLACE VIEW piece_offers AS
+WITH counted AS (
+    SELECT
+        kind,
+        piece_id,
+        count(*) AS offered,
+        CAST(sum(approx_tokens) AS BIGINT) AS approx_tokens_spent
+    FROM metered_offers
+    GROUP BY kind, piece_id
+),
+firsts AS (
+    SELECT
+        kind,
+        piece_id,
+        count(*) AS runs_seen,
+        arg_min(run_id, position) AS first_run,
+        arg_min(seq, position) AS first_seq
+    FROM first_offers
+    GROUP BY kind, piece_id
+)
 SELECT
     kind,
     piece_id,
-    count(*) AS offered,
-    CAST(sum(approx_tokens) AS BIGINT) AS approx_tokens_spent,
-    count(DISTINCT run_id) AS runs_seen,
-    min(first_seen) AS first_seen
-FROM metered_offers
-GROUP BY kind, piece_id;
+    offered,
+    approx_tokens_spent,
+    runs_seen,
+    CAST(runs.run_order AS BIGINT) * 4294967296 + first_seq AS first_seen
+FROM counted
+JOIN firsts USING (kind, piece_id)
+JOIN runs ON runs.run_id = firsts.first_run;
 
 -- piece_uses: per piece, its structural uses in all and by signal (the reference's usedVia),
--- and its first use (see metered_uses).
+-- and its first use (first_seen as in piece_offers, after the run's offers).
 CREATE OR REPLACE VIEW piece_uses AS
+WITH counted AS (
+    SELECT
+        kind,
+        piece_id,
+        count(*) AS used,
+        count(*) FILTER (WHERE signal = 'tool-called') AS used_tool_called,
+        count(*) FILTER (WHERE signal = 'skill-activated') AS used_skill_activated,
+        count(*) FILTER (WHERE signal = 'answer-slice(slot)') AS used_answer_slice
+    FROM metered_uses
+    GROUP BY kind, piece_id
+),
+firsts AS (
+    SELECT
+        kind,
+        piece_id,
+        arg_min(run_id, position) AS first_run,
+        arg_min(seq, position) AS first_seq
+    FROM first_uses
+    GROUP BY kind, piece_id
+)
 SELECT
     kind,
     piece_id,
-    count(*) AS used,
-    count(*) FILTER (WHERE signal = 'tool-called') AS used_tool_called,
-    count(*) FILTER (WHERE signal = 'skill-activated') AS used_skill_activated,
-    count(*) FILTER (WHERE signal = 'answer-slice(slot)') AS used_answer_slice,
-    min(first_seen) AS first_seen
-FROM metered_uses
-GROUP BY kind, piece_id;
+    used,
+    used_tool_called,
+    used_skill_activated,
+    used_answer_slice,
+    CAST(runs.run_order AS BIGINT) * 4294967296 + 2147483648 + first_seq AS first_seen
+FROM counted
+JOIN firsts USING (kind, piece_id)
+JOIN runs ON runs.run_id = firsts.first_run;
 
 -- piece_outcomes: per piece, [{label, runs}] over the labelled metered runs that offered it
 -- (association, not cause). A run's label is counted once per outcome row, as recordOutcome
 -- does. Labels are listed in the order the reference recorded them: by the first
--- (run_order, label_position) that credited the label to the piece.
+-- (run_order, label_position) that credited the label to the piece; a piece's first_offers
+-- rows are one per run, so their position orders them by run_order.
 CREATE OR REPLACE VIEW piece_outcomes AS
-WITH offered_in_run AS (
-    SELECT DISTINCT run_id, run_order, kind, piece_id
-    FROM metered_offers
-),
-credited AS (
+WITH credited AS (
     SELECT
-        offered_in_run.kind,
-        offered_in_run.piece_id,
+        first_offers.kind,
+        first_offers.piece_id,
         outcome_positions.label,
         count(*) AS runs,
         min({
-            'run_order': offered_in_run.run_order,
+            'position': first_offers.position,
             'label_position': outcome_positions.label_position
         }) AS first_credit
-    FROM offered_in_run
+    FROM first_offers
     JOIN outcome_positions USING (run_id)
-    GROUP BY offered_in_run.kind, offered_in_run.piece_id, outcome_positions.label
+    GROUP BY first_offers.kind, first_offers.piece_id, outcome_positions.label
 )
 SELECT
     kind,

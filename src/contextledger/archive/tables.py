@@ -270,15 +270,24 @@ class ArchiveTables(RunTables):
 
     # ── DuckDB ─────────────────────────────────────────────────────
     def duckdb_sources(self) -> dict[str, str]:
-        """``CREATE VIEW`` bodies reading the selected files with ``read_parquet``."""
+        """``CREATE VIEW`` bodies reading the selected files with ``read_parquet``: the
+        tables, and the offers and uses that are their piece's first in the run."""
         sources = {}
         ids = self.run_id_filter()
         for table in ("runs", "offers", "uses"):
             sources[table] = _read_parquet_sql(self.files(table), schema.TABLES[table], ids)
+        for table in ("offers", "uses"):  # each row its piece's first in the run
+            files = self.files(table, first_in_run=True)
+            located = schema.TABLES[table].append(pa.field("file_index", pa.int64()))
+            located = located.append(pa.field("file_row_number", pa.int64()))
+            sources[f"{table}_first_in_run"] = _read_parquet_sql(files, located, ids)
         return sources
 
 
 def _read_parquet_sql(files: Sequence[str], table_schema: pa.Schema, ids: list[str] | None) -> str:
+    """A query of ``files``' columns in ``table_schema`` (which may name DuckDB's virtual
+    columns ``file_index`` and ``file_row_number``: the file's place in ``files``, the
+    row's in its file)."""
     columns = ", ".join(f'"{name}"' for name in table_schema.names)
     if not files:
         return f"SELECT {columns} FROM ({_empty_sql(table_schema)})"

@@ -3,6 +3,13 @@
 The four Arrow tables are registered zero-copy as ``runs``, ``offers``, ``uses`` and
 ``outcomes``; the views in ``sql/`` (one readable file each) rebuild the Polars ledger
 of ``compute.py`` row for row, in the same order, so either can check the other.
+
+Only the base views differ between tables in memory and an archive: ``metered_offers``
+and ``metered_uses`` (every row of metered runs) and ``first_offers`` and ``first_uses``
+(a piece's first row in each run, with a ``position`` ordering them by run_order, then
+seq). In memory they are derived from the tables; an archive stores metered runs' rows
+only, already split by first in run (``offers_first_in_run``, ``uses_first_in_run``), so
+they read its files as they are: no distinct count, no join of every row with ``runs``.
 """
 
 from __future__ import annotations
@@ -15,10 +22,19 @@ import polars as pl
 
 from contextledger.tables.build import RunTables
 
-#: The views, in creation order (each reads only the tables and the views before it).
+#: The base views, by where the tables are: ``sql/NAME.sql`` for each name listed.
+BASE_VIEWS = {
+    "tables": ("metered_offers", "metered_uses", "first_offers", "first_uses"),
+    "archive": (
+        "archive_metered_offers",
+        "archive_metered_uses",
+        "archive_first_offers",
+        "archive_first_uses",
+    ),
+}
+
+#: The views over the base views, in creation order (each reads only the views before it).
 VIEWS = (
-    "metered_offers",
-    "metered_uses",
     "outcome_positions",
     "piece_offers",
     "piece_uses",
@@ -30,10 +46,14 @@ VIEWS = (
 #: The registered tables the views read.
 TABLES = ("runs", "offers", "uses", "outcomes")
 
+#: What an archive registers besides: its first_in_run=true files of offers and uses.
+ARCHIVE_TABLES = ("offers_first_in_run", "uses_first_in_run")
+
 
 @runtime_checkable
 class HasParquetSources(Protocol):
-    """Tables stored as Parquet (an archive): each table is a ``read_parquet`` query."""
+    """Tables stored as Parquet (an archive): each table is a ``read_parquet`` query; with
+    ``offers_first_in_run`` and ``uses_first_in_run`` too, the archive's base views are used."""
 
     def duckdb_sources(self) -> dict[str, str]: ...
 
@@ -44,8 +64,9 @@ def view_sql(name: str) -> str:
 
 
 def views_sql() -> str:
-    """Every view's statement, in creation order, one blank line apart."""
-    return "\n".join(view_sql(name) for name in VIEWS)
+    """Every view's statement: the base views (in memory, then archive), then the rest."""
+    names = (*BASE_VIEWS["tables"], *BASE_VIEWS["archive"], *VIEWS)
+    return "\n".join(view_sql(name) for name in names)
 
 
 def connect(
@@ -70,7 +91,12 @@ def connect(
             con.execute(f"CREATE OR REPLACE VIEW {name} AS {sources[name]}")
         else:
             con.register(name, getattr(tables, name))
-    for name in VIEWS:
+    base = "tables"
+    if all(name in sources for name in ARCHIVE_TABLES):
+        base = "archive"
+        for name in ARCHIVE_TABLES:
+            con.execute(f"CREATE OR REPLACE VIEW {name} AS {sources[name]}")
+    for name in (*BASE_VIEWS[base], *VIEWS):
         con.execute(view_sql(name))
     return con
 

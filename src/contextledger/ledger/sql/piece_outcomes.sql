@@ -1,25 +1,22 @@
 -- piece_outcomes: per piece, [{label, runs}] over the labelled metered runs that offered it
 -- (association, not cause). A run's label is counted once per outcome row, as recordOutcome
 -- does. Labels are listed in the order the reference recorded them: by the first
--- (run_order, label_position) that credited the label to the piece.
+-- (run_order, label_position) that credited the label to the piece; a piece's first_offers
+-- rows are one per run, so their position orders them by run_order.
 CREATE OR REPLACE VIEW piece_outcomes AS
-WITH offered_in_run AS (
-    SELECT DISTINCT run_id, run_order, kind, piece_id
-    FROM metered_offers
-),
-credited AS (
+WITH credited AS (
     SELECT
-        offered_in_run.kind,
-        offered_in_run.piece_id,
+        first_offers.kind,
+        first_offers.piece_id,
         outcome_positions.label,
         count(*) AS runs,
         min({
-            'run_order': offered_in_run.run_order,
+            'position': first_offers.position,
             'label_position': outcome_positions.label_position
         }) AS first_credit
-    FROM offered_in_run
+    FROM first_offers
     JOIN outcome_positions USING (run_id)
-    GROUP BY offered_in_run.kind, offered_in_run.piece_id, outcome_positions.label
+    GROUP BY first_offers.kind, first_offers.piece_id, outcome_positions.label
 )
 SELECT
     kind,
