@@ -3,21 +3,24 @@
 What is measured, on synthetic runs (``--runs`` runs of ``--calls`` model calls: one
 request, then after each call a batch of 1 to 3 parallel tool calls over 5 tools, results
 tiny, typical or huge, about 3% of calls never answered, each result given a standing
-declared on the next call) under 6 policies (``POLICIES``), all in this one process:
+declared on the next call; drawn with NumPy, ``synthetic_runs``) under 6 policies
+(``POLICIES``), all in this one process:
 
 - ``kernel``: :func:`contextledger.window.kernel.advance`, every (policy, run) window
-  advancing together one call at a time in NumPy arrays (one core);
+  advancing together one call at a time in NumPy arrays (one core), as ``whatif`` calls
+  it (it also keeps what each visit's refusals need, which the loop does not);
 - ``plain loop``: :func:`plain_replay` below, the same rules written as the obvious
   per-run, per-call Python loop over the same turn tables (one core).
 
 Both read the same turn tables, laid out straight from the scripts (``script_arrays``,
 not timed). After timing, the two are checked identical on every run (every metric and
-every visit), and on the first ``--check`` runs the kernel is checked against the exact
-replay ``whatif`` runs (``contextledger.window.replay`` over messages), with those runs
-laid out from their messages (``turn_arrays``) giving the same answers. The exact
-replay's own time on those runs is printed for scale. Each figure is the median of
-``--repeat`` repetitions (the loop: ``--loop-repeat``); the machine's other load counts
-against both alike. It first prints the fact bench headline (``s0001-fact-bench`` under
+every visit). On the first ``--check`` runs, built as messages, ``whatif``'s rows from
+the kernel (messages laid out with ``turn_arrays``, refusals listed, rows assembled) are
+checked equal to the rows of the exact replay (``contextledger.window.replay``, one run
+and policy at a time) and to the kernel's counts above; both are timed, for scale. Each
+kernel and loop figure is the median of ``--repeat`` repetitions (the loop:
+``--loop-repeat``); the machine's other load counts against both alike, and the load
+average is printed. It first prints the fact bench headline (``s0001-fact-bench`` under
 keep 6, FACT results standing ``fact`` and NOISE ones ``noise``, declared on the next call).
 Run: ``.venv/bin/python bench/whatif.py [--runs 10000] [--calls 30]``.
 """
@@ -25,33 +28,34 @@ Run: ``.venv/bin/python bench/whatif.py [--runs 10000] [--calls 30]``.
 from __future__ import annotations
 
 import argparse
-import random
+import os
 import statistics
 import sys
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import polars as pl
+from polars.testing import assert_frame_equal
 
 from contextledger.window.kernel import (
     FINAL_STANDINGS,
     KERNEL_METRICS,
     VISIT_FIELDS,
+    KernelResult,
     TurnArrays,
     advance,
     drop_notice_length,
-    turn_arrays,
 )
 from contextledger.window.messages import RunMessages
 from contextledger.window.notice import MAX_NAMED_TOOLS
 from contextledger.window.policies import Policy, parse_policy
-from contextledger.window.replay import replay
 from contextledger.window.standings import StandingsTimeline
 from contextledger.window.synthetic import Batch, Result, Said, build_stream
-from contextledger.window.whatif import whatif, whatif_row
+from contextledger.window.whatif import whatif, whatif_table, whatif_table_exact
 
 POLICIES = (
     "none",
@@ -67,145 +71,194 @@ STANDINGS = (("fact", 20), ("noise", 45), ("open", 15), ("ruled-out", 5), (None,
 
 # ── synthetic runs ─────────────────────────────────────────────────
 
-#: One run: the batches after calls 1..calls-1, each ``[(tool index, chars or None, standing)]``.
-Script = list[list[tuple[int, int | None, str | None]]]
+
+@dataclass
+class Synthetic:
+    """Synthetic runs, one row per tool call of a batch (runs in order, then calls, then
+    position in the batch): the tool, the result's size (-1: never answered) and the
+    standing its result was given (an index into ``STANDINGS``)."""
+
+    runs: int
+    calls: int
+    run: np.ndarray
+    step: np.ndarray  # the call the batch followed (1 .. calls - 1)
+    position: np.ndarray
+    tool: np.ndarray
+    chars: np.ndarray
+    standing: np.ndarray
+
+    def rows_of(self, number: int) -> slice:
+        start, stop = np.searchsorted(self.run, [number, number + 1])
+        return slice(int(start), int(stop))
 
 
-def synthetic_scripts(runs: int, calls: int, seed: int = 7) -> list[Script]:
+def synthetic_runs(runs: int, calls: int, seed: int = 7) -> Synthetic:
     """What each synthetic run's tools returned, and the standing each result was given."""
-    rnd = random.Random(seed)
-    standings = [s for s, _ in STANDINGS]
-    weights = [w for _, w in STANDINGS]
-    scripts = []
-    for _ in range(runs):
-        script = []
-        for _ in range(calls - 1):
-            batch = []
-            for _ in range(rnd.choices((1, 2, 3), (65, 25, 10))[0]):
-                size = rnd.random()
-                chars = (
-                    rnd.randint(0, 3)
-                    if size < 0.1
-                    else rnd.randint(3000, 8000)
-                    if size > 0.93
-                    else rnd.randint(40, 600)
-                )
-                answered = rnd.random() > 0.03
-                standing = rnd.choices(standings, weights)[0] if answered else None
-                batch.append((rnd.randrange(len(TOOLS)), chars if answered else None, standing))
-            script.append(batch)
-        scripts.append(script)
-    return scripts
+    rng = np.random.default_rng(seed)
+    sizes = rng.choice((1, 2, 3), p=(0.65, 0.25, 0.10), size=runs * (calls - 1))
+    count = int(sizes.sum())
+    batch = np.repeat(np.arange(sizes.size), sizes)
+    position = np.arange(count) - (np.cumsum(sizes) - sizes)[batch]
+    kind = rng.random(count)
+    chars = np.where(
+        kind < 0.1,
+        rng.integers(0, 4, count),
+        np.where(kind > 0.93, rng.integers(3000, 8001, count), rng.integers(40, 601, count)),
+    )
+    answered = rng.random(count) > 0.03
+    weights = np.array([w for _, w in STANDINGS], dtype=np.float64)
+    return Synthetic(
+        runs=runs,
+        calls=calls,
+        run=batch // (calls - 1),
+        step=batch % (calls - 1) + 1,
+        position=position,
+        tool=rng.integers(0, len(TOOLS), count),
+        chars=np.where(answered, chars, -1),
+        standing=rng.choice(len(STANDINGS), p=weights / weights.sum(), size=count),
+    )
 
 
 def _request(number: int) -> str:
     return f"TASK {number}"
 
 
-def script_stream(number: int, script: Script) -> tuple[RunMessages, StandingsTimeline]:
+def script_stream(syn: Synthetic, number: int) -> tuple[RunMessages, StandingsTimeline]:
     """The run as messages (what ``whatif`` replays), and its standings (declared on the
     next call)."""
-    steps: list[list[Any]] = [
-        [Batch(tuple(Result(TOOLS[tool], chars) for tool, chars, _ in batch))] for batch in script
-    ]
-    stream = build_stream(f"syn-{number:05d}", [Said("user", _request(number))], [*steps, []])
-    rows = []
-    for step, batch in enumerate(script, start=1):
-        for i, (_, chars, standing) in enumerate(batch):
-            if chars is not None and standing is not None:
-                rows.append((f"c{step}.0.{i}", standing, step + 1))
-    return stream, StandingsTimeline(rows)
+    rows = syn.rows_of(number)
+    steps: list[list[Any]] = [[] for _ in range(syn.calls - 1)]
+    filed = []
+    for step, position, tool, chars, standing in zip(
+        syn.step[rows].tolist(),
+        syn.position[rows].tolist(),
+        syn.tool[rows].tolist(),
+        syn.chars[rows].tolist(),
+        syn.standing[rows].tolist(),
+        strict=True,
+    ):
+        steps[step - 1].append(Result(TOOLS[tool], None if chars < 0 else chars))
+        filed_as = STANDINGS[standing][0]
+        if chars >= 0 and filed_as is not None:
+            filed.append((f"c{step}.0.{position}", filed_as, step + 1))
+    batches = [[Batch(tuple(results))] for results in steps]
+    stream = build_stream(f"syn-{number:05d}", [Said("user", _request(number))], [*batches, []])
+    return stream, StandingsTimeline(filed)
 
 
-def script_arrays(scripts: Sequence[Script]) -> TurnArrays:
+def script_arrays(syn: Synthetic) -> TurnArrays:
     """The runs laid out as turns straight from their scripts (no messages built)."""
-    runs, calls = len(scripts), len(scripts[0]) + 1
+    runs, calls = syn.runs, syn.calls
     shape = (runs, calls)
     names = len(TOOLS)
-    out = TurnArrays(
+    answered = syn.chars >= 0
+    turn = syn.run * calls + syn.step  # turn t holds the batch after call t
+    size = runs * calls
+
+    def per_turn(values: np.ndarray) -> np.ndarray:
+        return np.bincount(turn, weights=values, minlength=size).astype(np.int64).reshape(shape)
+
+    results = per_turn(answered.astype(np.float64))
+    asked = per_turn(np.ones(turn.size))
+    facts = per_turn((answered & (syn.standing == 0)).astype(np.float64))
+    names_bits = np.zeros(size, dtype=np.uint64)
+    tool_bit = np.left_shift(np.uint64(1), syn.tool.astype(np.uint64))
+    np.bitwise_or.at(names_bits, turn[answered], tool_bit[answered])
+    final = np.zeros(size * len(FINAL_STANDINGS), dtype=np.int64)
+    standing_index = np.array([FINAL_STANDINGS.index(s) for s, _ in STANDINGS])
+    np.add.at(
+        final, turn[answered] * len(FINAL_STANDINGS) + standing_index[syn.standing[answered]], 1
+    )
+    # a tool's place among the tools of its turn, in order of first appearance
+    key = turn[answered] * names + syn.tool[answered]
+    _, first_rows = np.unique(key, return_index=True)
+    first_rows.sort()
+    first_key = key[first_rows]
+    first_turn = first_key // names
+    starts = np.flatnonzero(np.diff(first_turn, prepend=-1))
+    rank = np.arange(first_key.size) - np.repeat(starts, np.diff([*starts, first_key.size]))
+    name_order = np.full(size * names, 127, dtype=np.int8)
+    name_order[first_key] = rank
+    chars = per_turn(np.where(answered, syn.chars, 0).astype(np.float64))
+    chars[:, 0] = [len(_request(r)) for r in range(runs)]
+    msgs = (results + 1).astype(np.int16)
+    msgs[:, 0] = 1
+    entered_chars = np.cumsum(chars, axis=1)  # turn t enters before call t + 1
+    tokens = -(-entered_chars // 4)
+    fact_from = np.where(facts > 0, np.arange(calls) + 2, np.iinfo(np.int16).max)
+    return TurnArrays(
         run_ids=[f"syn-{n:05d}" for n in range(runs)],
         calls=np.full(runs, calls, dtype=np.int16),
         iterations=np.tile(np.arange(1, calls + 1, dtype=np.int32), (runs, 1)),
-        msgs=np.zeros(shape, dtype=np.int16),
-        chars=np.zeros(shape, dtype=np.int64),
+        msgs=msgs,
+        chars=chars,
         entered=np.tile(np.arange(1, calls + 1, dtype=np.int16), (runs, 1)),
-        user_head=np.zeros(shape, dtype=bool),
-        refuses=np.zeros(shape, dtype=bool),
-        names=np.zeros(shape, dtype=np.uint64),
-        results=np.zeros(shape, dtype=np.int16),
-        pinnable=np.zeros(shape, dtype=bool),
-        fact_from=np.full(shape, np.iinfo(np.int16).max, dtype=np.int32),
-        final_counts=np.zeros((*shape, len(FINAL_STANDINGS)), dtype=np.int16),
+        user_head=np.tile(np.arange(calls) == 0, (runs, 1)),
+        refuses=results < asked,
+        names=names_bits.reshape(shape),
+        results=results.astype(np.int16),
+        pinnable=results > 0,
+        fact_from=fact_from.astype(np.int32),
+        final_counts=final.reshape(*shape, len(FINAL_STANDINGS)).astype(np.int16),
         request=np.zeros(runs, dtype=np.int16),
         armed=np.ones(runs, dtype=bool),
-        tokens=np.zeros(shape, dtype=np.int64),
+        tokens=tokens,
         recorded_full=np.ones(shape, dtype=bool),
-        rate=np.zeros(runs),
+        rate=tokens.sum(1) / entered_chars.sum(1),
         name_chars=np.tile(np.array([len(t) for t in TOOLS], dtype=np.int32), (runs, 1)),
         name_safe=np.full(runs, (1 << names) - 1, dtype=np.uint64),
-        name_order=np.full((*shape, names), 127, dtype=np.int8),
+        name_order=name_order.reshape(*shape, names),
+        system=np.zeros(shape, dtype=bool),
         windowed=np.zeros(runs, dtype=bool),
     )
-    out.msgs[:, 0] = 1
-    out.user_head[:, 0] = True
-    standing_index = {s: i for i, s in enumerate(FINAL_STANDINGS)}
-    for r, script in enumerate(scripts):
-        out.chars[r, 0] = len(_request(r))
-        for t, batch in enumerate(script, start=1):
-            answered = [
-                (tool, chars, standing) for tool, chars, standing in batch if chars is not None
-            ]
-            out.msgs[r, t] = 1 + len(answered)
-            out.chars[r, t] = sum(chars for _, chars, _ in answered)
-            out.refuses[r, t] = len(answered) < len(batch)
-            out.results[r, t] = len(answered)
-            out.pinnable[r, t] = bool(answered)
-            for tool, _, standing in answered:
-                if not (int(out.names[r, t]) >> tool) & 1:
-                    out.name_order[r, t, tool] = int(np.bitwise_count(out.names[r, t]))
-                out.names[r, t] |= np.uint64(1 << tool)
-                out.final_counts[r, t, standing_index[standing]] += 1
-                if standing == "fact":
-                    out.fact_from[r, t] = t + 2  # declared on call t + 1, known from the next
-    entered_chars = np.cumsum(out.chars, axis=1)  # turn t enters before call t + 1
-    out.tokens[:] = -(-entered_chars // 4)
-    out.rate[:] = out.tokens.sum(1) / entered_chars.sum(1)
-    return out
 
 
 # ── the plain loop ─────────────────────────────────────────────────
 
 
-def run_lists(arrays: TurnArrays, r: int) -> dict[str, Any]:
-    """One run's turn table as Python lists (what the plain loop reads)."""
-    calls = int(arrays.calls[r])
-    turns = int((arrays.msgs[r] > 0).sum())
-    entering: list[list[int]] = [[] for _ in range(calls + 2)]
-    for t in range(turns):
-        if arrays.entered[r, t] <= calls:
-            entering[int(arrays.entered[r, t])].append(t)
-    names = [int(x) for x in arrays.names[r, :turns]]
-    return {
-        "calls": calls,
-        "iterations": arrays.iterations[r, :calls].tolist(),
-        "entering": entering,
-        "msgs": arrays.msgs[r, :turns].tolist(),
-        "chars": arrays.chars[r, :turns].tolist(),
-        "user_head": arrays.user_head[r, :turns].tolist(),
-        "refuses": arrays.refuses[r, :turns].tolist(),
-        "names": names,
-        "pinnable": arrays.pinnable[r, :turns].tolist(),
-        "fact_from": arrays.fact_from[r, :turns].tolist(),
-        "final": arrays.final_counts[r, :turns].tolist(),
-        "request": int(arrays.request[r]),
-        "armed": bool(arrays.armed[r]),
-        "tokens": arrays.tokens[r, :calls].tolist(),
-        "full": arrays.recorded_full[r, :calls].tolist(),
-        "rate": None if np.isnan(arrays.rate[r]) else float(arrays.rate[r]),
-        "name_chars": arrays.name_chars[r].tolist(),
-        "name_safe": int(arrays.name_safe[r]),
-        "name_order": arrays.name_order[r, :turns].tolist(),
-    }
+def run_lists(arrays: TurnArrays) -> list[dict[str, Any]]:
+    """Each run's turn table as Python lists (what the plain loop reads)."""
+    table = {
+        name: getattr(arrays, name).tolist()
+        for name in (
+            "calls", "iterations", "msgs", "chars", "entered", "user_head", "refuses", "names",
+            "pinnable", "fact_from", "final_counts", "request", "armed", "tokens",
+            "recorded_full", "rate", "name_chars", "name_safe", "name_order",
+        )
+    }  # fmt: skip
+    turns_of = (arrays.msgs > 0).sum(1).tolist()
+    lists = []
+    for r in range(len(arrays.run_ids)):
+        calls, turns = table["calls"][r], turns_of[r]
+        entering: list[list[int]] = [[] for _ in range(calls + 2)]
+        for t in range(turns):
+            if table["entered"][r][t] <= calls:
+                entering[table["entered"][r][t]].append(t)
+        rate = table["rate"][r]
+        lists.append(
+            {
+                "calls": calls,
+                "iterations": table["iterations"][r][:calls],
+                "entering": entering,
+                "msgs": table["msgs"][r][:turns],
+                "chars": table["chars"][r][:turns],
+                "user_head": table["user_head"][r][:turns],
+                "refuses": table["refuses"][r][:turns],
+                "names": table["names"][r][:turns],
+                "pinnable": table["pinnable"][r][:turns],
+                "fact_from": table["fact_from"][r][:turns],
+                "final": table["final_counts"][r][:turns],
+                "request": table["request"][r],
+                "armed": table["armed"][r],
+                "tokens": table["tokens"][r][:calls],
+                "full": table["recorded_full"][r][:calls],
+                "rate": None if rate != rate else rate,  # nan: no counts
+                "name_chars": table["name_chars"][r],
+                "name_safe": table["name_safe"][r],
+                "name_order": table["name_order"][r][:turns],
+            }
+        )
+    return lists
 
 
 def _wire(run: dict[str, Any], span: list[int]) -> tuple[int, int]:
@@ -358,46 +411,62 @@ def plain_all(lists: Sequence[dict[str, Any]], policies: Sequence[Policy]) -> li
 # ── checks ─────────────────────────────────────────────────────────
 
 
-def check_plain(kernel: Any, plain: list[list[dict[str, Any]]]) -> None:
+def check_plain(kernel: KernelResult, plain: list[list[dict[str, Any]]]) -> None:
     """Every metric and every visit of every (policy, run) agree."""
-    for p, by_run in enumerate(plain):
-        for r, result in enumerate(by_run):
-            for name in KERNEL_METRICS:
-                assert kernel.metrics[name][p, r] == result["metrics"][name], (p, r, name)
-            engaged = np.flatnonzero(kernel.visits["engaged"][p, :, r])
-            ours = [
-                (int(k), *(int(kernel.visits[f][p, k, r]) for f in VISIT_FIELDS[1:]))
-                for k in engaged
-            ]
-            assert ours == result["visits"], (p, r)
-            budget = {"recorded"} if kernel.budget_recorded[p, r] else set()
-            budget |= {"estimated"} if kernel.budget_estimated[p, r] else set()
-            assert budget == result["budget"], (p, r)
+    for name in KERNEL_METRICS:
+        theirs = np.array([[result["metrics"][name] for result in by_run] for by_run in plain])
+        assert (kernel.metrics[name] == theirs).all(), name
+    rows = [
+        (p, r, *visit)
+        for p, by_run in enumerate(plain)
+        for r, result in enumerate(by_run)
+        for visit in result["visits"]
+    ]
+    theirs = np.array(rows, dtype=np.int64).reshape(-1, 2 + len(VISIT_FIELDS))
+    order = np.lexsort((kernel.visit_call, kernel.visit_run, kernel.visit_policy))
+    ours = np.column_stack(
+        [
+            kernel.visit_policy[order],
+            kernel.visit_run[order],
+            kernel.visit_call[order],
+            *(kernel.visit_values[name][order] for name in VISIT_FIELDS[1:]),
+        ]
+    )
+    assert ours.shape == theirs.shape and (ours == theirs).all()
+    for flag, word in (
+        (kernel.budget_recorded, "recorded"),
+        (kernel.budget_estimated, "estimated"),
+    ):
+        theirs = np.array([[word in result["budget"] for result in by_run] for by_run in plain])
+        assert (flag == theirs).all(), word
 
 
 def check_exact(
-    kernel: Any,
+    kernel: KernelResult,
     streams: Sequence[RunMessages],
     timelines: dict[str, StandingsTimeline],
     policies: Sequence[Policy],
-    runs: int,
-) -> None:
-    """The kernel agrees with the exact replay ``whatif`` runs, visit for visit."""
-    laid = turn_arrays(streams, timelines)
-    assert not laid.fallback, laid.fallback
-    again = advance(laid, policies)
-    for name in KERNEL_METRICS:  # laid out from messages = laid out from the scripts
-        assert (again.metrics[name] == kernel.metrics[name][:, : len(streams)]).all(), name
-    for r, stream in enumerate(streams[:runs]):
-        timeline = timelines[stream.run_id]
-        for p, policy in enumerate(policies):
-            row = whatif_row(stream, policy.spec, replay(stream, policy, timeline.at), timeline)
-            for name in KERNEL_METRICS:
-                assert kernel.metrics[name][p, r] == row[name], (stream.run_id, policy, name)
-            engaged = np.flatnonzero(kernel.visits["engaged"][p, :, r])
-            assert [int(k) + 1 for k in engaged] == [v["iteration"] for v in row["visits"]]
-            ours = [int(kernel.visits["removed_message_count"][p, k, r]) for k in engaged]
-            assert ours == [v["removed_message_count"] for v in row["visits"]]
+) -> tuple[float, float]:
+    """``whatif``'s rows for ``streams`` (the first runs), from the kernel and from the exact
+    replay, are the same, and hold the kernel's counts: (seconds for each)."""
+    standings = [
+        {"run_id": run_id, "tool_call_id": call_id, "standing": standing,
+         "iteration": iteration, "source": "bench"}
+        for run_id, timeline in timelines.items()
+        for call_id, standing, iteration in timeline.rows
+    ]  # fmt: skip
+    labelled = [(policy.spec, policy) for policy in policies]
+    start = time.perf_counter()
+    fast = whatif_table(streams, labelled, standings)
+    middle = time.perf_counter()
+    exact = whatif_table_exact(streams, labelled, standings)
+    end = time.perf_counter()
+    assert_frame_equal(fast, exact)
+    runs = len(streams)
+    for name in KERNEL_METRICS:  # rows are (run, policy): the kernel's [policy, run], turned
+        ours = kernel.metrics[name][:, :runs].T.reshape(-1)
+        assert (fast[name].to_numpy() == ours).all(), name
+    return middle - start, end - middle
 
 
 # ── the headline ───────────────────────────────────────────────────
@@ -447,6 +516,7 @@ def timed(work: Callable[[], Any], repeat: int) -> tuple[float, Any]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    began = time.perf_counter()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=10_000)
     parser.add_argument("--calls", type=int, default=30)
@@ -454,6 +524,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--loop-repeat", type=int, default=3, help="plain loop repetitions")
     parser.add_argument("--check", type=int, default=200, help="runs checked against replay")
     args = parser.parse_args(argv)
+    load = os.getloadavg()
     with pl.Config(
         tbl_hide_dataframe_shape=True,
         tbl_hide_column_data_types=True,
@@ -463,11 +534,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(headline(), "\n")
     policies = [parse_policy(spec) for spec in POLICIES]
     start = time.perf_counter()
-    scripts = synthetic_scripts(args.runs, args.calls)
-    arrays = script_arrays(scripts)
-    lists = [run_lists(arrays, r) for r in range(args.runs)]
+    syn = synthetic_runs(args.runs, args.calls)
+    arrays = script_arrays(syn)
+    lists = run_lists(arrays)
     made = time.perf_counter() - start
-    checked = [script_stream(n, scripts[n]) for n in range(min(args.check, args.runs))]
+    checked = [script_stream(syn, n) for n in range(min(args.check, args.runs))]
     streams = [stream for stream, _ in checked]
     timelines = {stream.run_id: timeline for stream, timeline in checked}
     print(
@@ -478,25 +549,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     kernel_s, kernel = timed(lambda: advance(arrays, policies), args.repeat)
     loop_s, plain = timed(lambda: plain_all(lists, policies), args.loop_repeat)
     check_plain(kernel, plain)
-    check_exact(kernel, streams, timelines, policies, args.check)
-    exact_s, _ = timed(
-        lambda: [
-            replay(stream, policy, timelines[stream.run_id].at)
-            for stream in streams
-            for policy in policies
-        ],
-        1,
+    fast_s, exact_s = check_exact(kernel, streams, timelines, policies)
+    visits = int(kernel.visit_run.size)
+    print(f"identical: kernel = plain loop on all {args.runs} runs ({visits} engaged visits);")
+    print(
+        f"           whatif rows from the kernel = from the exact replay on the first "
+        f"{len(streams)} runs"
     )
-    visits = int(kernel.visits["engaged"].sum())
-    print(f"identical: kernel = plain loop on all {args.runs} runs ({visits} engaged visits); ")
-    print(f"           kernel = exact replay on the first {args.check} runs")
     print(f"kernel      median of {args.repeat}: {kernel_s:8.3f} s")
     print(f"plain loop  median of {args.loop_repeat}: {loop_s:8.3f} s")
     print(f"ratio: {loop_s / kernel_s:.1f}x")
-    per_run = exact_s / max(len(streams), 1)
     print(
-        f"(exact replay, Message objects: {exact_s:.2f} s for {len(streams)} runs, "
-        f"about {per_run * args.runs:.0f} s for {args.runs} at that rate)"
+        f"whatif over the first {len(streams)} runs (messages in, rows out): "
+        f"{fast_s:.2f} s with the kernel, {exact_s:.2f} s replaying each run exactly"
+    )
+    now = os.getloadavg()
+    print(
+        f"whole bench {time.perf_counter() - began:.1f} s; load average "
+        f"{load[0]:.2f} at the start, {now[0]:.2f} at the end ({os.cpu_count()} CPUs)"
     )
     return 0
 

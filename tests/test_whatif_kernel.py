@@ -20,7 +20,10 @@ from contextledger.window.kernel import (
     KERNEL_METRICS,
     MAX_TURNS,
     VISIT_FIELDS,
+    _as_bits,
+    _runs_as_bits,
     advance,
+    refusal_rows,
     turn_arrays,
 )
 from contextledger.window.policies import parse_policy
@@ -267,14 +270,29 @@ def test_runs_the_kernel_sets_aside_are_replayed_exactly_in_their_place():
     long = [[Batch((Result("look", 30),))] for _ in range(MAX_TURNS + 2)]
     runs = [
         build_stream("first", [Said("user", "go")], steps),
-        build_stream("changes", [Said("user", "go")], [*steps[:3], [Said("user", "then")], *steps[3:]],
-                     request="never said"),  # fmt: skip
+        build_stream(
+            "changes",
+            [Said("user", "go")],
+            [*steps[:3], [Said("user", "then")], *steps[3:]],
+            request="never said",
+        ),
         build_stream("long", [Said("user", "go")], long),
         build_stream("last", [Said("user", "go")], steps[:5]),
+        build_stream("no call", [Said("user", "go")], []),
+        build_stream("nothing", [], []),
     ]
     assert sorted(turn_arrays(runs).fallback) == [1, 2]
     per_run = same_rows(runs, ["sliding:keep=3", "none", "token_budget:threshold=600"])
     assert per_run["run_id"].unique(maintain_order=True).to_list() == [r.run_id for r in runs]
+
+
+def test_runs_of_more_turns_than_a_float_holds_exactly():
+    steps = [[Batch((Result(f"t{n % 7}", 40 + 97 * n % 900),))] for n in range(MAX_TURNS - 3)]
+    runs = [build_stream("long", [Said("user", "go")], steps)]
+    assert turn_arrays(runs).msgs.shape[1] > 53  # the masks' high bits are found by shifts
+    specs = ["sliding:keep=3", "sliding:keep=40,last_tool_results=3", "token_budget:threshold=900"]
+    per_run = same_rows(runs, specs)
+    assert per_run["engaged_visits"].min() > 0
 
 
 def test_no_runs_no_rows():
@@ -323,3 +341,37 @@ def test_whatif_rows_match_the_exact_replay_on_random_histories(runs, specs):
     streams = [stream for stream, _ in runs]
     rows = [row for _, filed in runs for row in filed]
     same_rows(streams, [*{p.spec: p for p in specs}.values(), "none"], rows)
+
+
+def test_facts_count_from_the_call_that_knows_them_in_any_call_order(sample_streams):
+    arrays = turn_arrays(sample_streams, labelled(sample_streams))
+    calls = arrays.iterations.shape[1]
+
+    def expected(iterations):
+        return [
+            _as_bits(arrays.pinnable & (arrays.fact_from <= iterations[:, k - 1][:, None]))
+            for k in range(1, calls + 1)
+        ]
+
+    def valid(fact_by):  # calls a run never made are never visited
+        made = np.arange(1, calls + 1)[:, None] <= arrays.calls
+        return np.where(made, fact_by[1:], 0)
+
+    wanted = np.where(
+        np.arange(1, calls + 1)[:, None] <= arrays.calls, expected(arrays.iterations), 0
+    )
+    assert (valid(_runs_as_bits(arrays).fact_by) == wanted).all()
+    arrays.iterations = arrays.iterations[:, ::-1].copy()  # iterations out of order
+    wanted = np.where(
+        np.arange(1, calls + 1)[:, None] <= arrays.calls, expected(arrays.iterations), 0
+    )
+    assert (valid(_runs_as_bits(arrays).fact_by) == wanted).all()
+
+
+def test_refusals_listed_in_chunks_are_the_same(sample_streams):
+    arrays = turn_arrays(sample_streams, labelled(sample_streams))
+    result = advance(arrays, [parse_policy(spec) for spec in ROW_POLICIES])
+    whole, pieces = refusal_rows(arrays, result), refusal_rows(arrays, result, chunk=7)
+    for name in ("counts", "reason", "turn_index", "message_index"):
+        assert (getattr(whole, name) == getattr(pieces, name)).all(), name
+    assert whole.counts.sum() == whole.reason.size > 0

@@ -17,6 +17,8 @@ record's refusals need (the window's turns, the candidates, the pins), and
 
 from __future__ import annotations
 
+import bisect
+import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -25,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from contextledger.read.jsjson import utf16_length
-from contextledger.window.messages import RunMessages
+from contextledger.window.messages import Message, RunMessages
 from contextledger.window.notice import _SAFE_TOOL_NAME, MAX_NAMED_TOOLS, drop_notice_text
 from contextledger.window.policies import Policy
 from contextledger.window.refusals import current_request_index, is_result
@@ -104,6 +106,8 @@ class TurnArrays:
     fallback: dict[int, str] = field(default_factory=dict)
     #: Runs recorded with a window that engaged: a token budget over them falls back.
     windowed: np.ndarray | None = None
+    #: [R] results with an id whose final standing is ``fact`` (the whole stream's).
+    facts_declared: np.ndarray | None = None
     #: Every tool result with an id, in stream order: its id, run and turn.
     result_ids: list[str] = field(default_factory=list)
     result_run: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
@@ -152,6 +156,7 @@ def turn_arrays(
         name_order=np.full((*shape, names_max), 127, dtype=np.int8),
         system=np.zeros(shape, dtype=bool),
         windowed=np.zeros(runs, dtype=bool),
+        facts_declared=np.array([laid["facts_declared"] for laid in per_run], dtype=np.int64),
     )
     result_run: list[int] = []
     result_turn: list[int] = []
@@ -163,21 +168,21 @@ def turn_arrays(
             out.tokens[r, call.ordinal - 1] = call.input_tokens
         out.recorded_full[r, : len(stream.calls)] = laid["recorded_full"]
         out.windowed[r] = not all(laid["recorded_full"])  # type: ignore[index]
-        rate = stream.tokens_per_char()
-        out.rate[r] = np.nan if rate is None else rate
+        out.rate[r] = np.nan if laid["rate"] is None else laid["rate"]
         out.request[r] = laid["request"]
         out.armed[r] = laid["armed"]
         for b, name in enumerate(laid["names"]):
             out.name_chars[r, b] = utf16_length(name)
             if _SAFE_TOOL_NAME.fullmatch(name):
                 out.name_safe[r] |= np.uint64(1 << b)
-        for t, turn in enumerate(laid["turns"]):
-            for key in ("msgs", "chars", "entered", "user_head", "refuses", "results", "system"):
-                getattr(out, key)[r, t] = turn[key]
-            out.names[r, t] = np.uint64(turn["names"])
-            out.pinnable[r, t] = turn["pinnable"]
-            out.fact_from[r, t] = turn["fact_from"]
-            out.final_counts[r, t] = turn["final_counts"]
+        turns = laid["turns"]
+        count = len(turns)
+        for key in ("msgs", "chars", "entered", "user_head", "refuses", "results", "system"):
+            getattr(out, key)[r, :count] = [turn[key] for turn in turns]
+        for key in ("names", "pinnable", "fact_from", "final_counts"):
+            if count:  # (an empty list has no row width)
+                getattr(out, key)[r, :count] = [turn[key] for turn in turns]
+        for t, turn in enumerate(turns):
             for b, position in turn["order"].items():
                 out.name_order[r, t, b] = min(position, 126)
             out.result_ids.extend(turn["ids"])
@@ -239,6 +244,7 @@ def take_runs(arrays: TurnArrays, rows: Sequence[int]) -> TurnArrays:
             n: arrays.fallback[r] for n, r in enumerate(index.tolist()) if r in arrays.fallback
         },
         windowed=None if arrays.windowed is None else arrays.windowed[index],
+        facts_declared=None if arrays.facts_declared is None else arrays.facts_declared[index],
         result_ids=[arrays.result_ids[i] for i in kept.tolist()],
         result_run=position[arrays.result_run[kept]] if kept.size else kept,
         result_turn=arrays.result_turn[kept],
@@ -250,6 +256,8 @@ def _fact_from(rows: list[tuple[str, int]]) -> int | None:
 
     Raises ``ValueError`` when it is later re-filed as something else.
     """
+    if len(rows) < 2:  # filed once, or never
+        return rows[0][1] + 1 if rows and rows[0][0] == "fact" else None
     changes = sorted({iteration + 1 for _, iteration in rows})
     since = None
     for visit in changes:
@@ -262,6 +270,36 @@ def _fact_from(rows: list[tuple[str, int]]) -> int | None:
         elif standing != "fact" and since is not None:
             raise ValueError("a fact re-filed as something else")
     return since
+
+
+def _recorded_full(stream: RunMessages, offered: Sequence[Message]) -> list[bool]:
+    """Per call: it was served every message the run had appended (no window engaged)."""
+    firsts = [m.first_call or 0 for m in offered]
+    if any(b < a for a, b in itertools.pairwise(firsts)):  # not in order: compare each
+        return [
+            call.window_served
+            == tuple(m.index for m in offered if (m.first_call or 0) <= call.ordinal)
+            for call in stream.calls
+        ]
+    indexes = tuple(m.index for m in offered)
+    return [
+        call.window_served == indexes[: bisect.bisect_right(firsts, call.ordinal)]
+        for call in stream.calls
+    ]
+
+
+def _tokens_per_char(stream: RunMessages, chars_of: Sequence[int]) -> float | None:
+    """``stream.tokens_per_char()``, each message's length measured once."""
+    tokens = chars = 0
+    for call in stream.calls:
+        if call.input_tokens > 0:
+            tokens += call.input_tokens
+            chars += sum(map(chars_of.__getitem__, call.window_served))
+    if tokens == 0 or chars == 0:
+        return None
+    return tokens / chars
+
+
 def _lay_out(stream: RunMessages, timeline: StandingsTimeline | None) -> dict[str, Any]:
     conversation = [m for m in stream.messages if not m.window_authored]
     laid: dict[str, Any] = {"fallback": "", "armed": bool(timeline), "names": [], "turns": []}
@@ -273,13 +311,9 @@ def _lay_out(stream: RunMessages, timeline: StandingsTimeline | None) -> dict[st
     last = current_request_index(offered, said)
     if (offered[last].index if last >= 0 else -1) != request_at:
         laid["fallback"] = "the current request changes during the run"
-    laid["recorded_full"] = [
-        call.window_served
-        == tuple(
-            m.index for m in offered if m.first_call is not None and m.first_call <= call.ordinal
-        )
-        for call in stream.calls
-    ]
+    laid["recorded_full"] = _recorded_full(stream, offered)
+    chars_of = [m.chars for m in stream.messages]
+    laid["rate"] = _tokens_per_char(stream, chars_of)
     turn_of: dict[int, int] = {}
     starts = [i for i, m in enumerate(conversation) if i == 0 or m.role != "tool"]
     bounds = list(zip(starts, [*starts[1:], len(conversation)][: len(starts)], strict=True))
@@ -296,16 +330,17 @@ def _lay_out(stream: RunMessages, timeline: StandingsTimeline | None) -> dict[st
     for call_id, standing, iteration in timeline.rows if timeline else ():
         rows_by_id.setdefault(call_id, []).append((standing, iteration))
     final = timeline.final() if timeline else {}
+    results = {m.tool_call_id for m in stream.messages if is_result(m) and m.tool_call_id}
+    laid["facts_declared"] = sum(final.get(call_id) == "fact" for call_id in results)
     names: list[str] = laid["names"]
     for t, (start, end) in enumerate(bounds):
         members = conversation[start:end]
-        entered = {m.first_call for m in members}
-        if len(entered) > 1:
-            laid["fallback"] = "a turn enters over several calls"
         first = members[0].first_call
+        if any(m.first_call != first for m in members):
+            laid["fallback"] = "a turn enters over several calls"
         turn: dict[str, Any] = {
             "msgs": len(members),
-            "chars": sum(m.chars for m in members),
+            "chars": sum(chars_of[m.index] for m in members),
             "entered": _NEVER if first is None else first,
             "user_head": members[0].role == "user",
             "refuses": any(m.role == "system" for m in members),
@@ -509,11 +544,13 @@ def _unpack(bits: np.ndarray, turns: int) -> np.ndarray:
 def _lowest(x: np.ndarray, m: np.ndarray, turns: int) -> np.ndarray:
     """The lowest ``m`` set bits of each ``x`` (of ``turns`` bits): the bit position below
     which ``m`` bits are set, by binary search (``count(x & _LOW[p]) < m`` grows with p)."""
-    p = np.zeros(x.shape, dtype=np.intp)
+    want = np.minimum(m, MAX_TURNS).astype(np.uint8)  # small types: fewer bytes per pass
+    p = np.zeros(x.shape, dtype=np.uint8)
     for step in [1 << n for n in reversed(range(max(turns - 1, 0).bit_length()))]:
-        trial = p + step
-        p += step * (np.bitwise_count(x & _LOW.take(trial)) < m)
-    return (x & _LOW.take(p + 1)) * (m > 0)
+        trial = (p + np.uint8(step)).astype(np.intp)
+        below = np.bitwise_count(x & _LOW.take(trial)) < want
+        p += below.view(np.uint8) * np.uint8(step)
+    return (x & _LOW.take(p.astype(np.intp) + 1)) * (want > 0)
 
 
 def _bit_sums(
@@ -523,7 +560,7 @@ def _bit_sums(
     the entries that still have one (``mask`` has few bits)."""
     totals = [np.zeros(mask.shape, dtype=np.int64) for _ in columns]
     rest = mask.copy()
-    index = np.flatnonzero(rest)
+    index = np.flatnonzero(rest != 0)
     while index.size:
         low = _low_bit(rest[index])
         runs_now, turns = runs[index], _bit_position(low)
@@ -540,8 +577,7 @@ class _Runs:
 
     entered_by: np.ndarray  # [K + 2, R] turns offered by call k
     fact_by: np.ndarray  # [K + 1, R] turns standing `fact` at the visit before call k
-    enter_msgs: np.ndarray  # [K + 2, R] messages entering before call k
-    enter_chars: np.ndarray  # [K + 2, R]
+    enter_chars: np.ndarray  # [K + 2, R] chars entering before call k
     enter_turns: np.ndarray  # [K + 2, R]
     user: np.ndarray  # [R] turns whose first message is a user message
     plain: np.ndarray  # [R] turns that neither hold the request nor refuse
@@ -577,9 +613,17 @@ def _runs_as_bits(arrays: TurnArrays) -> _Runs:
     fact_runs, fact_turns = np.nonzero(arrays.pinnable & (arrays.fact_from < _NEVER))
     if fact_runs.size:  # a turn counts from the first call whose iteration reached its own
         since = arrays.fact_from[fact_runs, fact_turns]
-        held = (arrays.iterations.T[:, fact_runs] >= since) * one[fact_turns]
-        starts = np.flatnonzero(np.diff(fact_runs, prepend=-1))
-        fact_by[1:, fact_runs[starts]] = np.add.reduceat(held, starts, axis=1)
+        reached = arrays.iterations.T[:, fact_runs] >= since
+        reached |= np.arange(calls_max)[:, None] >= arrays.calls[fact_runs]  # (no such call)
+        if not (reached[:-1] & ~reached[1:]).any():  # once reached, it stays: add it there
+            first = calls_max - reached.sum(0)  # the (0-based) call that first reaches it
+            counted = np.zeros(runs * (calls_max + 2), dtype=np.uint64)
+            np.add.at(counted, fact_runs * (calls_max + 2) + first + 1, one[fact_turns])
+            fact_by = np.cumsum(counted.reshape(runs, calls_max + 2), axis=1).T[:-1].copy()
+        else:
+            starts = np.flatnonzero(np.diff(fact_runs, prepend=-1))
+            held = reached * one[fact_turns]
+            fact_by[1:, fact_runs[starts]] = np.add.reduceat(held, starts, axis=1)
     request = np.where(
         arrays.request >= 0, _ONE << np.maximum(arrays.request, 0).astype(np.uint64), _ZERO
     )
@@ -595,7 +639,10 @@ def _runs_as_bits(arrays: TurnArrays) -> _Runs:
     np.cumsum(arrays.msgs, axis=1, out=cum_msgs[:, 1:])
     np.cumsum(arrays.chars, axis=1, out=cum_chars[:, 1:])
     msgs, chars = arrays.msgs.astype(np.int64), arrays.chars
-    if cum_msgs[:, -1].max(initial=0) < _MSG_LIMIT and cum_chars[:, -1].max(initial=0) < _CHAR_LIMIT:
+    if (
+        cum_msgs[:, -1].max(initial=0) < _MSG_LIMIT
+        and cum_chars[:, -1].max(initial=0) < _CHAR_LIMIT
+    ):
         cum: tuple[np.ndarray, ...] = ((cum_chars << _MSG_BITS | cum_msgs).reshape(-1),)
         per_turn: tuple[np.ndarray, ...] = (chars << _MSG_BITS | msgs,)
     else:
@@ -610,7 +657,6 @@ def _runs_as_bits(arrays: TurnArrays) -> _Runs:
     return _Runs(
         entered_by=entered_by,
         fact_by=fact_by,
-        enter_msgs=per_call(arrays.msgs.astype(np.float64)),
         enter_chars=per_call(arrays.chars.astype(np.float64)),
         enter_turns=per_call((arrays.msgs > 0).astype(np.float64)),
         user=_as_bits(arrays.user_head),
@@ -686,7 +732,6 @@ class _Advance:
         self.notice = np.zeros(shape, dtype=bool)
         self.second = np.zeros(shape, dtype=bool)
         self.notice_chars = np.zeros(shape, dtype=np.int64)
-        self.msgs = np.zeros(shape, dtype=np.int64)
         self.chars = np.zeros(shape, dtype=np.int64)
         self.window_turns = np.zeros(shape, dtype=np.int64)
         self.dropped = np.zeros(shape, dtype=bool)
@@ -710,10 +755,10 @@ class _Advance:
         """The highest ``limit[row]`` set bits of each ``x`` (a pin ceiling: small), one bit
         per round over the entries that have any."""
         flat = x.reshape(-1)
-        index = np.flatnonzero(flat)
+        index = np.flatnonzero(flat != 0)
         taken = np.zeros(flat.shape, dtype=np.uint64)
         if index.size:
-            rest = flat[index]
+            rest = flat.take(index)
             ceiling = limit[self.e_of[index]]
             held = np.zeros(index.shape, dtype=np.uint64)
             for round_ in range(int(ceiling.max())):
@@ -729,18 +774,18 @@ class _Advance:
         """Messages and chars of the turns ``gone`` sets: the run's prefix sums from its
         lowest to its highest bit, less the turns between that left before."""
         flat = gone.reshape(-1)
-        index = np.flatnonzero(flat)
+        index = np.flatnonzero(flat != 0)
         totals = [np.zeros(flat.shape, dtype=np.int64) for _ in self.bits.cum]
         if index.size:
-            span = flat[index]
-            runs = self.r_of[index]
+            span = flat.take(index)
+            runs = self.r_of.take(index)
             low, high = _low_bit(span), self._high_bit(span)
             base = runs * (self.turns + 1)
             start = base + _bit_position(low)
             end = base + _bit_position(high) + 1
             sums = [cum.take(end) - cum.take(start) for cum in self.bits.cum]
             holes = ((high - low) + high) & ~span
-            inside = np.flatnonzero(holes)
+            inside = np.flatnonzero(holes != 0)
             if inside.size:
                 left = _bit_sums(self.bits.per_turn, runs[inside], holes[inside])
                 for total, hole in zip(sums, left, strict=True):
@@ -785,7 +830,6 @@ class _Advance:
         same_before = np.zeros(served_before.shape, dtype=bool)
         for k in range(1, self.calls_max + 1):
             active = calls >= k
-            self.msgs += bits.enter_msgs[k]
             self.chars += bits.enter_chars[k]
             self.window_turns += bits.enter_turns[k]
             on = np.zeros((self.engaging, self.runs), dtype=bool)
@@ -928,7 +972,9 @@ class _Advance:
                 taken(present),
                 taken(listed),
                 taken(listed & held_ltr),
-                taken(notice, np.uint8) | taken(second, np.uint8) << 1 | taken(refused_whole, np.uint8) << 2,
+                taken(notice, np.uint8)
+                | taken(second, np.uint8) << 1
+                | taken(refused_whole, np.uint8) << 2,
             )
         )
         # apply (every change below is zero for the states not ``on``)
@@ -937,7 +983,6 @@ class _Advance:
         self.second[rows] = (inserted & kept) | (~inserted & second)
         self.notice_chars[rows] = new_chars + notice_chars * (~inserted & ~notice_gone)
         self.chars[rows] = chars_after
-        self.msgs[rows] += inserted - span_msgs
         self.window_turns[rows] = turns_after
         self.dropped[rows] |= ~nothing | inserted
         metric = self.metric
@@ -983,7 +1028,9 @@ class _Advance:
                 metric[f"results_dropped_{column}"][p] = left[:, 3 + n]
         back = np.argsort(self.order)  # given policy p is row back[p]
         if self.recorded:
-            state, call, *fields = (np.concatenate(part) for part in zip(*self.recorded))
+            state, call, *fields = (
+                np.concatenate(part) for part in zip(*self.recorded, strict=True)
+            )
         else:
             state, call = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int16)
             fields = [np.zeros(0, dtype=np.int64)] * 5 + [np.zeros(0, dtype=np.uint64)] * 3
@@ -1019,7 +1066,7 @@ def advance(arrays: TurnArrays, policies: Sequence[Policy]) -> KernelResult:
     >>> result.metrics["removed_messages"].tolist(), result.metrics["answer_message_count"].tolist()
     ([[6]], [[5]])
     """
-    runs, turns = arrays.msgs.shape
+    turns = arrays.msgs.shape[1]
     if turns > MAX_TURNS:
         msg = f"the kernel replays runs of at most {MAX_TURNS} turns; one has {turns}"
         raise ValueError(msg)
@@ -1038,7 +1085,7 @@ class Refusals:
     message_index: np.ndarray
 
 
-def refusal_rows(arrays: TurnArrays, result: KernelResult) -> Refusals:
+def refusal_rows(arrays: TurnArrays, result: KernelResult, chunk: int = 1 << 15) -> Refusals:
     """The refusals each engaged visit's record lists, as ``window_visit`` files them.
 
     ``replacement-not-smaller`` when a span was refused whole, then the candidates that
@@ -1055,26 +1102,45 @@ def refusal_rows(arrays: TurnArrays, result: KernelResult) -> Refusals:
     >>> rows.counts.tolist(), [REFUSAL_REASONS[n] for n in rows.reason[:2]]
     ([2, 2], ['current-request', 'inside-keep-window'])
     """
+    parts = [
+        _refusal_chunk(arrays, result, slice(start, start + chunk))
+        for start in range(0, max(result.visit_run.size, 1), chunk)
+    ]  # in chunks: a VM pays for every page a large temporary touches
+    return Refusals(
+        *(
+            np.concatenate([getattr(part, name) for part in parts])
+            for name in Refusals.__dataclass_fields__
+        )
+    )
+
+
+def _refusal_chunk(arrays: TurnArrays, result: KernelResult, visits: slice) -> Refusals:
     turns = arrays.msgs.shape[1]
-    runs, present, flags = result.visit_run, result.visit_present, result.visit_flags
+    runs, present = result.visit_run[visits], result.visit_present[visits]
+    flags = result.visit_flags[visits]
     notice = (flags & _NOTICE) != 0
     second = (flags & _SECOND) != 0
     whole = (flags & _REFUSED_WHOLE) != 0
     keeps = np.array([p.keep_recent_turns for p in result.policies], dtype=np.int64)
-    candidates = np.maximum(result.visit_values["turns_before"] - keeps[result.visit_policy], 0)
+    before_visit = result.visit_values["turns_before"][visits]
+    candidates = np.maximum(before_visit - keeps[result.visit_policy[visits]], 0)
     notice_kept = notice & (second >= candidates)
     chosen = _lowest(present, candidates - (notice & ~notice_kept), turns)
-    listed = result.visit_listed | (present & ~chosen)
+    listed_refused, listed_ltr = result.visit_listed[visits], result.visit_listed_ltr[visits]
+    listed = listed_refused | (present & ~chosen)
     # every turn in the window before each visit, visit by visit, oldest first
     visit, turn = np.nonzero(_unpack(present, turns))
     in_window = _count(present)
     first = np.cumsum(in_window) - in_window
-    rank = np.arange(visit.size) - first[visit]
     msgs = arrays.msgs[runs[visit], turn].astype(np.int64)
     before = np.cumsum(msgs) - msgs
-    notice_before = notice[visit] & (~second[visit] | (rank >= 1))
+    # the ones the record lists
+    shown = np.flatnonzero((listed[visit] >> turn.astype(np.uint64)) & _ONE)
+    of, turn, start_of = visit[shown], turn[shown], first[visit[shown]]
+    rank = shown - start_of
+    notice_before = notice[of] & (~second[of] | (rank >= 1))
     turn_index = rank + notice_before
-    message_index = before - before[first[visit]] + notice_before
+    message_index = before[shown] - before[start_of] + notice_before
     bit = np.left_shift(_ONE, turn.astype(np.uint64))
     request = np.where(
         arrays.request >= 0, _ONE << np.maximum(arrays.request, 0).astype(np.uint64), _ZERO
@@ -1085,15 +1151,13 @@ def refusal_rows(arrays: TurnArrays, result: KernelResult) -> Refusals:
         _as_bits(system),
         _as_bits(arrays.refuses & ~system),
     )
+    run_of = runs[of]
     code = np.select(
-        [(masks[runs[visit]] & bit) != 0 for masks in reasons]
-        + [(result.visit_listed_ltr[visit] & bit) != 0],
+        [(masks[run_of] & bit) != 0 for masks in reasons] + [(listed_ltr[of] & bit) != 0],
         [0, 1, 2, 3],
         4,
     )
-    code = np.where((result.visit_listed[visit] & bit) != 0, code, 5)
-    shown = np.flatnonzero((listed[visit] & bit) != 0)
-    of = visit[shown]
+    code = np.where((listed_refused[of] & bit) != 0, code, 5)
     listed_count = _count(listed)
     counts = whole + listed_count + notice_kept
     start = np.cumsum(counts) - counts
@@ -1103,15 +1167,15 @@ def refusal_rows(arrays: TurnArrays, result: KernelResult) -> Refusals:
         + whole[of]
         + np.arange(shown.size)
         - (np.cumsum(listed_count) - listed_count)[of]
-        + (notice_kept[of] & (turn_index[shown] > notice_at[of]))
+        + (notice_kept[of] & (turn_index > notice_at[of]))
     )
     total = int(counts.sum())
     reason = np.zeros(total, dtype=np.uint8)
     turn_out = np.zeros(total, dtype=np.int32)
     message_out = np.zeros(total, dtype=np.int32)
-    reason[position] = code[shown]
-    turn_out[position] = turn_index[shown]
-    message_out[position] = message_index[shown]
+    reason[position] = code
+    turn_out[position] = turn_index
+    message_out[position] = message_index
     kept = np.flatnonzero(notice_kept)
     if kept.size:  # the notice, inside the keep window at the head
         lowest = _low_bit(present[kept])

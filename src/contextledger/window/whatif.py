@@ -1,9 +1,14 @@
 """What would another window policy have served? Replay recorded runs under several.
 
-Each (run, policy) is replayed exactly (:func:`~contextledger.window.replay.replay`)
-and reduced to one row of ``schema.WHATIF_RUNS``: the visits where the policy
-engaged, the window served to the last call, and the counts a comparison reads;
-:func:`whatif` also aggregates them per policy (median and total over the runs).
+Each (run, policy) is replayed and reduced to one row of ``schema.WHATIF_RUNS``: the
+visits where the policy engaged (each with its record's refusals), the window served to
+the last call, and the counts a comparison reads; :func:`whatif` also aggregates them
+per policy (median and total over the runs). The vectorized kernel
+(:mod:`~contextledger.window.kernel`) replays every run it can, all windows together;
+the runs it sets aside, and a windowed policy over a run recorded with a window, are
+replayed exactly (:func:`~contextledger.window.replay.replay`) in their place. Both give
+the same rows (:func:`whatif_table_exact` replays everything exactly; the tests hold the
+two equal on the corpus, the sample and random histories).
 Token counts are the provider's where the replayed window is the one the run
 sent, and otherwise an estimate at the run's own rate (recorded tokens per
 recorded char); ``budget_tokens_from`` says which a token budget decided on.
@@ -11,6 +16,7 @@ recorded char); ``budget_tokens_from`` says which a token budget decided on.
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -195,7 +201,7 @@ def whatif_table(
     if rows:
         laid = arrays if len(rows) == len(streams) else take_runs(arrays, rows)
         chosen = [streams[r] for r in rows]
-        table = _kernel_rows(chosen, labels, laid, advance(laid, parsed), by_run)
+        table = _kernel_rows(chosen, labels, laid, advance(laid, parsed))
         comparable = np.ones((len(rows), count), dtype=bool)
         windowed = laid.windowed if laid.windowed is not None else np.zeros(len(rows), bool)
         for p, policy in enumerate(parsed):
@@ -215,7 +221,9 @@ def whatif_table(
         keys.append(np.array([r * count + p for r, p in exact], dtype=np.int64))
     if not tables:
         return pl.from_arrow(schema.WHATIF_RUNS.empty_table())  # type: ignore[return-value]
-    combined = pa.concat_tables(tables).take(np.argsort(np.concatenate(keys), kind="stable"))
+    combined, key = pa.concat_tables(tables), np.concatenate(keys)
+    if (np.diff(key) < 0).any():  # some runs were replayed exactly: put them in their place
+        combined = combined.take(np.argsort(key, kind="stable"))
     return pl.from_arrow(combined.combine_chunks())  # type: ignore[return-value]
 
 
@@ -237,7 +245,7 @@ def whatif_table_exact(
 
 
 def _field_type(struct: pa.DataType, name: str) -> pa.DataType:
-    return struct.field(name).type  # type: ignore[attr-defined, no-any-return]
+    return struct.field(name).type
 
 
 def _kernel_rows(
@@ -245,7 +253,6 @@ def _kernel_rows(
     labels: Sequence[str],
     arrays: TurnArrays,
     result: KernelResult,
-    by_run: Mapping[str, StandingsTimeline],
 ) -> pa.Table:
     """The kernel's answers as ``schema.WHATIF_RUNS`` rows: run by run, policies as given."""
     runs, count = len(streams), len(labels)
@@ -255,7 +262,7 @@ def _kernel_rows(
     def by_row(values: np.ndarray) -> np.ndarray:  # [policy, run] -> row (run, policy)
         return values.T.reshape(-1)
 
-    def per_run(values: Sequence[Any], name: str) -> pa.Array:
+    def per_run(values: Sequence[Any] | np.ndarray, name: str) -> pa.Array:
         return pa.array(values, type=per_row.field(name).type).take(
             np.repeat(np.arange(runs), count)
         )
@@ -271,15 +278,15 @@ def _kernel_rows(
         pa.array(by_row(code).astype(np.int8), mask=by_row(code) == 0),
         pa.array(["", "recorded", "estimated", "recorded+estimated"]),
     ).cast(pa.string())
-    columns["tokens_per_char"] = per_run([s.tokens_per_char() for s in streams], "tokens_per_char")
+    rate = arrays.rate  # each stream's tokens_per_char()
+    columns["tokens_per_char"] = pa.array(rate, mask=np.isnan(rate)).take(
+        np.repeat(np.arange(runs), count)
+    )
     columns["model_calls"] = per_run(calls, "model_calls")
-    declared = []
-    for stream in streams:
-        timeline = by_run.get(stream.run_id)
-        final = timeline.final() if timeline else {}
-        results = {m.tool_call_id for m in stream.messages if is_result(m) and m.tool_call_id}
-        declared.append(sum(final.get(call_id) == "fact" for call_id in results))
-    columns["facts_declared"] = per_run(declared, "facts_declared")
+    if arrays.facts_declared is None:
+        msg = "lay the runs out with turn_arrays (it counts the facts declared)"
+        raise ValueError(msg)
+    columns["facts_declared"] = per_run(arrays.facts_declared, "facts_declared")
     for name in schema.WHATIF_METRICS:
         if name in columns:
             continue
@@ -289,16 +296,35 @@ def _kernel_rows(
     return pa.Table.from_arrays([columns[f.name] for f in per_row], schema=per_row)
 
 
+#: ``KernelResult``'s arrays with one entry per visit.
+_PER_VISIT = (
+    "visit_policy",
+    "visit_run",
+    "visit_call",
+    "visit_present",
+    "visit_listed",
+    "visit_listed_ltr",
+    "visit_flags",
+)
+
+
 def _kernel_visits(arrays: TurnArrays, result: KernelResult, count: int) -> pa.Array:
     """Each row's engaged visits, in call order, with their refusals."""
     visit_type = _field_type(schema.WHATIF_RUNS.field("visits").type.value_type, "refusals")
-    refusal_type = visit_type.value_type  # type: ignore[attr-defined]
+    refusal_type = visit_type.value_type
+    row = result.visit_run * count + result.visit_policy
+    order = np.argsort(row, kind="stable")  # visits are in call order: keep it within a row
+    result = dataclasses.replace(
+        result,
+        **{name: getattr(result, name)[order] for name in _PER_VISIT},
+        visit_values={name: values[order] for name, values in result.visit_values.items()},
+    )
     found = refusal_rows(arrays, result)
     refusals = pa.StructArray.from_arrays(
         [
-            pa.DictionaryArray.from_arrays(
-                pa.array(found.reason), pa.array(REFUSAL_REASONS)
-            ).cast(pa.string()),
+            pa.DictionaryArray.from_arrays(pa.array(found.reason), pa.array(REFUSAL_REASONS)).cast(
+                pa.string()
+            ),
             pa.array(found.turn_index, type=pa.int32()),
             pa.array(found.message_index, type=pa.int32()),
         ],
@@ -319,12 +345,10 @@ def _kernel_visits(arrays: TurnArrays, result: KernelResult, count: int) -> pa.A
         ],
         fields=list(struct_type),
     )
-    row = result.visit_run * count + result.visit_policy
-    order = np.argsort(row, kind="stable")  # visits are in call order: keep it within a row
     per_row = np.bincount(row, minlength=result.input_tokens_known.size)
     row_offsets = np.zeros(per_row.size + 1, dtype=np.int32)
     np.cumsum(per_row, out=row_offsets[1:])
-    return pa.ListArray.from_arrays(pa.array(row_offsets), visits.take(order))
+    return pa.ListArray.from_arrays(pa.array(row_offsets), visits)
 
 
 def _kernel_answers(arrays: TurnArrays, result: KernelResult, calls: np.ndarray) -> pa.Array:
