@@ -199,3 +199,13 @@ def test_the_table_shows_an_interval_and_whether_the_row_is_judged_yet():
     result = run("ledger", str(SAMPLE / "s0001-fact-bench.json.gz"), "--min-offers", "22")
     assert "[0.14, 0.5]" in result.output  # probe_fact: 6 uses in 21 offers
     assert "judged" in result.output and "false" in result.output
+
+
+def test_the_public_names_all_resolve_from_the_package():
+    import contextledger
+
+    assert sorted(contextledger.__all__) == sorted(contextledger._EXPORTS)
+    for name in contextledger.__all__:
+        assert getattr(contextledger, name) is not None
+    with pytest.raises(AttributeError):
+        _ = contextledger.no_such_name
