@@ -491,11 +491,33 @@ def whatif_command(
     except (PolicySpecError, StandingsFileError) as error:
         _fail(str(error))
         raise  # unreachable: _fail exits
-    inputs = replayed.read_inputs(paths)
-    for problem in inputs.problems:
-        where = problem.path if problem.line is None else f"{problem.path}:{problem.line}"
-        click.echo(f"contextledger: skipped {where}: {problem.reason}", err=True)
-    per_run = replayed.whatif_table(inputs.streams, parsed, [*inputs.standings, *standings])
+    from contextledger.archive import ArchiveError
+    from contextledger.archive.tables import parse_archive_path
+
+    archived = None
+    try:
+        if any(parse_archive_path(path) for path in paths):
+            if len(paths) != 1:
+                _fail("an archive must be the only input (ingest the other files into it)")
+            archived = replayed.whatif_archive(paths[0], parsed, standings)
+    except ArchiveError as error:
+        _fail(str(error))
+    if archived is not None:
+        problems: list[Any] = []
+        per_run = archived.per_run
+        click.echo(
+            f"contextledger: {archived.runs} archived run(s) replayed under {len(parsed)} "
+            f"polic{'y' if len(parsed) == 1 else 'ies'} in {archived.seconds:.2f} s: "
+            f"{archived.runs_per_second:,.0f} runs/s",
+            err=True,
+        )
+    else:
+        inputs = replayed.read_inputs(paths)
+        problems = list(inputs.problems)
+        for problem in inputs.problems:
+            where = problem.path if problem.line is None else f"{problem.path}:{problem.line}"
+            click.echo(f"contextledger: skipped {where}: {problem.reason}", err=True)
+        per_run = replayed.whatif_table(inputs.streams, parsed, [*inputs.standings, *standings])
     note = replayed.describe(per_run)
     if output_format == "parquet":
         per_run.write_parquet(str(output))
@@ -519,7 +541,7 @@ def whatif_command(
             click.echo(text, nl=False)
         if output_format == "json" or output:
             click.echo(note, err=True)
-    if inputs.problems:
+    if problems:
         sys.exit(EXIT_UNREADABLE_INPUT)
 
 

@@ -1,6 +1,8 @@
 """Ingest snapshots into an archive once, so later questions read small tables, not JSON.
 
-Both accountings are stored (the ledger's ``--mode`` picks one later). Files are
+Both accountings are stored (the ledger's ``--mode`` picks one later), and once
+each run's message stream (the ``streams``, ``messages`` and ``standings`` tables
+``whatif`` replays). Files are
 read by one worker per core and committed in batches; every source's path, size and
 content hash goes into the manifest, so naming the same files again reads nothing,
 and a run whose id is already archived is added only if it is new: the same
@@ -37,6 +39,7 @@ from contextledger.tables.build import (
     TableBuilder,
     read_file,
 )
+from contextledger.window.tables import RunWindow, messages_from_columns
 
 #: Commit a batch once it holds this many runs, or after this many seconds.
 BATCH_RUNS = 5000
@@ -108,7 +111,9 @@ def _where(problem: Mapping[str, Any]) -> str:
         where += f":{problem['line']}"
     if problem.get("run_id"):
         where += f" (run {problem['run_id']})"
-    if problem.get("accounting"):
+    if problem.get("accounting") == "whatif":
+        where += " [message stream: whatif only]"
+    elif problem.get("accounting"):
         where += f" [{problem['accounting']} accounting]"
     return where
 
@@ -249,7 +254,10 @@ def _safe_hash(path: Path) -> str | None:
 
 # ── reading, both cores, results in file order ─────────────────────
 def _read_chunk(paths: Sequence[str], sidecar: Mapping[str, Sequence[str]]) -> list[FileRead]:
-    return [read_file(Path(p), ACCOUNTING_MODES, sidecar, False, digest=True) for p in paths]
+    return [
+        read_file(Path(p), ACCOUNTING_MODES, sidecar, False, digest=True, windows=True)
+        for p in paths
+    ]
 
 
 def _read_in_order(
@@ -358,6 +366,7 @@ def write_batch(
     sources: dict[str, list[Any]] = {name: [] for name in store.SOURCES.names}
     quarantine: list[dict[str, Any]] = []
     partitions: list[str] = []
+    windows: dict[str, _WindowRows] = {}  # by partition
     for source, read in reads:
         added: list[str] = []
         already = conflicting = 0
@@ -387,6 +396,8 @@ def write_batch(
                 archive.partition_by, batch.ingest_date, run.runner_kind, run.source.path
             )
             partitions.append(partition)
+            if run.window is not None:
+                windows.setdefault(partition, _WindowRows()).add(run.window, order)
             for mode, facts in run.facts.items():
                 builders[mode].add_run(run, order)
                 if not facts.metered:
@@ -408,6 +419,8 @@ def write_batch(
     by_order = dict(zip(index["run_order"], partitions, strict=True))
     for builder in builders.values():
         write_tables(batch, builder.finish(), by_order)
+    for partition, rows in windows.items():
+        rows.write(batch, partition)
     for source, table, label_source in outcomes:
         if table is not None:
             batch.write("outcomes", table, source=label_source or source.path)
@@ -469,6 +482,28 @@ def write_tables(batch: Batch, tables: RunTables, partitions: Mapping[int, str])
                 partition=value,
                 first_in_run=first,
             )
+
+
+class _WindowRows:
+    """One partition's rows of the window tables, stored once whatever the accounting."""
+
+    def __init__(self) -> None:
+        self.messages: dict[str, list[Any]] = {name: [] for name in schema.MESSAGES.names}
+        self.streams: list[dict[str, Any]] = []
+        self.standings: list[dict[str, Any]] = []
+
+    def add(self, window: RunWindow, order: int) -> None:
+        for name, values in window.messages.items():
+            self.messages[name].extend(values)
+        self.streams.append({**window.stream, "run_order": order})
+        self.standings.extend(window.standings)
+
+    def write(self, batch: Batch, partition: str) -> None:
+        streams = pa.Table.from_pylist(self.streams, schema=schema.STREAMS)
+        batch.write("streams", streams, partition=partition)
+        batch.write("messages", messages_from_columns(self.messages), partition=partition)
+        standings = pa.Table.from_pylist(self.standings, schema=schema.STANDINGS)
+        batch.write("standings", standings, partition=partition)
 
 
 def _quarantined(problem: ReadProblem, mode: str | None, date: str) -> dict[str, Any]:

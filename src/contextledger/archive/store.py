@@ -17,6 +17,12 @@ committed, counted from 0)::
 Offers and uses are split by whether the row is its piece's first in its run (one
 row per run and piece): the ledger counts ``runs_seen`` and credits outcomes from
 that part alone, and takes insertion order from its first rows.
+    DIR/streams/KEY=VALUE/part-*.parquet                 schema.STREAMS (one row per run)
+    DIR/messages/KEY=VALUE/part-*.parquet                schema.MESSAGES
+    DIR/standings/KEY=VALUE/part-*.parquet               schema.STANDINGS (findings ledgers)
+
+The window tables are stored once, not per accounting: ``whatif`` replays them.
+Archives written before they were stored have none (``whatif`` says so).
     DIR/outcomes/part-*.parquet                          schema.OUTCOMES
     DIR/_manifest/commits/*.json                         what each batch wrote
     DIR/_manifest/{sources,runs,quarantine}/part-*.parquet
@@ -49,6 +55,8 @@ PARTITION_KEYS = ("ingest_date", "ingest_month", "runner_kind", "source_dir")
 DEFAULT_PARTITION = "ingest_date"
 #: Tables stored once per accounting mode.
 PER_MODE_TABLES = ("runs", "offers", "uses")
+#: Tables stored once per run, whatever the accounting: what a window replay reads.
+WINDOW_TABLES = ("streams", "messages", "standings")
 
 #: The manifest: every source read (a file, an outcomes file, a synthetic batch).
 SOURCES = pa.schema(
@@ -236,7 +244,7 @@ class Archive:
         for path in self.root.glob(".*.tmp"):  # archive.json, quarantine.json
             path.unlink()
             removed += 1
-        for top in (*PER_MODE_TABLES, "outcomes", "_manifest"):
+        for top in (*PER_MODE_TABLES, *WINDOW_TABLES, "outcomes", "_manifest"):
             base = self.root / top
             if not base.is_dir():
                 continue

@@ -10,7 +10,7 @@ collected on demand.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -18,11 +18,13 @@ from urllib.parse import parse_qs
 
 import polars as pl
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from contextledger.archive.store import Archive, ArchiveError, Commit
 from contextledger.ledger.compute import LedgerInputs, SplitRows
 from contextledger.tables import schema
 from contextledger.tables.build import ACCOUNTING_MODES, RunTables
+from contextledger.window.messages import RunMessages
 
 
 @dataclass(frozen=True)
@@ -313,3 +315,81 @@ def _empty_sql(table_schema: pa.Schema) -> str:
         f'CAST(NULL AS {_DUCKDB_TYPES[f.type]}) AS "{f.name}"' for f in table_schema
     )
     return f"SELECT {columns} WHERE false"
+
+
+# ── the window tables, for whatif ──────────────────────────────────
+#: Runs rebuilt and replayed at a time when ``whatif`` reads an archive.
+STREAM_BATCH_RUNS = 2000
+
+
+def stream_batches(
+    archive: Archive, selection: Selection | None = None, batch_runs: int = STREAM_BATCH_RUNS
+) -> Iterator[tuple[list[RunMessages], list[dict[str, Any]]]]:
+    """The selected runs' message streams and snapshot standings, a batch at a time.
+
+    Reads one commit's window tables at a time (a commit holds at most the ingest's
+    ``--batch-runs``) and yields at most ``batch_runs`` runs at once, in ingest order,
+    so memory does not grow with the archive. Raises :class:`ArchiveError` when a
+    selected batch was written without message streams (an archive ingested before
+    they were stored, or written by ``synth --archive``).
+
+    >>> import tempfile
+    >>> from contextledger.archive.ingest import ingest
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     _ = ingest(["data/sample"], folder, workers=1)
+    ...     sizes = [len(s) for s, _ in stream_batches(Archive.open(folder), batch_runs=10)]
+    >>> sizes
+    [10, 4]
+    """
+    import pyarrow.compute as pc
+
+    from contextledger.window.tables import streams_from_tables
+
+    selection = selection or Selection()
+    commits = [commit for commit in archive.commits if selection.keeps(commit)]
+    without = [
+        commit
+        for commit in commits
+        if commit.run_count and not any(file.table == "streams" for file in commit.files)
+    ]
+    if without:
+        raise ArchiveError(
+            f"{archive.root}: {sum(c.run_count for c in without)} archived run(s) have no "
+            "message streams (ingested before archives stored them, or written by "
+            "synth --archive), so whatif cannot replay them; ingest the snapshots again "
+            "into a new archive (contextledger ingest PATH... --archive NEW_DIR) and point "
+            "whatif at that"
+        )
+    ids = ArchiveTables(archive, ACCOUNTING_MODES[0], selection).run_id_filter()
+    wanted = pa.array(ids, type=pa.string()) if ids is not None else None
+
+    def read(commit: Commit, table: str) -> pa.Table:
+        table_schema = _WINDOW_SCHEMAS[table]
+        paths = archive.paths(archive.files(table, [commit]))
+        parts = [pq.read_table(path, schema=table_schema) for path in paths]
+        found = pa.concat_tables(parts) if parts else table_schema.empty_table()
+        if wanted is not None:
+            found = found.filter(pc.is_in(found["run_id"], value_set=wanted))
+        return found
+
+    for commit in commits:
+        streams = read(commit, "streams")
+        if not streams.num_rows:
+            continue
+        streams = streams.sort_by("run_order")
+        messages, standings = read(commit, "messages"), read(commit, "standings")
+        for start in range(0, streams.num_rows, batch_runs):
+            part = streams.slice(start, batch_runs)
+            chosen_messages, chosen_standings = messages, standings
+            if part.num_rows < streams.num_rows:
+                chosen = part["run_id"].combine_chunks()
+                chosen_messages = messages.filter(pc.is_in(messages["run_id"], value_set=chosen))
+                chosen_standings = standings.filter(pc.is_in(standings["run_id"], value_set=chosen))
+            yield streams_from_tables(part, chosen_messages), chosen_standings.to_pylist()
+
+
+_WINDOW_SCHEMAS = {
+    "streams": schema.STREAMS,
+    "messages": schema.MESSAGES,
+    "standings": schema.STANDINGS,
+}

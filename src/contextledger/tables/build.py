@@ -81,6 +81,8 @@ class RunRead:
     static_tool_name_count: int
     facts: dict[str, RunFacts]
     digest: str | None = None
+    #: The run's message stream as table rows (``read_file(windows=True)``), for archives.
+    window: Any = None
 
 
 @dataclass
@@ -122,11 +124,15 @@ def read_file(
     strict: bool,
     *,
     digest: bool = False,
+    windows: bool = False,
 ) -> FileRead:
     """Read one snapshot file under each accounting in ``modes`` (each document decoded once).
 
     A document that cannot be read, or that one accounting cannot fold, becomes a
     problem (``strict``: raises :class:`ReadError`); the rest of the file is still read.
+    ``windows``: also fold each run's message stream into table rows
+    (:class:`~contextledger.window.tables.RunWindow`; a stream that cannot be folded is
+    a problem confined to ``whatif``).
 
     >>> read = read_file(Path("data/sample/s0003-loop.json.gz"), ACCOUNTING_MODES, {}, False)
     >>> [(run.run_id, sorted(run.facts)) for run in read.runs], read.problems
@@ -161,6 +167,15 @@ def read_file(
                     confined = mode if len(meters) > 1 else None
                     problem = _problem(document.source, _fold_failure(error), None)
                     result.problems.append((confined, problem))
+            window = None
+            if facts and windows:
+                from contextledger.window.tables import run_window
+
+                try:
+                    window = run_window(run)
+                except _FOLD_ERRORS as error:
+                    problem = _problem(document.source, _fold_failure(error), run.run_id)
+                    result.problems.append(("whatif", problem))
             if facts:
                 result.runs.append(
                     RunRead(
@@ -171,6 +186,7 @@ def read_file(
                         len(names),
                         facts,
                         _document_digest(document.payload) if digest else None,
+                        window,
                     )
                 )
     except ReadError as error:

@@ -139,6 +139,37 @@ MESSAGES = pa.schema(
         pa.field("window_authored", pa.bool_(), nullable=False),  # written by this run's window
         pa.field("not_dispatched", pa.bool_(), nullable=False),  # a batch settlement message
         pa.field("origin_stage_id", pa.string(), nullable=False),  # runtimeStageId that wrote it
+        # The text, where a replay reads more than its length: user messages (the current
+        # request, notices, summaries) and what a window stage wrote; null otherwise.
+        pa.field("content", pa.string()),
+    ]
+)
+
+#: A model call of a run, and the windows around it (``window.messages.ModelCall``).
+MODEL_CALL = pa.struct(
+    [
+        pa.field("ordinal", pa.int32()),  # 1-based among the run's model calls
+        pa.field("iteration", pa.int32()),
+        pa.field("bundle_index", pa.int32()),  # commit-log index of its first bundle
+        pa.field("runtime_stage_id", pa.string()),
+        pa.field("window_stage_id", pa.string()),  # the window stage before it; null: none
+        pa.field("input_tokens", pa.int64()),  # reported by the provider; 0: none reported
+        pa.field("window_seen", pa.list_(pa.int32())),  # message_index of the window seen
+        pa.field("window_served", pa.list_(pa.int32())),  # message_index of the window served
+    ]
+)
+
+#: One row per run: what a window replay needs besides its ``MESSAGES`` rows (an
+#: archive stores both, so ``whatif`` replays it without the snapshots).
+STREAMS = pa.schema(
+    [
+        pa.field("run_id", pa.string(), nullable=False),
+        pa.field("run_order", pa.int64(), nullable=False),  # ingest order
+        pa.field("user_message", pa.string()),  # the run's userMessage (the current request)
+        pa.field("message_count", pa.int32(), nullable=False),  # its MESSAGES rows
+        pa.field("calls", pa.list_(MODEL_CALL), nullable=False),
+        pa.field("final_window", pa.list_(pa.int32()), nullable=False),  # history at the end
+        pa.field("recorded_records", pa.string(), nullable=False),  # its WindowRecords, JSON
     ]
 )
 

@@ -77,10 +77,15 @@ class Message:
     window_authored: bool = False
     #: ``tool_name``, else the name of the call it answers, found anywhere in the stream.
     resolved_tool_name: str | None = None
+    #: The content's length when the content itself was not kept (a message read back
+    #: from an archive, which stores only the text a replay compares); None: measure it.
+    stored_chars: int | None = None
 
     @property
     def chars(self) -> int:
         """Content length in UTF-16 code units (JavaScript ``.length``)."""
+        if self.stored_chars is not None:
+            return self.stored_chars
         return utf16_length(self.content)
 
     @property

@@ -8,14 +8,43 @@ over the whole table at once, as one Polars expression.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import polars as pl
 import pyarrow as pa
 
+from contextledger.read.snapshot import Run
 from contextledger.tables import schema
-from contextledger.window.messages import RunMessages
+from contextledger.window.messages import (
+    Message,
+    ModelCall,
+    RunMessages,
+    ToolCall,
+    rebuild_messages,
+)
+from contextledger.window.standings import standings_from_snapshot
+
+
+@dataclass(frozen=True)
+class RunWindow:
+    """One run's rows of the tables a replay reads (``MESSAGES`` columns, its ``STREAMS``
+    row without ``run_order``, its snapshot's ``STANDINGS`` rows): small to send back
+    from a worker."""
+
+    messages: dict[str, list[Any]]
+    stream: dict[str, Any]
+    standings: list[dict[str, Any]]
+
+
+def run_window(run: Run) -> RunWindow:
+    """Fold ``run``'s commit log into the rows an archive stores for ``whatif``."""
+    stream = rebuild_messages(run)
+    row = stream_row(stream, 0)
+    del row["run_order"]
+    return RunWindow(message_columns(stream), row, standings_from_snapshot(run))
 
 
 def first_served(stream: RunMessages) -> list[int | None]:
@@ -26,6 +55,39 @@ def first_served(stream: RunMessages) -> list[int | None]:
             if first[index] is None:
                 first[index] = call.ordinal
     return first
+
+
+def message_columns(stream: RunMessages) -> dict[str, list[Any]]:
+    """One run's ``schema.MESSAGES`` rows, column by column (``turn_index`` not yet set)."""
+    columns: dict[str, list[Any]] = {name: [] for name in schema.MESSAGES.names}
+    served = first_served(stream)
+    for message in stream.messages:
+        row = {
+            "run_id": stream.run_id,
+            "message_index": message.index,
+            "first_call": served[message.index],
+            "entered_before_call": message.first_call,
+            "turn_index": None,
+            "role": message.role,
+            "tool_call_id": message.tool_call_id,
+            "tool_calls": [{"id": c.id, "name": c.name} for c in message.tool_calls],
+            "tool_name": message.resolved_tool_name,
+            "tool_name_recovered": message.tool_name is None
+            and message.resolved_tool_name is not None,
+            "content_chars": message.chars,
+            "is_drop_notice": message.is_drop_notice,
+            "is_summary": message.is_summary,
+            "injected": message.injected,
+            "window_authored": message.window_authored,
+            "not_dispatched": message.not_dispatched,
+            "origin_stage_id": message.origin,
+            "content": message.content
+            if message.role == "user" or message.window_authored
+            else None,
+        }
+        for name, value in row.items():
+            columns[name].append(value)
+    return columns
 
 
 def messages_table(streams: Iterable[RunMessages]) -> pa.Table:
@@ -41,36 +103,138 @@ def messages_table(streams: Iterable[RunMessages]) -> pa.Table:
     """
     columns: dict[str, list[Any]] = {name: [] for name in schema.MESSAGES.names}
     for stream in streams:
-        served = first_served(stream)
-        for message in stream.messages:
-            row = {
-                "run_id": stream.run_id,
-                "message_index": message.index,
-                "first_call": served[message.index],
-                "entered_before_call": message.first_call,
-                "turn_index": None,
-                "role": message.role,
-                "tool_call_id": message.tool_call_id,
-                "tool_calls": [{"id": c.id, "name": c.name} for c in message.tool_calls],
-                "tool_name": message.resolved_tool_name,
-                "tool_name_recovered": message.tool_name is None
-                and message.resolved_tool_name is not None,
-                "content_chars": message.chars,
-                "is_drop_notice": message.is_drop_notice,
-                "is_summary": message.is_summary,
-                "injected": message.injected,
-                "window_authored": message.window_authored,
-                "not_dispatched": message.not_dispatched,
-                "origin_stage_id": message.origin,
-            }
-            for name, value in row.items():
-                columns[name].append(value)
-    table = pa.table(columns, schema=schema.MESSAGES)
+        for name, values in message_columns(stream).items():
+            columns[name].extend(values)
+    return messages_from_columns(columns)
+
+
+def messages_from_columns(columns: Mapping[str, list[Any]]) -> pa.Table:
+    """``schema.MESSAGES`` from the columns of :func:`message_columns`, turns numbered."""
+    table = pa.table(dict(columns), schema=schema.MESSAGES)
     turns = with_turns(pl.from_arrow(table))  # type: ignore[arg-type]
     return table.set_column(
         schema.MESSAGES.get_field_index("turn_index"),
         schema.MESSAGES.field("turn_index"),
         turns["turn_index"].to_arrow().cast(pa.int32()),
+    )
+
+
+def stream_row(stream: RunMessages, run_order: int) -> dict[str, Any]:
+    """The run's ``schema.STREAMS`` row: what a replay needs besides its messages."""
+    return {
+        "run_id": stream.run_id,
+        "run_order": run_order,
+        "user_message": stream.user_message,
+        "message_count": len(stream.messages),
+        "calls": [
+            {
+                "ordinal": call.ordinal,
+                "iteration": call.iteration,
+                "bundle_index": call.bundle_index,
+                "runtime_stage_id": call.runtime_stage_id,
+                "window_stage_id": call.window_stage_id,
+                "input_tokens": call.input_tokens,
+                "window_seen": list(call.window_seen),
+                "window_served": list(call.window_served),
+            }
+            for call in stream.calls
+        ],
+        "final_window": list(stream.final_window),
+        "recorded_records": json.dumps(stream.recorded_records, ensure_ascii=False),
+    }
+
+
+def streams_from_tables(streams: pa.Table, messages: pa.Table) -> list[RunMessages]:
+    """Rebuild each run of ``streams`` (``schema.STREAMS``, in its order) from its
+    ``schema.MESSAGES`` rows: the streams a replay reads, without the snapshots.
+
+    Messages keep only the text a replay compares (``content``; the others carry their
+    length), so a replay over them gives what a replay over the snapshot gives.
+
+    >>> from contextledger.read.snapshot import decode_run, iter_documents
+    >>> from contextledger.window import rebuild_messages
+    >>> from pathlib import Path
+    >>> run = decode_run(next(iter_documents(Path("data/sample/s0001-fact-bench.json.gz"))))
+    >>> stream = rebuild_messages(run)
+    >>> rows = pa.Table.from_pylist([stream_row(stream, 0)], schema=schema.STREAMS)
+    >>> back = streams_from_tables(rows, messages_table([stream]))[0]
+    >>> back.calls == stream.calls, [m.chars for m in back.messages] == [
+    ...     m.chars for m in stream.messages]
+    (True, True)
+    """
+    columns = messages.select(_READ_BACK).to_pydict()
+    by_run: dict[str, list[int]] = {}
+    for row, run_id in enumerate(columns["run_id"]):
+        by_run.setdefault(run_id, []).append(row)
+    out = []
+    for run in streams.to_pylist():
+        rows = sorted(by_run.get(run["run_id"], []), key=columns["message_index"].__getitem__)
+        built = [_message(columns, row) for row in rows]
+        if len(built) != run["message_count"] or any(m.index != i for i, m in enumerate(built)):
+            msg = f"run {run['run_id']}: its messages rows are incomplete"
+            raise ValueError(msg)
+        calls = [
+            ModelCall(
+                ordinal=call["ordinal"],
+                iteration=call["iteration"],
+                bundle_index=call["bundle_index"],
+                runtime_stage_id=call["runtime_stage_id"],
+                window_stage_id=call["window_stage_id"],
+                input_tokens=call["input_tokens"],
+                window_seen=tuple(call["window_seen"]),
+                window_served=tuple(call["window_served"]),
+            )
+            for call in run["calls"]
+        ]
+        out.append(
+            RunMessages(
+                run_id=run["run_id"],
+                user_message=run["user_message"],
+                messages=built,
+                calls=calls,
+                final_window=tuple(run["final_window"]),
+                recorded_records=json.loads(run["recorded_records"]),
+            )
+        )
+    return out
+
+
+_READ_BACK = [
+    "run_id",
+    "message_index",
+    "entered_before_call",
+    "role",
+    "tool_call_id",
+    "tool_calls",
+    "tool_name",
+    "tool_name_recovered",
+    "content_chars",
+    "injected",
+    "window_authored",
+    "not_dispatched",
+    "origin_stage_id",
+    "content",
+]
+
+
+def _message(columns: Mapping[str, list[Any]], row: int) -> Message:
+    role = columns["role"][row]
+    name = columns["tool_name"][row]
+    content = columns["content"][row]
+    return Message(
+        role=role,
+        content=content if content is not None else "",
+        tool_call_id=columns["tool_call_id"][row],
+        tool_calls=tuple(ToolCall(c["id"], c["name"]) for c in columns["tool_calls"][row]),
+        tool_name=None if columns["tool_name_recovered"][row] else name,
+        injected=columns["injected"][row],
+        not_dispatched=columns["not_dispatched"][row],
+        index=columns["message_index"][row],
+        first_call=columns["entered_before_call"][row],
+        origin=columns["origin_stage_id"][row],
+        window_authored=columns["window_authored"][row],
+        resolved_tool_name=name if role == "tool" else None,
+        stored_chars=columns["content_chars"][row],
     )
 
 

@@ -144,6 +144,8 @@ def whatif(
     ``standings`` (a CSV / JSON Lines file, or a frame with ``run_id,
     tool_call_id, standing, iteration``) adds to the findings ledgers the
     snapshots hold and arms the ledger-fact pin for the runs it names.
+    ``paths_or_runs`` may name an archive (``DIR``, ``DIR?since=..&label=..``): its
+    runs are read back from their stored message streams, a batch at a time.
 
     >>> per_run, per_policy = whatif("data/sample/s0001-fact-bench.json.gz",
     ...                              ["none", "sliding:keep=6"])
@@ -152,12 +154,68 @@ def whatif(
     """
     specs = [policies] if isinstance(policies, str | Policy) else list(policies)
     parsed = parse_policies(specs)
+    if isinstance(paths_or_runs, str | Path):
+        archived = whatif_archive(paths_or_runs, parsed, _standing_rows(standings))
+        if archived is not None:
+            return archived.per_run, per_policy(archived.per_run)
     inputs = read_inputs(paths_or_runs)
     for problem in inputs.problems:
         where = problem.path if problem.line is None else f"{problem.path}:{problem.line}"
         warnings.warn(f"skipped {where}: {problem.reason}", stacklevel=2)
     per_run = whatif_table(inputs.streams, parsed, [*inputs.standings, *_standing_rows(standings)])
     return per_run, per_policy(per_run)
+
+
+@dataclass
+class ArchiveReplay:
+    """``whatif`` over an archive: the per-run rows, and how fast they came."""
+
+    per_run: pl.DataFrame
+    runs: int
+    seconds: float
+
+    @property
+    def runs_per_second(self) -> float:
+        return self.runs / self.seconds if self.seconds else 0.0
+
+
+def whatif_archive(
+    path: str | Path,
+    policies: Sequence[tuple[str, Policy]],
+    standings_rows: Sequence[Mapping[str, Any]] = (),
+    batch_runs: int | None = None,
+) -> ArchiveReplay | None:
+    """:func:`whatif_table` over the archive ``path`` names (``DIR`` or ``DIR?since=..``),
+    reading and replaying a batch of runs at a time; None when ``path`` is no archive.
+
+    The rows are those :func:`whatif_table` gives over the snapshots the archive was
+    ingested from. Raises :class:`~contextledger.archive.ArchiveError` for an archive
+    without message streams.
+    """
+    import time
+
+    from contextledger.archive.store import Archive
+    from contextledger.archive.tables import (
+        STREAM_BATCH_RUNS,
+        parse_archive_path,
+        stream_batches,
+    )
+
+    found = parse_archive_path(str(path))
+    if found is None:
+        return None
+    started = time.perf_counter()
+    root, selection = found
+    frames = []
+    runs = 0
+    batches = stream_batches(Archive.open(root), selection, batch_runs or STREAM_BATCH_RUNS)
+    for streams, snapshot_standings in batches:
+        frames.append(whatif_table(streams, policies, [*snapshot_standings, *standings_rows]))
+        runs += len(streams)
+    empty = pl.from_arrow(schema.WHATIF_RUNS.empty_table())
+    per_run = pl.concat(frames) if frames else empty
+    assert isinstance(per_run, pl.DataFrame)
+    return ArchiveReplay(per_run, runs, time.perf_counter() - started)
 
 
 def parse_policies(specs: Iterable[str | Policy]) -> list[tuple[str, Policy]]:
