@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from contextledger.read.jsjson import utf16_length
+from contextledger.tables.schema import WHATIF_METRICS
 from contextledger.window.messages import Message, RunMessages
 from contextledger.window.notice import _SAFE_TOOL_NAME, MAX_NAMED_TOOLS, drop_notice_text
 from contextledger.window.policies import Policy
@@ -405,28 +406,9 @@ def _lay_out(stream: RunMessages, timeline: StandingsTimeline | None) -> dict[st
 
 
 #: Per (policy, run) counts :func:`advance` returns, named as in ``schema.WHATIF_RUNS``.
-KERNEL_METRICS = (
-    "engaged_visits",
-    "removed_messages",
-    "input_chars",
-    "input_tokens",
-    "input_tokens_estimated_calls",
-    "results_dropped",
-    "results_dropped_fact",
-    "results_dropped_open",
-    "results_dropped_noise",
-    "results_dropped_ruled_out",
-    "results_dropped_undeclared",
-    "pins_held_last_tool_result",
-    "pins_yielded_last_tool_result",
-    "pins_held_ledger_fact",
-    "pins_yielded_ledger_fact",
-    "pin_stand_downs",
-    "answer_message_count",
-    "answer_content_chars",
-    "answer_results_verbatim",
-    "answer_facts_verbatim",
-)
+KERNEL_METRICS = tuple(
+    name for name in WHATIF_METRICS if name not in ("model_calls", "facts_declared")
+)  # those two are the run's own, not a policy's: whatif adds them
 #: What each engaged visit's record says, as ``KernelResult.visit_values`` names it
 #: (``engaged`` is the dense view's own flag).
 VISIT_FIELDS = (
