@@ -52,15 +52,34 @@ mode_option = click.option(
 strict_option = click.option("--strict", is_flag=True, help="Stop at the first unreadable input.")
 
 
-def outcomes_option(*, required: bool = False) -> Callable[[F], F]:
-    """``--outcomes FILE``: labels per run, credited to every piece the run offered."""
-    return click.option(
-        "--outcomes",
-        "outcomes_file",
-        required=required,
-        type=click.Path(dir_okay=False),
-        help="CSV or JSON Lines of run_id,label; a run may carry several labels.",
-    )
+def _file_option(name: str, dest: str, default_help: str) -> Callable[..., Callable[[F], F]]:
+    def option(*, required: bool = False, help: str = default_help) -> Callable[[F], F]:
+        return click.option(
+            name, dest, required=required, type=click.Path(dir_okay=False), help=help
+        )
+
+    return option
+
+
+#: ``--outcomes FILE``: labels per run, credited to every piece the run offered.
+outcomes_option = _file_option(
+    "--outcomes",
+    "outcomes_file",
+    "CSV or JSON Lines of run_id,label; a run may carry several labels.",
+)
+#: ``--static-tools FILE``: the runner's static tool names, which a snapshot does not hold.
+static_tools_option = _file_option(
+    "--static-tools",
+    "static_tools_file",
+    "JSON {run_id: [tool names]} the runner exposed; overrides the corpus wrapper.",
+)
+#: ``--standings FILE``: the model's standing of tool results, for the ledger-fact pin.
+standings_option = _file_option(
+    "--standings",
+    "standings_file",
+    "CSV or JSON Lines of run_id,tool_call_id,standing,iteration: the model's standing "
+    "(fact/open/noise/ruled-out) of tool results, counted from the visit after iteration.",
+)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -161,12 +180,7 @@ def _printable(rows: pl.DataFrame) -> pl.DataFrame:
 @click.option(
     "-o", "--output", type=click.Path(dir_okay=False), help="Write here instead of stdout."
 )
-@click.option(
-    "--static-tools",
-    "static_tools_file",
-    type=click.Path(dir_okay=False),
-    help="JSON {run_id: [tool names]} the runner exposed; overrides the corpus wrapper.",
-)
+@static_tools_option()
 @click.option(
     "--merge",
     "merge_files",
@@ -452,13 +466,7 @@ def gates(
     help="A window policy: none, sliding:keep=N, token_budget:threshold=T[,keep=N], each "
     "windowed one with optional ,last_tool_results=N and ,ledger_facts=N. Repeat to compare.",
 )
-@click.option(
-    "--standings",
-    "standings_file",
-    type=click.Path(dir_okay=False),
-    help="CSV or JSON Lines of run_id,tool_call_id,standing,iteration: the model's standing "
-    "(fact/open/noise/ruled-out) of tool results, counted from the visit after iteration.",
-)
+@standings_option()
 @click.option(
     "--format",
     "output_format",
@@ -556,18 +564,10 @@ def whatif_command(
     show_default=True,
     help="Folder to write report.html (and charts/*.svg, *.png) into.",
 )
-@click.option(
-    "--outcomes",
-    "outcomes_file",
-    type=click.Path(dir_okay=False),
-    help="CSV or JSON Lines of run_id,label (default with no PATHS: the sample's).",
-)
-@click.option(
-    "--standings",
-    "standings_file",
-    type=click.Path(dir_okay=False),
+@outcomes_option(help="CSV or JSON Lines of run_id,label (default with no PATHS: the sample's).")
+@standings_option(
     help="CSV or JSON Lines of run_id,tool_call_id,standing,iteration: which tool results "
-    "are facts (default with no PATHS: the sample's).",
+    "are facts (default with no PATHS: the sample's)."
 )
 @click.option(
     "--policy",
@@ -657,18 +657,10 @@ def report_command(
     default=None,
     help="Hive partition key, fixed when the archive is created [default: ingest_date].",
 )
-@click.option(
-    "--outcomes",
-    "outcomes_file",
-    type=click.Path(dir_okay=False),
-    help="CSV or JSON Lines of run_id,label to store too; a changed file replaces its labels.",
+@outcomes_option(
+    help="CSV or JSON Lines of run_id,label to store too; a changed file replaces its labels."
 )
-@click.option(
-    "--static-tools",
-    "static_tools_file",
-    type=click.Path(dir_okay=False),
-    help="JSON {run_id: [tool names]} the runner exposed; overrides the corpus wrapper.",
-)
+@static_tools_option()
 @click.option(
     "--ingest-date",
     help="Record the runs under this date (YYYY-MM-DD) instead of today (UTC): backfills.",
