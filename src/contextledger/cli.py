@@ -145,6 +145,19 @@ def _summary(tables: RunTables) -> str:
     return line
 
 
+def _table_text(frame: pl.DataFrame, *, width: int = 200, str_len: int | None = 60) -> str:
+    """A frame as a readable table: every row and column, no shape or dtype lines."""
+    with pl.Config(
+        tbl_rows=-1,
+        tbl_cols=-1,
+        tbl_width_chars=width,
+        fmt_str_lengths=str_len,
+        tbl_hide_dataframe_shape=True,
+        tbl_hide_column_data_types=True,
+    ):
+        return str(frame)
+
+
 def _printable(rows: pl.DataFrame) -> pl.DataFrame:
     """Nested and per-signal columns as short text, for the table and CSV."""
     return rows.select(
@@ -250,14 +263,7 @@ def outcomes(
     elif output_format == "json":
         click.echo(frame.write_ndjson(), nl=False)
     else:
-        with pl.Config(
-            tbl_rows=-1,
-            tbl_cols=-1,
-            tbl_width_chars=200,
-            tbl_hide_dataframe_shape=True,
-            tbl_hide_column_data_types=True,
-        ):
-            click.echo(frame)
+        click.echo(_table_text(frame, str_len=None))
         click.echo(
             "Association, not cause: a piece offered in runs that went well did not make "
             "them go well.\n" + _summary(tables)
@@ -282,15 +288,7 @@ def _write_ledger(
     elif output_format == "csv":
         text = _printable(rows).write_csv()
     else:
-        with pl.Config(
-            tbl_rows=-1,
-            tbl_cols=-1,
-            tbl_width_chars=200,
-            fmt_str_lengths=60,
-            tbl_hide_dataframe_shape=True,
-            tbl_hide_column_data_types=True,
-        ):
-            text = f"{_printable(rows)}\n{summary}\n"
+        text = f"{_table_text(_printable(rows))}\n{summary}\n"
     if output:
         Path(output).write_text(text, encoding="utf-8")
         if output_format != "table":
@@ -355,15 +353,7 @@ def sql(
         elif output_format == "csv":
             text = _nested_as_json(result).write_csv()
         else:
-            with pl.Config(
-                tbl_rows=-1,
-                tbl_cols=-1,
-                tbl_width_chars=200,
-                fmt_str_lengths=60,
-                tbl_hide_dataframe_shape=True,
-                tbl_hide_column_data_types=True,
-            ):
-                text = f"{result}\n"
+            text = f"{_table_text(result)}\n"
         click.echo(text, nl=False)
     if tables.problems.num_rows:
         sys.exit(EXIT_UNREADABLE_INPUT)
@@ -441,14 +431,7 @@ def gates(
     else:
         touched = (pl.col("offers_demoted") + pl.col("uses_lost") + pl.col("uses_at_risk")) > 0
         shown = pieces.filter(touched)
-        with pl.Config(
-            tbl_rows=-1,
-            tbl_cols=-1,
-            tbl_width_chars=200,
-            tbl_hide_dataframe_shape=True,
-            tbl_hide_column_data_types=True,
-        ):
-            click.echo(f"{shown}")
+        click.echo(_table_text(shown, str_len=None))
         hidden = pieces.height - shown.height
         click.echo(f"({hidden} other piece(s) never demoted; --format csv lists every piece)")
         click.echo(summary)
@@ -534,15 +517,8 @@ def whatif_command(
         if output_format == "json":
             text = per_run.write_ndjson()
         else:
-            with pl.Config(
-                tbl_rows=-1,
-                tbl_cols=-1,
-                tbl_width_chars=250,
-                fmt_str_lengths=60,
-                tbl_hide_dataframe_shape=True,
-                tbl_hide_column_data_types=True,
-            ):
-                text = f"{replayed.display_table(replayed.per_policy(per_run))}\n{note}\n"
+            table = replayed.display_table(replayed.per_policy(per_run))
+            text = f"{_table_text(table, width=250)}\n{note}\n"
         if output:
             Path(output).write_text(text, encoding="utf-8")
         else:
