@@ -20,16 +20,17 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from contextledger.read.commitlog import ABSENT, ForwardFold, commit_value_at
+from contextledger.read.commitlog import ABSENT, ForwardFold
 from contextledger.read.facts import RunFacts, Use
 from contextledger.read.reference import (
     LLM_CALL_SUBFLOW,
     _local_stage_id,
     _TokenCache,
+    answer_slot_records,
     llm_call_mount_keys,
     tool_calls_in,
 )
-from contextledger.read.slice import SLOT_KEYS, AnswerSlice, answer_slice
+from contextledger.read.slice import AnswerSlice, answer_slice
 from contextledger.read.snapshot import Bundle, Run
 
 _CALL_STATE_KEYS = ("activeInjections", "dynamicToolSchemas", "wrapUpAsked")
@@ -193,22 +194,11 @@ def _slot_credit(log: Sequence[Bundle], answer: AnswerSlice) -> list[Use]:
     record in the tools slot also carries a ``sourceId`` but is a tool, credited by
     its calls.
     """
-    last = len(log) - 1
-    active = commit_value_at(log, last, "activeInjections")
-    flavor_by_id = {
-        injection["id"]: injection.get("flavor")
-        for injection in (active if isinstance(active, list) else [])
-        if isinstance(injection, dict) and isinstance(injection.get("id"), str)
-    }
+    flavor_by_id, records = answer_slot_records(log, answer)
     credited: dict[str, str] = {}
-    for key in SLOT_KEYS:
-        writer, in_slice = answer.slot_last_writers.get(key, (None, False))
-        if writer is None or not in_slice:
-            continue
-        records = commit_value_at(log, last, key)
-        for record in records if isinstance(records, list) else []:
-            source_id = record.get("sourceId") if isinstance(record, dict) else None
-            if isinstance(source_id, str) and source_id in flavor_by_id:
-                kind = "skill" if flavor_by_id[source_id] == "skill" else "injection"
-                credited.setdefault(source_id, kind)
+    for record in records:
+        source_id = record.get("sourceId")
+        if isinstance(source_id, str) and source_id in flavor_by_id:
+            kind = "skill" if flavor_by_id[source_id] == "skill" else "injection"
+            credited.setdefault(source_id, kind)
     return [(kind, piece_id, "answer-slice(slot)", None) for piece_id, kind in credited.items()]

@@ -201,10 +201,11 @@ def record_run(snapshot: Snapshot, static_tool_names: Sequence[str]) -> RunFacts
     return facts
 
 
-def _reference_slot_credit(log: Sequence[Bundle], answer: AnswerSlice) -> list[Use]:
-    """``answer-slice(slot)`` as 9.62 computes it: every record with an ``id`` in a slot whose
-    last writer is on the slice. Slot records carry ``sourceId``, never ``id``, so on real
-    runs this credits nothing (the corrected accounting matches ``sourceId``)."""
+def answer_slot_records(
+    log: Sequence[Bundle], answer: AnswerSlice
+) -> tuple[dict[Any, Any], list[dict[str, Any]]]:
+    """What ``answer-slice(slot)`` credit reads, in either accounting: the final injections'
+    flavors by id, and the final records of every slot whose last writer is on the slice."""
     last = len(log) - 1
     active = commit_value_at(log, last, "activeInjections")
     flavor_by_id = {
@@ -212,17 +213,31 @@ def _reference_slot_credit(log: Sequence[Bundle], answer: AnswerSlice) -> list[U
         for injection in (active if isinstance(active, list) else [])
         if isinstance(injection, dict) and injection.get("id")
     }
-    credits: list[Use] = []
+    on_slice: list[dict[str, Any]] = []
     for key in SLOT_KEYS:
         writer, in_slice = answer.slot_last_writers.get(key, (None, False))
         if writer is None or not in_slice:
             continue
         records = commit_value_at(log, last, key)
-        for record in records if isinstance(records, list) else []:
-            piece_id = record.get("id") if isinstance(record, dict) else None
-            if not piece_id:
-                continue
-            flavor = flavor_by_id.get(piece_id, record.get("source"))
-            kind = "skill" if flavor == "skill" else "injection"
-            credits.append((kind, _js_key(piece_id), "answer-slice(slot)", None))
+        on_slice.extend(
+            record
+            for record in (records if isinstance(records, list) else [])
+            if isinstance(record, dict)
+        )
+    return flavor_by_id, on_slice
+
+
+def _reference_slot_credit(log: Sequence[Bundle], answer: AnswerSlice) -> list[Use]:
+    """``answer-slice(slot)`` as 9.62 computes it: every record with an ``id`` in a slot whose
+    last writer is on the slice. Slot records carry ``sourceId``, never ``id``, so on real
+    runs this credits nothing (the corrected accounting matches ``sourceId``)."""
+    flavor_by_id, records = answer_slot_records(log, answer)
+    credits: list[Use] = []
+    for record in records:
+        piece_id = record.get("id")
+        if not piece_id:
+            continue
+        flavor = flavor_by_id.get(piece_id, record.get("source"))
+        kind = "skill" if flavor == "skill" else "injection"
+        credits.append((kind, _js_key(piece_id), "answer-slice(slot)", None))
     return credits
