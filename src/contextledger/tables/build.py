@@ -358,6 +358,40 @@ def _append_run(
         uses["seq"].append(seq)
 
 
+def read_rows(
+    path: Path,
+    *,
+    required: Sequence[str] = (),
+    header: str = "",
+    error: type[ValueError] = ValueError,
+) -> list[tuple[int, Any]]:
+    """``(line number, row)`` of a small CSV (with a header) or JSON Lines file.
+
+    JSON Lines is chosen by the ``.jsonl`` / ``.ndjson`` / ``.json`` suffix. Raises
+    ``error`` naming the file and line for invalid JSON, and, when ``required``
+    columns are named, for a CSV header that lacks one (``header`` describes the
+    header the file should have).
+    """
+    text = path.read_text(encoding="utf-8")
+    if path.suffix in (".jsonl", ".ndjson", ".json"):
+        rows: list[tuple[int, Any]] = []
+        for number, line in enumerate(text.splitlines(), start=1):
+            if line.strip():
+                try:
+                    rows.append((number, json.loads(line)))
+                except json.JSONDecodeError as problem:
+                    msg = f"{path}:{number}: invalid JSON ({problem.msg})"
+                    raise error(msg) from None
+        return rows
+    reader = csv.DictReader(io.StringIO(text))
+    missing = [column for column in required if column not in (reader.fieldnames or [])]
+    if missing:
+        wanted = header or ", ".join(required)
+        msg = f"{path}:1: the header needs {wanted}; missing {', '.join(missing)}"
+        raise error(msg)
+    return list(enumerate(reader, start=2))
+
+
 def load_outcomes(path: str | Path) -> pa.Table:
     """Read outcome labels from CSV (header ``run_id,label``) or JSON Lines.
 
@@ -365,19 +399,7 @@ def load_outcomes(path: str | Path) -> pa.Table:
     the file and line when a row lacks ``run_id`` or ``label``.
     """
     path = Path(path)
-    text = path.read_text(encoding="utf-8")
-    rows: list[tuple[int, Mapping[str, Any]]] = []
-    if path.suffix in (".jsonl", ".ndjson", ".json"):
-        for number, line in enumerate(text.splitlines(), start=1):
-            if line.strip():
-                try:
-                    rows.append((number, json.loads(line)))
-                except json.JSONDecodeError as error:
-                    msg = f"{path}:{number}: invalid JSON ({error.msg})"
-                    raise ValueError(msg) from None
-    else:
-        reader = csv.DictReader(io.StringIO(text))
-        rows = [(number, row) for number, row in enumerate(reader, start=2)]
+    rows = read_rows(path)
     run_ids, labels = [], []
     for number, row in rows:
         if not isinstance(row, Mapping) or not row.get("run_id") or not row.get("label"):

@@ -9,9 +9,6 @@ iteration counts from the first visit.
 
 from __future__ import annotations
 
-import csv
-import io
-import json
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -21,6 +18,7 @@ import pyarrow as pa
 from contextledger.read.commitlog import ABSENT, commit_value_at
 from contextledger.read.snapshot import Run
 from contextledger.tables import schema
+from contextledger.tables.build import read_rows
 from contextledger.window.refusals import STANDINGS as STANDING_VALUES
 
 #: The key newer agentfootprint files the model's findings under.
@@ -81,31 +79,12 @@ def load_standings(path: str | Path) -> pa.Table:
     >>> os.unlink(f.name)
     """
     path = Path(path)
+    header = f"{', '.join(_FILE_COLUMNS)} (iteration may be empty)"
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as error:
-        msg = f"{path}: cannot read the standings file ({error})"
+        rows = read_rows(path, required=_FILE_COLUMNS[:3], header=header, error=StandingsFileError)
+    except (OSError, UnicodeDecodeError) as problem:
+        msg = f"{path}: cannot read the standings file ({problem})"
         raise StandingsFileError(msg) from None
-    rows: list[tuple[int, Any]] = []
-    if path.name.endswith((".jsonl", ".ndjson", ".json")):
-        for number, line in enumerate(text.splitlines(), start=1):
-            if not line.strip():
-                continue
-            try:
-                rows.append((number, json.loads(line)))
-            except json.JSONDecodeError as error:
-                msg = f"{path}:{number}: invalid JSON ({error.msg})"
-                raise StandingsFileError(msg) from None
-    else:
-        reader = csv.DictReader(io.StringIO(text))
-        missing = [c for c in _FILE_COLUMNS[:3] if c not in (reader.fieldnames or [])]
-        if missing:
-            msg = (
-                f"{path}:1: the header needs {', '.join(_FILE_COLUMNS)} "
-                f"(iteration may be empty); missing {', '.join(missing)}"
-            )
-            raise StandingsFileError(msg)
-        rows = [(number, row) for number, row in enumerate(reader, start=2)]
     out = [_file_row(path, number, row) for number, row in rows]
     return pa.Table.from_pylist(out, schema=schema.STANDINGS)
 
