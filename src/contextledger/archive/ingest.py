@@ -464,24 +464,19 @@ def write_tables(batch: Batch, tables: RunTables, partitions: Mapping[int, str])
             accounting=tables.mode,
             partition=value,
         )
-        for first in (True, False):
-            part = offers.filter(chosen & (pl.col("first_in_run") == first))
-            batch.write(
-                "offers",
-                part.select(schema.OFFERS.names).to_arrow().cast(schema.OFFERS),
-                accounting=tables.mode,
-                partition=value,
-                first_in_run=first,
-            )
-        for first in (True, False):
-            part = uses.filter(chosen & (pl.col("first_in_run") == first))
-            batch.write(
-                "uses",
-                part.select(schema.USES.names).to_arrow().cast(schema.USES),
-                accounting=tables.mode,
-                partition=value,
-                first_in_run=first,
-            )
+        for name, frame, table_schema in (
+            ("offers", offers, schema.OFFERS),
+            ("uses", uses, schema.USES),
+        ):
+            for first in (True, False):
+                part = frame.filter(chosen & (pl.col("first_in_run") == first))
+                batch.write(
+                    name,
+                    part.select(table_schema.names).to_arrow().cast(table_schema),
+                    accounting=tables.mode,
+                    partition=value,
+                    first_in_run=first,
+                )
 
 
 class _WindowRows:
