@@ -1,16 +1,23 @@
 """Recompute from an archive: the ledger against a bare group-by floor, and ingest speed.
 
-What is measured, each in a fresh process (so peak memory is its own), repeated
-``--reps`` times interleaved, reported as the median:
+What is measured, each in a fresh process (so peak memory is its own: Linux carries
+a parent's peak RSS into the child it forks, so the parent stays small until the
+timings are done), repeated ``--reps`` times interleaved, reported as the median:
 
 - ``floor``: ``pl.scan_parquet(offers files).group_by("kind", "piece_id").len()``,
   streaming, over the offer files the ledger reads (corrected accounting).
 - ``floor+uses``: the same group-by over the use files too (the ledger reads both).
 - ``ledger (Polars)``: ``compute_ledger`` over the archive: every column of the
-  ledger, the archive's outcome labels credited, insertion order, streaming.
+  ledger, the archive's outcome labels credited, insertion order, streaming. Counts
+  come from the piece totals ingest stores per commit; the labels are credited from
+  the first offer of each piece in each run (the first_in_run=true offer files),
+  since labels may arrive after their runs.
 - ``ledger, no labels``: the same without outcome labels (no credit to compute).
-- ``ledger (DuckDB)``: the ``ledger_rows`` view over ``read_parquet`` of the same files.
-- ``DuckDB, no labels``: the same view with an empty ``outcomes`` table.
+- ``ledger from rows``: the ledger as it is computed when the totals do not cover the
+  selection (a run-id or label filter, an archive written before totals): every
+  offer and use row read and grouped.
+- ``ledger (DuckDB)``, ``DuckDB, no labels``, ``DuckDB from rows``: the ``ledger_rows``
+  view over ``read_parquet`` of the same files, likewise.
 - ``ingest``: ``contextledger ingest`` of snapshot files (``synth --snapshots``,
   copies of the corpus) into a new archive, both cores: runs/s and MB/s.
 
@@ -66,10 +73,14 @@ def measure_once(name: str, archive_dir: str, mode: str) -> dict[str, float]:
         no_labels = pl.LazyFrame(schema={"run_id": pl.String, "label": pl.String})
         unlabelled = replace(tables.ledger_inputs(), outcomes=no_labels)
         height = compute_ledger(unlabelled).frame.height
+    elif name == "ledger from rows":
+        height = compute_ledger(replace(tables.ledger_inputs(), totals=None)).frame.height
     elif name == "ledger (DuckDB)":
         height = ledger_rows_sql(tables).height
     elif name == "DuckDB, no labels":
         height = ledger_rows_sql(Unlabelled(Archive.open(archive_dir), mode)).height
+    elif name == "DuckDB from rows":
+        height = ledger_rows_sql(FromRows(Archive.open(archive_dir), mode)).height
     else:
         raise SystemExit(f"unknown measurement {name}")
     seconds = time.perf_counter() - started
@@ -83,6 +94,13 @@ class Unlabelled(ArchiveTables):
     @property
     def outcomes(self) -> pa.Table:
         return schema.empty(schema.OUTCOMES)
+
+
+class FromRows(ArchiveTables):
+    """An archive's tables read as if it stored no piece totals (for the DuckDB views)."""
+
+    def totals_files(self) -> list[str] | None:
+        return None
 
 
 def in_child(name: str, archive_dir: Path, mode: str) -> dict[str, float]:
@@ -115,8 +133,10 @@ def bench_recompute(archive_dir: Path, mode: str, reps: int) -> None:
         "floor+uses",
         "ledger (Polars)",
         "ledger, no labels",
+        "ledger from rows",
         "ledger (DuckDB)",
         "DuckDB, no labels",
+        "DuckDB from rows",
     ]
     results: dict[str, list[dict[str, float]]] = {name: [] for name in names}
     load_before = os.getloadavg()
@@ -143,6 +163,24 @@ def bench_recompute(archive_dir: Path, mode: str, reps: int) -> None:
             f"{name}: {seconds / floor:.2f}x the offers floor, "
             f"{seconds / both:.2f}x the offers+uses floor (target: within 1.5x; RSS < 1.5 GB)"
         )
+
+
+def check_same(archive_dir: Path, mode: str) -> None:
+    """The ledgers timed above are one ledger: totals, rows and DuckDB agree row for row."""
+    from polars.testing import assert_frame_equal
+
+    from contextledger.ledger.compute import compute_ledger
+    from contextledger.ledger.duckdb_views import ledger_rows_sql
+
+    tables = ArchiveTables(Archive.open(archive_dir), mode)
+    from_totals = compute_ledger(tables)
+    from_rows = compute_ledger(replace(tables.ledger_inputs(), totals=None))
+    assert_frame_equal(from_totals.frame, from_rows.frame)
+    assert_frame_equal(ledger_rows_sql(tables), from_totals.rows())
+    print(
+        f"checked: the ledger from totals equals the ledger from rows and the DuckDB view "
+        f"({from_totals.frame.height:,} rows, {from_totals.runs_recorded:,} runs recorded)"
+    )
 
 
 def bench_ingest(work: Path, corpus: Path, files: int) -> None:
@@ -214,6 +252,7 @@ def main() -> None:
         )
         print(f"  {time.perf_counter() - started:.0f} s")
     bench_recompute(archive_dir, args.mode, args.reps)
+    check_same(archive_dir, args.mode)  # after: a child would inherit this peak RSS
     if not args.skip_ingest:
         bench_ingest(args.work, args.corpus, args.ingest_files)
 

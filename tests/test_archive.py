@@ -8,6 +8,7 @@ import gzip
 import json
 import os
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import polars as pl
@@ -49,6 +50,38 @@ def test_corpus_archive_gives_the_direct_ledger_in_both_modes(corpus_archive, mo
     assert got.runs_recorded == expected.runs_recorded
     assert_frame_equal(got.rows(), expected.rows())
     assert_frame_equal(ledger_rows_sql(archived), expected.rows())
+
+
+def test_stored_piece_totals_give_the_ledger_the_rows_give(tmp_path):
+    """Totals per commit and partition add up to the ledger of every row: with commits of
+    a few runs, partitions that interleave run_order within a commit, and an archive
+    whose commits list no totals (written before they were stored), which reads rows."""
+    root = tmp_path / "archive"
+    ingest([require_corpus() / "runs"], root, partition_by="runner_kind", batch_runs=40)
+    labels = corpus_outcomes()
+    for mode in ACCOUNTING_MODES:
+        tables = ArchiveTables(Archive.open(root), mode).with_outcomes(labels)
+        inputs = tables.ledger_inputs()
+        assert inputs.totals is not None
+        from_totals = compute_ledger(inputs)
+        from_rows = compute_ledger(replace(inputs, totals=None))
+        assert_frame_equal(from_totals.frame, from_rows.frame)
+        direct = read_runs(require_corpus() / "runs", mode=mode).with_outcomes(labels)
+        assert_frame_equal(from_totals.frame, compute_ledger(direct).frame)
+        assert "piece_totals" in tables.duckdb_sources()
+        assert_frame_equal(ledger_rows_sql(tables), from_rows.rows())
+        assert tables.select(label="success").totals_scan() is None  # a run-level filter
+    for commit_file in (root / "_manifest" / "commits").glob("*.json"):
+        commit = json.loads(commit_file.read_text())
+        commit["files"] = [f for f in commit["files"] if f["table"] != "piece_totals"]
+        commit_file.write_text(json.dumps(commit))
+    shutil.rmtree(root / "piece_totals")
+    for mode in ACCOUNTING_MODES:
+        older = ArchiveTables(Archive.open(root), mode).with_outcomes(labels)
+        assert older.totals_scan() is None
+        direct = read_runs(require_corpus() / "runs", mode=mode).with_outcomes(labels)
+        assert_frame_equal(compute_ledger(older).frame, compute_ledger(direct).frame)
+        assert_frame_equal(ledger_rows_sql(older), compute_ledger(direct).rows())
 
 
 def test_the_archive_holds_the_tables_and_run_order_is_ingest_order(corpus_archive):

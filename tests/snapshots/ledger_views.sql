@@ -69,16 +69,6 @@ SELECT
     CAST(file_index AS BIGINT) * 1099511627776 + file_row_number AS position
 FROM uses_first_in_run;
 
--- outcome_positions: the outcome labels with their 0-based row position in the outcomes
--- table. A window with an empty OVER () over a single table keeps the table's row order
--- (DuckDB's order preservation), so the position is the row's place in the Arrow table.
-CREATE OR REPLACE VIEW outcome_positions AS
-SELECT
-    run_id,
-    label,
-    row_number() OVER () - 1 AS label_position
-FROM outcomes;
-
 -- piece_offers: per piece, how often it was offered, its estimated token cost, the metered
 -- runs that offered it, and its first offer. first_seen orders every offer and use the way
 -- the reference inserted ledger rows, packed in one BIGINT: runs in run_order; within a
@@ -148,6 +138,46 @@ SELECT
 FROM counted
 JOIN firsts USING (kind, piece_id)
 JOIN runs ON runs.run_id = firsts.first_run;
+
+-- piece_offers over an archive's stored piece totals (schema.PIECE_TOTALS: one row per
+-- commit, partition and piece): their sums, and the earliest first offer as first_seen
+-- (packed as in piece_offers). Pieces a part never offered have no first_offer there.
+CREATE OR REPLACE VIEW piece_offers AS
+SELECT
+    kind,
+    piece_id,
+    CAST(sum(offered) AS BIGINT) AS offered,
+    CAST(sum(approx_tokens_spent) AS BIGINT) AS approx_tokens_spent,
+    CAST(sum(runs_seen) AS BIGINT) AS runs_seen,
+    min(first_offer) AS first_seen
+FROM piece_totals
+WHERE first_offer IS NOT NULL
+GROUP BY kind, piece_id;
+
+-- piece_uses over an archive's stored piece totals: the sums of the parts that used the
+-- piece, and the earliest first use as first_seen (packed as in piece_uses).
+CREATE OR REPLACE VIEW piece_uses AS
+SELECT
+    kind,
+    piece_id,
+    CAST(sum(used) AS BIGINT) AS used,
+    CAST(sum(used_tool_called) AS BIGINT) AS used_tool_called,
+    CAST(sum(used_skill_activated) AS BIGINT) AS used_skill_activated,
+    CAST(sum(used_answer_slice) AS BIGINT) AS used_answer_slice,
+    min(first_use) AS first_seen
+FROM piece_totals
+WHERE first_use IS NOT NULL
+GROUP BY kind, piece_id;
+
+-- outcome_positions: the outcome labels with their 0-based row position in the outcomes
+-- table. A window with an empty OVER () over a single table keeps the table's row order
+-- (DuckDB's order preservation), so the position is the row's place in the Arrow table.
+CREATE OR REPLACE VIEW outcome_positions AS
+SELECT
+    run_id,
+    label,
+    row_number() OVER () - 1 AS label_position
+FROM outcomes;
 
 -- piece_outcomes: per piece, [{label, runs}] over the labelled metered runs that offered it
 -- (association, not cause). A run's label is counted once per outcome row, as recordOutcome

@@ -29,6 +29,7 @@ import pyarrow as pa
 
 from contextledger.archive import store
 from contextledger.archive.store import Archive, Batch
+from contextledger.ledger.compute import LedgerInputs, SplitRows, piece_totals
 from contextledger.read.snapshot import ReadProblem, find_snapshot_files
 from contextledger.tables import schema
 from contextledger.tables.build import (
@@ -477,6 +478,32 @@ def write_tables(batch: Batch, tables: RunTables, partitions: Mapping[int, str])
                     partition=value,
                     first_in_run=first,
                 )
+        batch.write(
+            "piece_totals",
+            _piece_totals(runs.filter(chosen), offers.filter(chosen), uses.filter(chosen)),
+            accounting=tables.mode,
+            partition=value,
+        )
+
+
+def _piece_totals(runs: pl.DataFrame, offers: pl.DataFrame, uses: pl.DataFrame) -> pa.Table:
+    """The ledger's counts over one partition of a batch (what the archive's ledger adds up)."""
+    first, later = pl.col("first_in_run"), ~pl.col("first_in_run")
+    inputs = LedgerInputs(
+        runs=runs.lazy(),
+        offers=offers.lazy(),
+        uses=uses.lazy(),
+        outcomes=pl.LazyFrame(schema={"run_id": pl.String, "label": pl.String}),
+        split=SplitRows(
+            first_offers=offers.lazy().filter(first),
+            later_offers=offers.lazy().filter(later),
+            first_uses=uses.lazy().filter(first),
+            later_uses=uses.lazy().filter(later),
+        ),
+        engine="in-memory",
+    )
+    totals = piece_totals(inputs).sort(pl.min_horizontal("first_offer", "first_use"))
+    return totals.collect(engine="in-memory").to_arrow().cast(schema.PIECE_TOTALS)
 
 
 class _WindowRows:

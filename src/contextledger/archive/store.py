@@ -17,6 +17,11 @@ committed, counted from 0)::
 Offers and uses are split by whether the row is its piece's first in its run (one
 row per run and piece): the ledger counts ``runs_seen`` and credits outcomes from
 that part alone, and takes insertion order from its first rows.
+    DIR/piece_totals/accounting=MODE/KEY=VALUE/part-*.parquet    schema.PIECE_TOTALS
+
+Piece totals are the ledger's counts over one commit's runs of a partition; the
+ledger adds them up instead of reading every offer and use again (it still reads
+the first offers, to credit outcome labels that may arrive after their runs).
     DIR/streams/KEY=VALUE/part-*.parquet                 schema.STREAMS (one row per run)
     DIR/messages/KEY=VALUE/part-*.parquet                schema.MESSAGES
     DIR/standings/KEY=VALUE/part-*.parquet               schema.STANDINGS (findings ledgers)
@@ -54,7 +59,7 @@ VERSION = 1
 PARTITION_KEYS = ("ingest_date", "ingest_month", "runner_kind", "source_dir")
 DEFAULT_PARTITION = "ingest_date"
 #: Tables stored once per accounting mode.
-PER_MODE_TABLES = ("runs", "offers", "uses")
+PER_MODE_TABLES = ("runs", "offers", "uses", "piece_totals")
 #: Tables stored once per run, whatever the accounting: what a window replay reads.
 WINDOW_TABLES = ("streams", "messages", "standings")
 

@@ -210,7 +210,32 @@ class ArchiveTables(RunTables):
                 later_uses=self.scan("uses", first_in_run=False),
             ),
             engine="streaming",
+            totals=self.totals_scan(),
         )
+
+    def totals_scan(self) -> pl.LazyFrame | None:
+        """The stored per-commit piece totals, when they stand for every selected run.
+
+        None (read the offers and uses instead) under a run-level filter (run ids, a
+        label), or when a selected commit has no totals (written before archives
+        stored them).
+        """
+        files = self.totals_files()
+        if files is None:
+            return None
+        if not files:
+            return _empty(schema.PIECE_TOTALS)
+        return pl.scan_parquet(files, hive_partitioning=False)
+
+    def totals_files(self) -> list[str] | None:
+        """The piece totals files of the selection; None when they do not cover it."""
+        if self.run_id_filter() is not None:
+            return None
+        for commit in self._commits:
+            tables = {f.table for f in commit.files if f.accounting == self.mode}
+            if tables & {"offers", "uses"} and "piece_totals" not in tables:
+                return None
+        return self.files("piece_totals")
 
     def with_outcomes(self, outcomes: pa.Table) -> ArchiveTables:
         """The same selection with ``outcomes`` added after the archived labels."""
@@ -273,7 +298,8 @@ class ArchiveTables(RunTables):
     # ── DuckDB ─────────────────────────────────────────────────────
     def duckdb_sources(self) -> dict[str, str]:
         """``CREATE VIEW`` bodies reading the selected files with ``read_parquet``: the
-        tables, and the offers and uses that are their piece's first in the run."""
+        tables, the offers and uses that are their piece's first in the run, and the
+        piece totals when they cover the selection."""
         sources = {}
         ids = self.run_id_filter()
         for table in ("runs", "offers", "uses"):
@@ -283,6 +309,9 @@ class ArchiveTables(RunTables):
             located = schema.TABLES[table].append(pa.field("file_index", pa.int64()))
             located = located.append(pa.field("file_row_number", pa.int64()))
             sources[f"{table}_first_in_run"] = _read_parquet_sql(files, located, ids)
+        totals = self.totals_files()
+        if totals is not None:
+            sources["piece_totals"] = _read_parquet_sql(totals, schema.PIECE_TOTALS, None)
         return sources
 
 

@@ -78,7 +78,9 @@ class LedgerInputs:
     ``first_uses``) and the rest (``later_offers``, ``later_uses``); they then hold
     metered runs only, run ids are unique, and the first parts list rows run by run
     in ``run_order``, each run's rows by ``seq``. Otherwise the plan joins, sorts and
-    splits ``offers`` and ``uses`` itself.
+    splits ``offers`` and ``uses`` itself. Given ``totals`` (``schema.PIECE_TOTALS``
+    rows over disjoint parts of the metered runs, as an archive stores per commit), the
+    counts are their sums and offers and uses are read only for the outcome credit.
 
     >>> from contextledger.tables.build import read_runs
     >>> inputs = LedgerInputs.of(read_runs("data/sample"))
@@ -92,6 +94,7 @@ class LedgerInputs:
     outcomes: pl.LazyFrame
     split: SplitRows | None = None
     engine: Engine = "auto"
+    totals: pl.LazyFrame | None = None
 
     @classmethod
     def of(cls, tables: RunTables) -> LedgerInputs:
@@ -150,16 +153,51 @@ def compute_ledger(tables: RunTables | LedgerInputs) -> Ledger:
 def ledger_plan(inputs: LedgerInputs) -> tuple[pl.LazyFrame, pl.LazyFrame]:
     """The ledger frame (insertion order) and the metered run count, as lazy plans.
 
-    Per piece: offers counted and summed over every offer row; ``runs_seen`` and the
-    outcome credit over the first offer of the piece in each run (one row per run and
-    piece); insertion order from its first offer and first use, runs in run_order.
+    The counts come from :func:`piece_totals` (or the totals ``inputs`` carries); the
+    outcome credit from the first offer of each piece in each run, which is why the
+    first offers are read even when the totals are stored.
     """
+    metered, run_orders, split = _ordered(inputs)
+    piece = ["kind", "piece_id"]
+    if inputs.totals is None:
+        totals = _piece_totals(run_orders, split)
+    else:  # parts of the runs each: add them up
+        totals = inputs.totals.group_by(piece).agg(
+            *[pl.col(name).sum() for name in _COUNT_COLUMNS],
+            pl.col("first_offer").min(),
+            pl.col("first_use").min(),
+        )
+    rows = (
+        totals.with_columns(first=pl.min_horizontal("first_offer", "first_use"))
+        .join(_outcomes_per_piece(inputs.outcomes, split.first_offers), on=piece, how="left")
+        .with_columns(outcomes=pl.col("outcomes").fill_null(pl.lit([], dtype=_OUTCOMES_DTYPE)))
+        .sort("first")
+        .rename({"piece_id": "id"})
+    )
+    return _finish(rows), metered.select(pl.len())
+
+
+def piece_totals(inputs: LedgerInputs) -> pl.LazyFrame:
+    """Per piece, the ledger's counts over ``inputs``' metered runs (``schema.PIECE_TOTALS``).
+
+    Offers counted and summed over every offer row; ``runs_seen`` over the first offer
+    of the piece in each run (one row per run and piece); the first offer and first use
+    packed as ``schema.PIECE_TOTALS`` says, runs in run_order.
+    """
+    _, run_orders, split = _ordered(inputs)
+    return _piece_totals(run_orders, split)
+
+
+def _ordered(inputs: LedgerInputs) -> tuple[pl.LazyFrame, pl.LazyFrame, SplitRows]:
+    """The metered runs, each metered run's run_order, and the split offers and uses."""
     metered = inputs.runs.filter(pl.col("metered")).select("run_id", "run_order")
-    run_orders = metered
-    split = inputs.split
-    if split is None:
-        run_orders = metered.group_by("run_id").agg(pl.col("run_order").min())
-        split = _split(inputs.offers, inputs.uses, metered)
+    if inputs.split is not None:
+        return metered, metered, inputs.split
+    run_orders = metered.group_by("run_id").agg(pl.col("run_order").min())
+    return metered, run_orders, _split(inputs.offers, inputs.uses, metered)
+
+
+def _piece_totals(run_orders: pl.LazyFrame, split: SplitRows) -> pl.LazyFrame:
     piece = ["kind", "piece_id"]
     # First rows are in (run_order, seq) order: a piece's first row is its first offer.
     firsts = split.first_offers.group_by(piece).agg(
@@ -183,7 +221,7 @@ def ledger_plan(inputs: LedgerInputs) -> tuple[pl.LazyFrame, pl.LazyFrame]:
             "runs_seen",
             offered=pl.col("runs_seen") + pl.col("later_offered").fill_null(0),
             approx_tokens_spent=pl.col("first_tokens") + pl.col("later_tokens").fill_null(0),
-            offer_first=pl.col("offer_order") * 2 * _STEP + pl.col("offer_seq"),
+            first_offer=pl.col("offer_order") * 2 * _STEP + pl.col("offer_seq"),
         )
     )
     used_by_signal = pl.concat(
@@ -201,17 +239,13 @@ def ledger_plan(inputs: LedgerInputs) -> tuple[pl.LazyFrame, pl.LazyFrame]:
             column: pl.col("uses").filter(pl.col("signal") == signal).sum()
             for signal, column in schema.USED_SIGNAL_COLUMNS.items()
         },
-        use_first=((pl.col("use_order") * 2 + 1) * _STEP + pl.col("use_seq")).min(),
+        first_use=((pl.col("use_order") * 2 + 1) * _STEP + pl.col("use_seq")).min(),
     )
-    rows = (
+    return (
         offered.join(used, on=piece, how="full", coalesce=True)
-        .with_columns(first=pl.min_horizontal("offer_first", "use_first"))
-        .join(_outcomes_per_piece(inputs.outcomes, split.first_offers), on=piece, how="left")
-        .with_columns(outcomes=pl.col("outcomes").fill_null(pl.lit([], dtype=_OUTCOMES_DTYPE)))
-        .sort("first")
-        .rename({"piece_id": "id"})
+        .with_columns([pl.col(name).fill_null(0).cast(pl.Int64) for name in _COUNT_COLUMNS])
+        .select(schema.PIECE_TOTALS.names)
     )
-    return _finish(rows), metered.select(pl.len())
 
 
 def _split(offers: pl.LazyFrame, uses: pl.LazyFrame, metered: pl.LazyFrame) -> SplitRows:

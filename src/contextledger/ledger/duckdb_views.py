@@ -10,6 +10,9 @@ and ``metered_uses`` (every row of metered runs) and ``first_offers`` and ``firs
 seq). In memory they are derived from the tables; an archive stores metered runs' rows
 only, already split by first in run (``offers_first_in_run``, ``uses_first_in_run``), so
 they read its files as they are: no distinct count, no join of every row with ``runs``.
+An archive also stores per-commit piece totals; when they cover the selection
+(``piece_totals`` among its sources), ``piece_offers`` and ``piece_uses`` add them up
+instead of counting every row.
 """
 
 from __future__ import annotations
@@ -33,15 +36,15 @@ BASE_VIEWS = {
     ),
 }
 
-#: The views over the base views, in creation order (each reads only the views before it).
-VIEWS = (
-    "outcome_positions",
-    "piece_offers",
-    "piece_uses",
-    "piece_outcomes",
-    "ledger",
-    "ledger_rows",
-)
+#: Per-piece offer and use counts: from the base views' rows, or from an archive's
+#: stored piece totals (``piece_totals``) when they stand for every selected run.
+PIECE_VIEWS = {
+    "rows": ("piece_offers", "piece_uses"),
+    "totals": ("totals_piece_offers", "totals_piece_uses"),
+}
+
+#: The views over those, in creation order (each reads only the views before it).
+VIEWS = ("outcome_positions", "piece_outcomes", "ledger", "ledger_rows")
 
 #: The registered tables the views read.
 TABLES = ("runs", "offers", "uses", "outcomes")
@@ -64,8 +67,10 @@ def view_sql(name: str) -> str:
 
 
 def views_sql() -> str:
-    """Every view's statement: the base views (in memory, then archive), then the rest."""
-    names = (*BASE_VIEWS["tables"], *BASE_VIEWS["archive"], *VIEWS)
+    """Every view's statement: the base views (in memory, then archive), the piece views
+    (from rows, then from totals), then the rest."""
+    bases = (*BASE_VIEWS["tables"], *BASE_VIEWS["archive"])
+    names = (*bases, *PIECE_VIEWS["rows"], *PIECE_VIEWS["totals"], *VIEWS)
     return "\n".join(view_sql(name) for name in names)
 
 
@@ -96,7 +101,11 @@ def connect(
         base = "archive"
         for name in ARCHIVE_TABLES:
             con.execute(f"CREATE OR REPLACE VIEW {name} AS {sources[name]}")
-    for name in (*BASE_VIEWS[base], *VIEWS):
+    pieces = "rows"
+    if "piece_totals" in sources:
+        pieces = "totals"
+        con.execute(f"CREATE OR REPLACE VIEW piece_totals AS {sources['piece_totals']}")
+    for name in (*BASE_VIEWS[base], *PIECE_VIEWS[pieces], *VIEWS):
         con.execute(view_sql(name))
     return con
 

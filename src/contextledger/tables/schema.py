@@ -92,6 +92,27 @@ LEDGER = pa.schema(
     ]
 )
 
+#: Per piece, the ledger's counts over some runs, and where the piece was first offered
+#: and first used (``first_offer``, ``first_use``: null when it was not). A first is
+#: packed as the ledger orders rows: ``run_order * 2**32 + seq``, plus ``2**31`` for a
+#: use, so the earliest first across any set of runs is the smallest. An archive stores
+#: these per commit, so the ledger adds them up instead of reading every offer again.
+PIECE_TOTALS = pa.schema(
+    [
+        pa.field("kind", pa.string(), nullable=False),
+        pa.field("piece_id", pa.string(), nullable=False),
+        pa.field("offered", pa.int64(), nullable=False),
+        pa.field("approx_tokens_spent", pa.int64(), nullable=False),
+        pa.field("runs_seen", pa.int64(), nullable=False),
+        pa.field("first_offer", pa.int64()),
+        pa.field("used", pa.int64(), nullable=False),
+        pa.field("used_tool_called", pa.int64(), nullable=False),
+        pa.field("used_skill_activated", pa.int64(), nullable=False),
+        pa.field("used_answer_slice", pa.int64(), nullable=False),
+        pa.field("first_use", pa.int64()),
+    ]
+)
+
 #: The reference's ``usedVia`` signal names, and the ledger column each is counted in.
 USED_SIGNAL_COLUMNS = {
     "tool-called": "used_tool_called",
