@@ -12,7 +12,9 @@ from pathlib import Path
 import polars as pl
 import pytest
 from click.testing import CliRunner
+from polars.testing import assert_frame_equal
 
+from contextledger.archive import ingest
 from contextledger.cli import EXIT_UNREADABLE_INPUT, EXIT_USAGE, main
 from contextledger.report import (
     CHART_NAMES,
@@ -162,6 +164,31 @@ def test_report_command_on_given_paths_still_writes_the_page_past_an_unreadable_
     page = (tmp_path / "out" / "report.html").read_text(encoding="utf-8")
     assert "1 input(s) could not be read" in page
     assert not (tmp_path / "out" / "charts").exists()
+
+
+def test_the_report_over_an_archive_shows_what_it_shows_over_the_snapshots(tmp_path: Path):
+    """Ledger, association, gates, every replayed window and the timeline, with the
+    archive's stored labels (no --outcomes needed); a bad filter is named, exit 2."""
+    root = tmp_path / "archive"
+    sample = REPO / "data"
+    ingest([SAMPLE], root, outcomes=sample / "sample-outcomes.csv", workers=1, batch_runs=5)
+    standings = sample / "sample-standings.csv"
+    archived = collect([str(root)], standings=standings)
+    direct = sample_report()
+    assert archived.inputs == [str(root)]
+    for name in ("rows", "association", "gate_pieces", "gate_total", "per_policy", "timeline"):
+        assert_frame_equal(getattr(archived, name), getattr(direct, name))
+    assert_frame_equal(archived.per_run, direct.per_run)
+    assert archived.reference is not None and direct.reference is not None
+    assert accounting_comparison(archived.reference, archived.tables).equals(
+        accounting_comparison(direct.reference, direct.tables)
+    )
+    result = run("report", f"{root}?label=good", "-o", str(tmp_path / "out"), "--charts", "none")
+    assert result.exit_code == 0, result.output
+    assert "11 run(s) metered" in result.output
+    result = CliRunner().invoke(main, ["report", f"{root}?from=x", "-o", str(tmp_path / "o")])
+    assert result.exit_code == EXIT_USAGE
+    assert "unknown archive filter from" in result.output
 
 
 @pytest.mark.parametrize(

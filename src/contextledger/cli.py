@@ -589,6 +589,7 @@ def report_command(
     and the differences from the reference. It opens offline: nothing is fetched.
     """
     from contextledger import report
+    from contextledger.archive import ArchiveError
     from contextledger.window.policies import PolicySpecError
     from contextledger.window.standings import StandingsFileError
 
@@ -602,7 +603,13 @@ def report_command(
             timeline_run=timeline_run,
             timeline_policy=timeline_policy,
         )
-    except (PolicySpecError, StandingsFileError, FileNotFoundError, ValueError) as error:
+    except (
+        ArchiveError,
+        PolicySpecError,
+        StandingsFileError,
+        FileNotFoundError,
+        ValueError,
+    ) as error:
         _fail(str(error))
         raise  # unreachable: _fail exits
     for problem in data.tables.problems.to_pylist():

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from functools import cache
 from importlib.metadata import version
@@ -26,6 +26,7 @@ import altair as alt
 import polars as pl
 
 from contextledger import charts
+from contextledger.archive.tables import ArchiveTables, archive_tables, stream_batches
 from contextledger.ledger.compute import compute_ledger
 from contextledger.ledger.gates import describe_total, gate_what_if
 from contextledger.ledger.stats import (
@@ -44,6 +45,7 @@ from contextledger.report.frames import (
     wire_check,
 )
 from contextledger.tables.build import RunTables, load_outcomes, read_runs
+from contextledger.window.messages import RunMessages
 from contextledger.window.standings import load_standings, timelines
 from contextledger.window.whatif import parse_policies, per_policy, read_inputs, whatif_table
 
@@ -157,35 +159,45 @@ def collect(
         outcomes = found.outcomes if outcomes is None else outcomes
         standings = found.standings if standings is None else standings
     parsed = parse_policies(policies)
-    tables = read_runs(paths, mode=mode)
+    names = [str(path) for path in paths]
+    archived = archive_tables(names, mode)
+    tables = archived if archived is not None else read_runs(paths, mode=mode)
     if outcomes is not None:
         tables = tables.with_outcomes(load_outcomes(outcomes))
     rows = with_uncertainty(compute_ledger(tables).rows(), min_offers=min_offers)
     gate_pieces, gate_total = gate_what_if(tables, min_offers=min_offers)
     reference = None
     if compare_reference and mode != "reference":
-        reference = read_runs(paths, mode="reference")
+        reference = archive_tables(names, "reference") or read_runs(paths, mode="reference")
 
-    window_inputs = read_inputs(list(paths))
-    standing_rows = [
-        *window_inputs.standings,
-        *(load_standings(standings).to_pylist() if standings is not None else []),
-    ]
-    per_run = whatif_table(window_inputs.streams, parsed, standing_rows)
-    wire = wire_check(window_inputs.streams, parsed, standing_rows)
-    per_run = per_run.join(wire, on=["run_id", "policy"], how="left", maintain_order="left")
+    given = load_standings(standings).to_pylist() if standings is not None else []
+    batches = _archive_batches(archived) if archived is not None else _snapshot_batches(paths)
+
+    def replayed(streams: list[RunMessages], standing_rows: list[dict[str, Any]]) -> pl.DataFrame:
+        per_run = whatif_table(streams, parsed, standing_rows)
+        wire = wire_check(streams, parsed, standing_rows)
+        return per_run.join(wire, on=["run_id", "policy"], how="left", maintain_order="left")
+
+    parts = [replayed(streams, [*held, *given]) for streams, held in batches()]
+    per_run = pl.concat(parts or [replayed([], [])])
 
     label, run_id = _timeline_choice(per_run, parsed, timeline_policy, timeline_run)
-    streams = {stream.run_id: stream for stream in window_inputs.streams}
     timeline = pl.DataFrame(schema=TIMELINE_SCHEMA)
     if run_id is not None:
-        if run_id not in streams:
+        chosen = [
+            (stream, [*snapshot_standings, *given])
+            for streams, snapshot_standings in batches(run_id)
+            for stream in streams
+            if stream.run_id == run_id
+        ]
+        if not chosen:
             msg = f"--timeline-run {run_id!r}: no such run among the inputs"
             raise ValueError(msg)
+        stream, standing_rows = chosen[0]
         known = timelines(standing_rows).get(run_id)
-        timeline = timeline_frame(streams[run_id], dict(parsed)[label], known.at if known else None)
+        timeline = timeline_frame(stream, dict(parsed)[label], known.at if known else None)
     return ReportData(
-        inputs=[str(path) for path in paths],
+        inputs=names,
         tables=tables,
         rows=rows,
         association=outcome_association(tables),
@@ -201,6 +213,32 @@ def collect(
         min_offers=min_offers,
         bundled=bundled,
     )
+
+
+#: Message streams and snapshot standings, a batch at a time; given a run id, that run's.
+Batches = Callable[..., Iterator[tuple[list[RunMessages], list[dict[str, Any]]]]]
+
+
+def _snapshot_batches(paths: list[str | Path]) -> Batches:
+    """The snapshots' streams, read once and kept (the timeline takes one of them)."""
+    inputs = read_inputs(list(paths))  # what it cannot read, the tables' problems name
+
+    def batches(run_id: str | None = None) -> Iterator[tuple[list[RunMessages], list[Any]]]:
+        yield inputs.streams, inputs.standings
+
+    return batches
+
+
+def _archive_batches(tables: ArchiveTables) -> Batches:
+    """The archive's streams, read a batch at a time each time they are asked for."""
+
+    def batches(run_id: str | None = None) -> Iterator[tuple[list[RunMessages], list[Any]]]:
+        selection = (
+            tables.selection if run_id is None else replace(tables.selection, run_ids=(run_id,))
+        )
+        yield from stream_batches(tables.archive, selection)
+
+    return batches
 
 
 def _timeline_choice(
