@@ -3,7 +3,8 @@
 What is measured, on synthetic runs (``--runs`` runs of ``--calls`` model calls: one
 request, then after each call a batch of 1 to 3 parallel tool calls over 5 tools, results
 tiny, typical or huge, about 3% of calls never answered, each result given a standing
-declared on the next call; drawn with NumPy, ``synthetic_runs``) under 6 policies
+declared on the next call; drawn with NumPy,
+``contextledger.window.synthetic.tool_batches``) under 6 policies
 (``POLICIES``), all in this one process:
 
 - ``kernel``: :func:`contextledger.window.kernel.advance`, every (policy, run) window
@@ -33,7 +34,6 @@ import statistics
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -54,7 +54,13 @@ from contextledger.window.messages import RunMessages
 from contextledger.window.notice import MAX_NAMED_TOOLS
 from contextledger.window.policies import Policy, parse_policy
 from contextledger.window.standings import StandingsTimeline
-from contextledger.window.synthetic import Batch, Result, Said, build_stream
+from contextledger.window.synthetic import (
+    BENCH_TOOLS,
+    STANDING_MIX,
+    Scripts,
+    script_streams,
+    tool_batches,
+)
 from contextledger.window.whatif import whatif, whatif_table, whatif_table_exact
 
 POLICIES = (
@@ -65,90 +71,29 @@ POLICIES = (
     "token_budget:threshold=2000",
     "token_budget:threshold=4000,keep=4,last_tool_results=1",
 )
-TOOLS = ("lookup_order", "search_docs", "get_metrics", "probe", "fetch_page")
-STANDINGS = (("fact", 20), ("noise", 45), ("open", 15), ("ruled-out", 5), (None, 15))
+TOOLS = BENCH_TOOLS
+STANDINGS = STANDING_MIX
 
 
 # ── synthetic runs ─────────────────────────────────────────────────
+# ``tool_batches`` (in the package, shared with ``contextledger synth``) draws them;
+# ``script_streams`` builds them as messages.
 
 
-@dataclass
-class Synthetic:
-    """Synthetic runs, one row per tool call of a batch (runs in order, then calls, then
-    position in the batch): the tool, the result's size (-1: never answered) and the
-    standing its result was given (an index into ``STANDINGS``)."""
-
-    runs: int
-    calls: int
-    run: np.ndarray
-    step: np.ndarray  # the call the batch followed (1 .. calls - 1)
-    position: np.ndarray
-    tool: np.ndarray
-    chars: np.ndarray
-    standing: np.ndarray
-
-    def rows_of(self, number: int) -> slice:
-        start, stop = np.searchsorted(self.run, [number, number + 1])
-        return slice(int(start), int(stop))
+def timelines_of(rows: Sequence[dict[str, Any]]) -> dict[str, StandingsTimeline]:
+    """Each run's standings timeline from its findings-ledger rows."""
+    by_run: dict[str, list[tuple[str, str, int]]] = {}
+    for row in rows:
+        by_run.setdefault(row["run_id"], []).append(
+            (row["tool_call_id"], row["standing"], row["iteration"])
+        )
+    return {run_id: StandingsTimeline(filed) for run_id, filed in by_run.items()}
 
 
-def synthetic_runs(runs: int, calls: int, seed: int = 7) -> Synthetic:
-    """What each synthetic run's tools returned, and the standing each result was given."""
-    rng = np.random.default_rng(seed)
-    sizes = rng.choice((1, 2, 3), p=(0.65, 0.25, 0.10), size=runs * (calls - 1))
-    count = int(sizes.sum())
-    batch = np.repeat(np.arange(sizes.size), sizes)
-    position = np.arange(count) - (np.cumsum(sizes) - sizes)[batch]
-    kind = rng.random(count)
-    chars = np.where(
-        kind < 0.1,
-        rng.integers(0, 4, count),
-        np.where(kind > 0.93, rng.integers(3000, 8001, count), rng.integers(40, 601, count)),
-    )
-    answered = rng.random(count) > 0.03
-    weights = np.array([w for _, w in STANDINGS], dtype=np.float64)
-    return Synthetic(
-        runs=runs,
-        calls=calls,
-        run=batch // (calls - 1),
-        step=batch % (calls - 1) + 1,
-        position=position,
-        tool=rng.integers(0, len(TOOLS), count),
-        chars=np.where(answered, chars, -1),
-        standing=rng.choice(len(STANDINGS), p=weights / weights.sum(), size=count),
-    )
-
-
-def _request(number: int) -> str:
-    return f"TASK {number}"
-
-
-def script_stream(syn: Synthetic, number: int) -> tuple[RunMessages, StandingsTimeline]:
-    """The run as messages (what ``whatif`` replays), and its standings (declared on the
-    next call)."""
-    rows = syn.rows_of(number)
-    steps: list[list[Any]] = [[] for _ in range(syn.calls - 1)]
-    filed = []
-    for step, position, tool, chars, standing in zip(
-        syn.step[rows].tolist(),
-        syn.position[rows].tolist(),
-        syn.tool[rows].tolist(),
-        syn.chars[rows].tolist(),
-        syn.standing[rows].tolist(),
-        strict=True,
-    ):
-        steps[step - 1].append(Result(TOOLS[tool], None if chars < 0 else chars))
-        filed_as = STANDINGS[standing][0]
-        if chars >= 0 and filed_as is not None:
-            filed.append((f"c{step}.0.{position}", filed_as, step + 1))
-    batches = [[Batch(tuple(results))] for results in steps]
-    stream = build_stream(f"syn-{number:05d}", [Said("user", _request(number))], [*batches, []])
-    return stream, StandingsTimeline(filed)
-
-
-def script_arrays(syn: Synthetic) -> TurnArrays:
-    """The runs laid out as turns straight from their scripts (no messages built)."""
-    runs, calls = syn.runs, syn.calls
+def script_arrays(syn: Scripts) -> TurnArrays:
+    """The runs laid out as turns straight from their scripts (no messages built; every
+    run makes the same number of calls, as ``tool_batches`` draws them)."""
+    runs, calls = syn.runs, int(syn.calls[0])
     shape = (runs, calls)
     names = len(TOOLS)
     answered = syn.chars >= 0
@@ -180,14 +125,14 @@ def script_arrays(syn: Synthetic) -> TurnArrays:
     name_order = np.full(size * names, 127, dtype=np.int8)
     name_order[first_key] = rank
     chars = per_turn(np.where(answered, syn.chars, 0).astype(np.float64))
-    chars[:, 0] = [len(_request(r)) for r in range(runs)]
+    chars[:, 0] = [len(request) for request in syn.requests]
     msgs = (results + 1).astype(np.int16)
     msgs[:, 0] = 1
     entered_chars = np.cumsum(chars, axis=1)  # turn t enters before call t + 1
     tokens = -(-entered_chars // 4)
     fact_from = np.where(facts > 0, np.arange(calls) + 2, np.iinfo(np.int16).max)
     return TurnArrays(
-        run_ids=[f"syn-{n:05d}" for n in range(runs)],
+        run_ids=list(syn.run_ids),
         calls=np.full(runs, calls, dtype=np.int16),
         iterations=np.tile(np.arange(1, calls + 1, dtype=np.int32), (runs, 1)),
         msgs=msgs,
@@ -534,13 +479,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(headline(), "\n")
     policies = [parse_policy(spec) for spec in POLICIES]
     start = time.perf_counter()
-    syn = synthetic_runs(args.runs, args.calls)
+    syn = tool_batches(args.runs, args.calls)
     arrays = script_arrays(syn)
     lists = run_lists(arrays)
     made = time.perf_counter() - start
-    checked = [script_stream(syn, n) for n in range(min(args.check, args.runs))]
+    checked = list(script_streams(syn, range(min(args.check, args.runs))))
     streams = [stream for stream, _ in checked]
-    timelines = {stream.run_id: timeline for stream, timeline in checked}
+    timelines = timelines_of([row for _, rows in checked for row in rows])
     print(
         f"{args.runs} synthetic runs x {args.calls} calls x {len(policies)} policies "
         f"({int(arrays.msgs.sum())} messages in {int((arrays.msgs > 0).sum())} turns; "

@@ -1,22 +1,33 @@
 """The what-if over an archive: the message streams an ingest stores replay to the very
-rows the snapshots replay to, a batch of runs at a time, under every filter; an archive
-without streams says so and what to do."""
+rows the snapshots replay to, a batch of runs at a time, under every filter; a run whose
+stream could not be stored is named, not dropped; an archive without streams says so
+and what to do; synthetic archives carry streams too."""
 
 from __future__ import annotations
 
 import gzip
 import json
+import shutil
 from pathlib import Path
 
 import polars as pl
+import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 from click.testing import CliRunner
 from polars.testing import assert_frame_equal
 
-from contextledger.archive import Archive, ingest
-from contextledger.cli import EXIT_USAGE, main
-from contextledger.synth import synth_archive
-from contextledger.window.whatif import parse_policies, whatif, whatif_archive
+from contextledger import synth
+from contextledger.archive import Archive, ArchiveTables, ingest
+from contextledger.archive.tables import NO_STREAM
+from contextledger.cli import EXIT_UNREADABLE_INPUT, EXIT_USAGE, main
+from contextledger.ledger.compute import compute_ledger
+from contextledger.read.snapshot import ReadProblem
+from contextledger.synth import synth_archive, synth_streams
+from contextledger.tables import schema
+from contextledger.window import tables as window_tables
+from contextledger.window.tables import messages_table, stream_row
+from contextledger.window.whatif import parse_policies, whatif, whatif_archive, whatif_table
 
 from .conftest import REPO, SAMPLE, require_corpus
 
@@ -155,7 +166,7 @@ def test_an_archive_without_streams_names_itself_and_the_fix(tmp_path):
     assert "ingest the snapshots again into a new archive" in result.stderr
 
     synthetic = tmp_path / "synth"
-    synth_archive(synthetic, runs=20, seed=1)
+    synth_archive(synthetic, runs=20, seed=1, streams=False)
     result = CliRunner().invoke(main, ["whatif", str(synthetic), "--policy", "none"])
     assert result.exit_code == EXIT_USAGE
     assert "no message streams" in result.stderr
@@ -171,3 +182,144 @@ def test_an_uncommitted_window_file_is_removed_by_the_next_writer(tmp_path):
     with archive.writing() as removed:
         assert removed == 1
     assert not stray.exists()
+
+
+# ── runs whose stream could not be stored ──────────────────────────
+def beyond_int32(tmp_path: Path) -> Path:
+    """The sample, with ``s0003-loop`` recording an iteration beyond 32 bits: both
+    accountings read it (they do not count iterations), its stream cannot be replayed."""
+    snapshots = tmp_path / "snapshots"
+    shutil.copytree(SAMPLE, snapshots)
+    path = snapshots / "s0003-loop.json.gz"
+    document = json.loads(gzip.decompress(path.read_bytes()))
+    for bundle in document["snapshot"]["commitLog"]:
+        if "iteration" in bundle["overwrite"]:
+            bundle["overwrite"]["iteration"] = 2**40
+    path.write_bytes(gzip.compress(json.dumps(document).encode()))
+    return snapshots
+
+
+def test_a_run_whose_stream_cannot_be_folded_is_named_and_the_rest_replayed(tmp_path):
+    snapshots = beyond_int32(tmp_path)
+    root = tmp_path / "archive"
+    report = ingest([snapshots], root, workers=1)
+    assert report.runs_added == 14  # the ledger has every run
+    [quarantined] = report.problems
+    assert (quarantined["run_id"], quarantined["accounting"]) == ("s0003-loop", "whatif")
+    assert "iteration 1099511627776" in quarantined["reason"]
+    assert compute_ledger(ArchiveTables(Archive.open(root), "corrected")).runs_recorded == 14
+
+    others = sorted(p for p in SAMPLE.iterdir() if p.name != "s0003-loop.json.gz")
+    expected, _ = whatif(others, ["sliding:keep=3", "none"])
+    replayed = whatif_archive(root, parse_policies(["sliding:keep=3", "none"]))
+    assert replayed is not None and replayed.runs == 13
+    assert_frame_equal(replayed.per_run, expected)
+    where = str(snapshots / "s0003-loop.json.gz")
+    assert replayed.problems == [ReadProblem(where, None, "s0003-loop", quarantined["reason"])]
+    with pytest.warns(UserWarning, match=r"skipped .*s0003-loop\.json\.gz \(run s0003-loop\)"):
+        per_run, _ = whatif(str(root), ["sliding:keep=3", "none"])
+    assert_frame_equal(per_run, expected)
+    # the snapshots themselves say the same
+    with pytest.warns(UserWarning, match="iteration 1099511627776"):
+        from_snapshots, _ = whatif(snapshots, ["sliding:keep=3", "none"])
+    assert_frame_equal(from_snapshots, expected)
+
+    runner = CliRunner()
+    for path in (str(root), str(snapshots)):
+        result = runner.invoke(main, ["whatif", path, "--policy", "none", "--format", "json"])
+        assert result.exit_code == EXIT_UNREADABLE_INPUT, result.output
+        assert f"skipped {where} (run s0003-loop): unreadable snapshot content" in result.stderr
+        assert result.stdout.count('"run_id"') == 13
+    table = runner.invoke(main, ["whatif", str(root), "--policy", "none"])
+    assert table.exit_code == EXIT_UNREADABLE_INPUT
+    assert "13 archived run(s) replayed under 1 policy" in table.stderr
+    assert "1 could not be replayed" in table.stderr
+    # selections: only the selected runs' problems
+    chosen = runner.invoke(main, ["whatif", f"{root}?run_id=s0001-fact-bench", "--policy", "none"])
+    assert chosen.exit_code == 0 and "skipped" not in chosen.stderr
+    alone = whatif_archive(f"{root}?run_id=s0003-loop", parse_policies(["none"]))
+    assert alone is not None and (alone.runs, len(alone.problems)) == (0, 1)
+    later = whatif_archive(f"{root}?since=2999-01-01", parse_policies(["none"]))
+    assert later is not None and (later.runs, later.problems) == (0, [])
+
+
+def test_a_run_archived_without_a_stream_and_no_reason_is_named_too(tmp_path, monkeypatch):
+    folded = window_tables.run_window
+
+    def lost(run):  # as if ingest had stored no stream for this run, and said nothing
+        return None if run.run_id == "s0003-loop" else folded(run)
+
+    monkeypatch.setattr(window_tables, "run_window", lost)
+    files = [SAMPLE / "s0001-fact-bench.json.gz", SAMPLE / "s0003-loop.json.gz"]
+    root = tmp_path / "archive"
+    assert ingest(files, root, workers=1).problems == []
+    replayed = whatif_archive(root, parse_policies(["none"]))
+    assert replayed is not None and replayed.runs == 1
+    assert replayed.problems == [ReadProblem(str(files[1]), None, "s0003-loop", NO_STREAM)]
+
+
+# ── synthetic archives ─────────────────────────────────────────────
+SYNTH_POLICIES = [
+    "none",
+    "sliding:keep=6",
+    "sliding:keep=3,last_tool_results=0",
+    "sliding:keep=6,ledger_facts=2",
+    "token_budget:threshold=2000",
+]
+
+
+def test_a_synthetic_archive_stores_its_streams_as_ingest_would_and_replays_them(tmp_path):
+    root = tmp_path / "archive"
+    synth_archive(root, 300, seed=4, batch_runs=200, workers=1)
+    built = [*synth_streams(4, 0, 200), *synth_streams(4, 200, 100)]
+    streams = [stream for stream, _ in built]
+    standings = [row for _, rows in built for row in rows]
+    # the rows stored are those ingest stores for such a stream
+    archive = Archive.open(root)
+    stored = {
+        table: pl.read_parquet(archive.paths(archive.files(table)))
+        for table in ("streams", "messages", "standings")
+    }
+    expected_streams = pa.Table.from_pylist(
+        [stream_row(stream, order) for order, stream in enumerate(streams)], schema=schema.STREAMS
+    )
+    assert_frame_equal(stored["streams"], pl.from_arrow(expected_streams))
+    assert_frame_equal(stored["messages"], pl.from_arrow(messages_table(streams)))
+    expected_standings = pa.Table.from_pylist(standings, schema=schema.STANDINGS)
+    assert_frame_equal(stored["standings"], pl.from_arrow(expected_standings))
+    # and replay to the rows of the same streams in memory
+    per_run, _ = whatif(str(root), SYNTH_POLICIES)
+    assert_frame_equal(per_run, whatif_table(streams, parse_policies(SYNTH_POLICIES), standings))
+    # realistic: parallel batches, unanswered calls, unnamed results, user turns, facts
+    messages = stored["messages"]
+    asked = messages.filter(pl.col("tool_calls").list.len() > 0)
+    assert asked["tool_calls"].list.len().max() > 1
+    assert messages.filter(pl.col("role") == "tool").height < asked["tool_calls"].list.len().sum()
+    assert messages["tool_name_recovered"].any()
+    assert messages.filter(pl.col("role") == "user").height > 300
+    assert 0 < stored["standings"]["run_id"].n_unique() < 300
+    assert (stored["standings"]["standing"] == "fact").any()
+    assert (
+        per_run.filter(pl.col("policy") == "sliding:keep=3,last_tool_results=0")[
+            "removed_messages"
+        ].sum()
+        > 0
+    )
+    # the tool calls are the runs' tool uses
+    uses = ArchiveTables(archive, "corrected").uses
+    assert (
+        asked["tool_calls"].list.len().sum()
+        == uses.filter(pc.equal(uses["signal"], "tool-called")).num_rows
+    )
+
+
+def test_synthetic_streams_built_on_worker_processes_are_the_same(tmp_path, monkeypatch):
+    monkeypatch.setattr(synth, "STREAM_CHUNK_RUNS", 70)  # several chunks, on the pool
+    synth_archive(tmp_path / "pooled", 150, seed=9, workers=2)
+    synth_archive(tmp_path / "here", 150, seed=9, workers=1)
+    for table in ("streams", "messages", "standings"):
+        pooled, here = (Archive.open(tmp_path / name) for name in ("pooled", "here"))
+        assert_frame_equal(
+            pl.read_parquet(pooled.paths(pooled.files(table))),
+            pl.read_parquet(here.paths(here.files(table))),
+        )

@@ -494,21 +494,22 @@ def whatif_command(
     except ArchiveError as error:
         _fail(str(error))
     if archived is not None:
-        problems: list[Any] = []
+        problems = list(archived.problems)
         per_run = archived.per_run
         click.echo(
             f"contextledger: {archived.runs} archived run(s) replayed under {len(parsed)} "
             f"polic{'y' if len(parsed) == 1 else 'ies'} in {archived.seconds:.2f} s: "
-            f"{archived.runs_per_second:,.0f} runs/s",
+            f"{archived.runs_per_second:,.0f} runs/s"
+            + (f"; {len(problems)} could not be replayed" if problems else ""),
             err=True,
         )
     else:
         inputs = replayed.read_inputs(paths)
         problems = list(inputs.problems)
-        for problem in inputs.problems:
-            where = problem.path if problem.line is None else f"{problem.path}:{problem.line}"
-            click.echo(f"contextledger: skipped {where}: {problem.reason}", err=True)
         per_run = replayed.whatif_table(inputs.streams, parsed, [*inputs.standings, *standings])
+    for problem in problems:
+        where = replayed.where_from(problem)
+        click.echo(f"contextledger: skipped {where}: {problem.reason}", err=True)
     note = replayed.describe(per_run)
     if output_format == "parquet":
         per_run.write_parquet(str(output))
@@ -740,6 +741,12 @@ def ingest_command(
     help="Hive partition key of a new archive [default: ingest_date].",
 )
 @click.option("--ingest-date", help="Record the runs under this date (YYYY-MM-DD).")
+@click.option(
+    "--streams/--no-streams",
+    default=True,
+    show_default=True,
+    help="With --archive: also write each run's message stream and standings, for `whatif DIR`.",
+)
 def synth_command(
     runs: int,
     archive_dir: str | None,
@@ -748,13 +755,15 @@ def synth_command(
     templates: str,
     partition_by: str | None,
     ingest_date: str | None,
+    streams: bool,
 ) -> None:
     """Write realistic synthetic runs, to try the tool or time it at scale.
 
     --archive DIR writes the tables directly (both accountings and outcome labels,
-    modelled on the reference corpus; about 45 offer rows per run); --snapshots DIR
-    writes agentfootprint snapshot files for timing `ingest`. The same seed gives the
-    same runs; running the command again adds only what is missing.
+    modelled on the reference corpus; about 45 offer rows per run) and each run's
+    message stream for `whatif`; --snapshots DIR writes agentfootprint snapshot files
+    for timing `ingest`. The same seed gives the same runs; running the command again
+    adds only what is missing.
     """
     from contextledger import synth
     from contextledger.archive import ArchiveError
@@ -773,6 +782,7 @@ def synth_command(
             partition_by=partition_by,
             ingest_date=ingest_date,
             progress=sys.stderr.isatty(),
+            streams=streams,
         )
     except (ArchiveError, OSError, ValueError) as error:
         _fail(str(error))

@@ -11,6 +11,14 @@ LLMCall and zero-usage runs the reference refuses; outcome labels good / bad /
 neutral (55/23/22%, worse for worse agents) and a second "reviewed" label on 5%.
 About 47 offer rows per run, as in the corpus. Everything follows from ``seed``.
 
+Each run's message stream (for ``whatif DIR``) follows from its tables: its model
+calls, and after each call the tool calls its uses record (a call's uses are one
+parallel batch), with results tiny, typical or huge, some never answered, some
+without their tool's name; assistant text, now and then a user's follow-up, the
+answer after the last call; the findings ledger of 30% of runs files a standing for
+each result. Streams are recorded without a window (the replay's kernel takes them
+all) and drawn apart from the tables, which are the same with or without them.
+
 ``synth_snapshots`` instead writes agentfootprint snapshot files, copies of real
 recorded runs (the corpus, or the bundled sample) under fresh run ids, for timing
 ingest on the real decoding work.
@@ -18,6 +26,7 @@ ingest on the real decoding work.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import functools
 import gzip
@@ -25,13 +34,17 @@ import hashlib
 import json
 import os
 import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import msgspec
 import numpy as np
 import polars as pl
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from contextledger.archive import store
 from contextledger.archive.ingest import (
@@ -46,11 +59,16 @@ from contextledger.archive.ingest import (
 from contextledger.archive.store import Archive
 from contextledger.tables import schema
 from contextledger.tables.build import ACCOUNTING_MODES, RunTables
+from contextledger.window.messages import RunMessages, collector_paused
+from contextledger.window.synthetic import STANDING_MIX, Scripts, prose, script_streams
+from contextledger.window.tables import message_columns, stream_row, with_turn_index
 
 #: Bumped when the model changes, so an archive never mixes two models under one seed.
 MODEL_VERSION = 1
 #: Runs generated and committed together.
 SYNTH_BATCH_RUNS = 50_000
+#: Runs whose message streams are built (as Python objects) at a time.
+STREAM_CHUNK_RUNS = 2000
 
 _VERBS = (
     "get",
@@ -508,6 +526,107 @@ def _labels(rng: np.random.Generator, run_ids: np.ndarray, quality: np.ndarray) 
     )
 
 
+def synth_scripts(seed: int, first: int, tables: Mapping[str, RunTables]) -> Scripts:
+    """The message-stream scripts of the runs ``synth_tables(seed, first, ...)`` gave.
+
+    Each run makes its ``model_call_count`` calls; after call ``k`` come the tool calls
+    its corrected ``tool-called`` uses at ``call_index`` ``k - 1`` record, as one
+    parallel batch. Runs the reference refused for reporting no usage report no input
+    tokens. Everything else is drawn from ``seed`` apart from the tables.
+
+    >>> tables, _ = synth_tables(seed=1, first=0, count=300)
+    >>> scripts = synth_scripts(1, 0, tables)
+    >>> used = tables["corrected"].uses.filter(pc.equal(
+    ...     tables["corrected"].uses["signal"], "tool-called"))
+    >>> scripts.runs, len(scripts.run) == used.num_rows
+    (300, True)
+    """
+    corrected, reference = tables["corrected"].runs, tables["reference"].runs
+    count = corrected.num_rows
+    rng = np.random.default_rng([seed, MODEL_VERSION, 3, first])
+    run_ids = corrected["run_id"].to_pylist()
+    calls = corrected["model_call_count"].to_numpy().astype(np.int64)
+    numbers = pl.DataFrame({"run_id": run_ids, "number": np.arange(count)})
+    uses = (
+        pl.DataFrame(tables["corrected"].uses)
+        .filter(pl.col("signal") == "tool-called")
+        .join(numbers, on="run_id", maintain_order="left")
+    )
+    names, tool = np.unique(uses["piece_id"].to_numpy().astype(str), return_inverse=True)
+    run = uses["number"].to_numpy()
+    step = uses["call_index"].to_numpy().astype(np.int64) + 1
+    n = len(run)
+    kind = rng.random(n)
+    chars = np.where(
+        kind < 0.1,
+        rng.integers(0, 4, n),
+        np.where(kind > 0.93, rng.integers(3000, 8001, n), rng.integers(40, 601, n)),
+    )
+    answered = rng.random(n) > 0.03
+    named = rng.random(n) < 0.85
+    weights = np.array([w for _, w in STANDING_MIX], dtype=np.float64)
+    standing = rng.choice(len(STANDING_MIX), p=weights / weights.sum(), size=n)
+    files_standings = rng.random(count) < 0.3
+    # Said: assistant text at a call's batch (35%) or alone where the call asked for no
+    # tool, a user's follow-up after 3% of steps, and the answer after the last call.
+    grid_run = np.repeat(np.arange(count), calls - 1)
+    grid_step = np.arange(grid_run.size) - np.repeat(np.cumsum(calls - 1) - (calls - 1), calls - 1)
+    grid_step += 1
+    width = int(calls.max(initial=1)) + 1
+    batched = np.isin(grid_run * width + grid_step, run * width + step)
+    talks = ~batched | (rng.random(grid_run.size) < 0.35)
+    follows = rng.random(grid_run.size) < 0.03
+    said_run = np.concatenate([grid_run[talks], grid_run[follows], np.arange(count)])
+    said_step = np.concatenate([grid_step[talks], grid_step[follows], calls])
+    said_user = np.repeat([False, True, False], [int(talks.sum()), int(follows.sum()), count])
+    said_chars = np.concatenate(
+        [
+            rng.integers(20, 401, int(talks.sum())),
+            rng.integers(15, 161, int(follows.sum())),
+            rng.integers(80, 1501, count),
+        ]
+    )
+    order = np.lexsort((said_user, said_step, said_run))
+    request_chars = rng.integers(30, 401, count).tolist()
+    request_start = rng.integers(0, 1000, count).tolist()
+    agent = pc.equal(reference["runner_kind"], "Agent").to_numpy(zero_copy_only=False)
+    return Scripts(
+        run_ids=run_ids,
+        requests=[
+            f"{run_id}: {prose(size, start)}"
+            for run_id, size, start in zip(run_ids, request_chars, request_start, strict=True)
+        ],
+        calls=calls,
+        tool_names=names.tolist(),
+        run=run,
+        step=step,
+        tool=tool,
+        chars=np.where(answered, chars, -1),
+        standing=standing,
+        named=named,
+        files_standings=files_standings,
+        tokens_reported=reference["metered"].to_numpy(zero_copy_only=False) | ~agent,
+        said_run=said_run[order],
+        said_step=said_step[order],
+        said_user=said_user[order],
+        said_chars=said_chars[order],
+    )
+
+
+def synth_streams(
+    seed: int, first: int, count: int
+) -> Iterator[tuple[RunMessages, list[dict[str, Any]]]]:
+    """Runs ``first .. first+count-1`` of the synthetic stream ``seed`` as messages: what
+    ``synth_archive`` stores for them when it writes them in one batch (``first`` a
+    multiple of its ``batch_runs``, ``count`` at most that), and their standings rows.
+
+    >>> [stream.run_id for stream, _ in synth_streams(seed=1, first=0, count=2)]
+    ['synth-1-000000000', 'synth-1-000000001']
+    """
+    tables, _ = synth_tables(seed, first, count)
+    yield from script_streams(synth_scripts(seed, first, tables))
+
+
 # ── into an archive ────────────────────────────────────────────────
 def synth_archive(
     archive_dir: str | Path,
@@ -518,11 +637,16 @@ def synth_archive(
     ingest_date: str | None = None,
     batch_runs: int = SYNTH_BATCH_RUNS,
     progress: bool = False,
+    streams: bool = True,
+    workers: int | None = None,
 ) -> IngestReport:
-    """Write ``runs`` synthetic runs (both accountings, with outcome labels) into an archive.
+    """Write ``runs`` synthetic runs (both accountings, with outcome labels) into an archive,
+    with their message streams (``streams``) for ``whatif``, built on ``workers``
+    processes (default: one per core) while the tables are written.
 
     Each batch is a manifest source (``synth://seed=S/runs=A-B``), so the same command
-    run again, or after being killed, adds only what is missing.
+    run again, or after being killed, adds only what is missing (``streams`` applies to
+    the runs it adds).
 
     >>> import tempfile
     >>> with tempfile.TemporaryDirectory() as folder:
@@ -535,7 +659,12 @@ def synth_archive(
     archive = Archive.create(archive_dir, partition_by)
     report = IngestReport(str(archive_dir))
     date = ingest_date or dt.datetime.now(dt.UTC).date().isoformat()
-    with archive.writing() as removed:
+    processes = workers if workers is not None else (os.cpu_count() or 1)
+    pooled = streams and processes > 1 and min(runs, batch_runs) > STREAM_CHUNK_RUNS
+    with (
+        archive.writing() as removed,
+        ProcessPoolExecutor(processes) if pooled else contextlib.nullcontext() as pool,
+    ):
         report.leftovers_removed = removed
         known = committed_sources(archive)
         for first in range(0, runs, batch_runs):
@@ -546,9 +675,8 @@ def synth_archive(
             if before is not None and before.content_hash == digest:
                 report.files_unchanged += 1
                 continue
-            _synth_batch(
-                archive, date, seed, first, count, Source(path, None, None, digest), report
-            )
+            source = Source(path, None, None, digest)
+            _synth_batch(archive, date, seed, first, count, source, report, streams, pool)
             if progress:
                 elapsed = time.perf_counter() - started
                 print(
@@ -571,6 +699,8 @@ def _synth_batch(
     count: int,
     source: Source,
     report: IngestReport,
+    streams: bool,
+    pool: ProcessPoolExecutor | None,
 ) -> None:
     tables, labels = synth_tables(seed, first, count)
     ids = tables["corrected"].runs["run_id"].to_pylist()
@@ -579,6 +709,20 @@ def _synth_batch(
     batch = archive.new_batch(date)
     added = [run_id for run_id, kept in zip(ids, keep, strict=True) if kept]
     order = {run_id: batch.first_run_order + i for i, run_id in enumerate(added)}
+    stream_parts = []
+    if streams:  # built (on the pool) while the tables are written
+        numbers = [number for number, kept_run in enumerate(keep) if kept_run]
+        kinds = tables["corrected"].runs["runner_kind"].to_pylist()
+        stream_parts = _stream_parts(
+            pool,
+            synth_scripts(seed, first, tables),
+            numbers,
+            [order[ids[number]] for number in numbers],
+            [
+                store.partition_value(archive.partition_by, date, kinds[number], source.path)
+                for number in numbers
+            ],
+        )
     partitions: dict[int, str] = {}
     for mode, mode_tables in tables.items():
         runs = mode_tables.runs.filter(pa.array(keep))
@@ -602,6 +746,8 @@ def _synth_batch(
         write_tables(batch, kept, partitions)
         if mode == "reference":
             report.refused[mode] += runs.num_rows - sum(runs["metered"].to_pylist())
+    del tables, mode_tables, kept
+    _write_streams(batch, stream_parts)
     batch.run_count = len(added)
     index = pa.table(
         {
@@ -629,9 +775,87 @@ def _synth_batch(
     report.runs_already_archived += count - len(added)
 
 
-def _keep(table: pa.Table, run_ids: pa.Array) -> pa.Table:
-    import pyarrow.compute as pc
+class _StreamRows:
+    """Some runs' rows of the window tables, as ingest stores them (``run_window``)."""
 
+    def __init__(self) -> None:
+        self.messages: dict[str, list[Any]] = {name: [] for name in schema.MESSAGES.names}
+        self.streams: list[dict[str, Any]] = []
+        self.standings: list[dict[str, Any]] = []
+
+    def add(self, stream: RunMessages, standings: list[dict[str, Any]], run_order: int) -> None:
+        for name, values in message_columns(stream).items():
+            self.messages[name].extend(values)
+        self.streams.append(stream_row(stream, run_order))
+        self.standings.extend(standings)
+
+    def tables(self) -> tuple[pa.Table, pa.Table, pa.Table]:
+        """``streams``, ``messages`` (turns not yet numbered), ``standings``: in
+        ``store.WINDOW_TABLES``' order, built with Arrow alone (no Polars in a worker)."""
+        return (
+            pa.Table.from_pylist(self.streams, schema=schema.STREAMS),
+            pa.table(self.messages, schema=schema.MESSAGES),
+            pa.Table.from_pylist(self.standings, schema=schema.STANDINGS),
+        )
+
+
+#: A chunk's window tables by partition: ``streams``, ``messages``, ``standings``.
+StreamTables = dict[str, tuple[pa.Table, pa.Table, pa.Table]]
+
+
+def _stream_chunk(
+    scripts: Scripts, orders: Sequence[int], partitions: Sequence[str]
+) -> StreamTables:
+    """The window tables of every run of ``scripts`` (its ``run_order``, its partition).
+
+    Runs on a worker forked from a process that runs Polars, so it uses none (a forked
+    child cannot rely on the parent's thread pool): turns are numbered when written."""
+    rows: dict[str, _StreamRows] = {}
+    with collector_paused():
+        built = script_streams(scripts)
+        for (stream, standings), run_order, partition in zip(
+            built, orders, partitions, strict=True
+        ):
+            rows.setdefault(partition, _StreamRows()).add(stream, standings, run_order)
+    return {partition: found.tables() for partition, found in rows.items()}
+
+
+def _stream_parts(
+    pool: ProcessPoolExecutor | None,
+    scripts: Scripts,
+    numbers: Sequence[int],
+    orders: Sequence[int],
+    partitions: Sequence[str],
+) -> list[Callable[[], StreamTables]]:
+    """The window tables of runs ``numbers`` of ``scripts``, a chunk at a time: each
+    chunk's tables when called (built on ``pool`` when there is one, else then)."""
+    parts: list[Callable[[], StreamTables]] = []
+    for start in range(0, len(numbers), STREAM_CHUNK_RUNS):
+        end = start + STREAM_CHUNK_RUNS
+        chunk = (scripts.take(numbers[start:end]), orders[start:end], partitions[start:end])
+        if pool is None:
+            parts.append(functools.partial(_stream_chunk, *chunk))
+        else:
+            parts.append(pool.submit(_stream_chunk, *chunk).result)
+    return parts
+
+
+def _write_streams(batch: store.Batch, parts: Sequence[Callable[[], StreamTables]]) -> None:
+    """Write the chunks' window tables, one file per table and partition; a chunk is
+    built as Python objects and kept as Arrow, so memory stays that of the tables."""
+    by_partition: dict[str, list[tuple[pa.Table, pa.Table, pa.Table]]] = {}
+    for part in parts:
+        for partition, tables in part().items():
+            by_partition.setdefault(partition, []).append(tables)
+    for partition, tables_list in by_partition.items():
+        for position, name in enumerate(store.WINDOW_TABLES):
+            table = pa.concat_tables(tables[position] for tables in tables_list)
+            if name == "messages":
+                table = with_turn_index(table)  # what messages_from_columns does
+            batch.write(name, table, partition=partition)
+
+
+def _keep(table: pa.Table, run_ids: pa.Array) -> pa.Table:
     return table.filter(pc.is_in(table["run_id"], value_set=run_ids))
 
 
@@ -699,4 +923,11 @@ def describe(report: IngestReport) -> str:
     )
 
 
-__all__ = ["describe", "synth_archive", "synth_snapshots", "synth_tables"]
+__all__ = [
+    "describe",
+    "synth_archive",
+    "synth_scripts",
+    "synth_snapshots",
+    "synth_streams",
+    "synth_tables",
+]

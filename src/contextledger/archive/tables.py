@@ -360,7 +360,8 @@ def stream_batches(
     ``--batch-runs``) and yields at most ``batch_runs`` runs at once, in ingest order,
     so memory does not grow with the archive. Raises :class:`ArchiveError` when a
     selected batch was written without message streams (an archive ingested before
-    they were stored, or written by ``synth --archive``).
+    they were stored, or written by ``synth --archive --no-streams``). A run whose
+    stream could not be stored is left out: :func:`unreplayable_runs` names them.
 
     >>> import tempfile
     >>> from contextledger.archive.ingest import ingest
@@ -385,9 +386,9 @@ def stream_batches(
         raise ArchiveError(
             f"{archive.root}: {sum(c.run_count for c in without)} archived run(s) have no "
             "message streams (ingested before archives stored them, or written by "
-            "synth --archive), so whatif cannot replay them; ingest the snapshots again "
-            "into a new archive (contextledger ingest PATH... --archive NEW_DIR) and point "
-            "whatif at that"
+            "synth --archive --no-streams), so whatif cannot replay them; ingest the "
+            "snapshots again into a new archive (contextledger ingest PATH... --archive "
+            "NEW_DIR) and point whatif at that"
         )
     ids = ArchiveTables(archive, ACCOUNTING_MODES[0], selection).run_id_filter()
     wanted = pa.array(ids, type=pa.string()) if ids is not None else None
@@ -422,3 +423,56 @@ _WINDOW_SCHEMAS = {
     "messages": schema.MESSAGES,
     "standings": schema.STANDINGS,
 }
+
+
+#: Why a selected run without a stored stream is left out, when ingest did not say.
+NO_STREAM = "no message stream stored for this run, so whatif cannot replay it"
+
+
+def unreplayable_runs(archive: Archive, selection: Selection | None = None) -> list[dict[str, Any]]:
+    """The selected runs :func:`stream_batches` leaves out: archived (their ledger rows
+    are there) without a stored message stream, in ingest order, as ``schema.PROBLEMS``
+    rows (path, line, run_id, reason).
+
+    Each is named as its quarantine row names it (a stream ingest could not fold is
+    quarantined for ``whatif`` only, with the reason), else by the run's source with
+    :data:`NO_STREAM`. Reads one commit's run ids at a time.
+    """
+    import pyarrow.compute as pc
+
+    selection = selection or Selection()
+    ids = ArchiveTables(archive, ACCOUNTING_MODES[0], selection).run_id_filter()
+    wanted = pa.array(ids, type=pa.string()) if ids is not None else None
+    columns = ["run_id", "run_order", "source_path", "source_line"]
+    missing: list[dict[str, Any]] = []
+    for commit in archive.commits:
+        if not commit.run_count or not selection.keeps(commit):
+            continue
+        paths = archive.paths(archive.files("run_index", [commit]))
+        index = pa.concat_tables([pq.read_table(path, columns=columns) for path in paths])
+        if wanted is not None:
+            index = index.filter(pc.is_in(index["run_id"], value_set=wanted))
+        paths = archive.paths(archive.files("streams", [commit]))
+        stored = [pq.read_table(path, columns=["run_id"])["run_id"] for path in paths]
+        if stored:
+            held = pa.chunked_array(stored).combine_chunks()
+            index = index.filter(pc.invert(pc.is_in(index["run_id"], value_set=held)))
+        missing.extend(index.to_pylist())
+    if not missing:
+        return []
+    said: dict[str, dict[str, Any]] = {}  # the latest whatif quarantine row of each run
+    for path in archive.paths(archive.files("quarantine")):
+        for row in pq.read_table(path).to_pylist():
+            if row["accounting"] == "whatif" and row["run_id"] is not None:
+                said[row["run_id"]] = row
+    problems = []
+    for row in sorted(missing, key=lambda row: row["run_order"]):
+        quarantined = said.get(row["run_id"])
+        if quarantined is not None:
+            where = (quarantined["path"], quarantined["line"], quarantined["reason"])
+        else:
+            where = (row["source_path"], row["source_line"], NO_STREAM)
+        problems.append(
+            {"path": where[0], "line": where[1], "run_id": row["run_id"], "reason": where[2]}
+        )
+    return problems

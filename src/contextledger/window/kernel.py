@@ -28,7 +28,7 @@ import numpy as np
 
 from contextledger.read.jsjson import utf16_length
 from contextledger.tables.schema import WHATIF_METRICS
-from contextledger.window.messages import Message, RunMessages
+from contextledger.window.messages import Message, RunMessages, collector_paused
 from contextledger.window.notice import _SAFE_TOOL_NAME, MAX_NAMED_TOOLS, drop_notice_text
 from contextledger.window.policies import Policy
 from contextledger.window.refusals import current_request_index, is_result
@@ -129,7 +129,8 @@ def turn_arrays(
     timelines = timelines or {}
     runs = len(streams)
     calls_max = max([1] + [len(s.calls) for s in streams])
-    per_run = [_lay_out(stream, timelines.get(stream.run_id)) for stream in streams]
+    with collector_paused():
+        per_run = [_lay_out(stream, timelines.get(stream.run_id)) for stream in streams]
     turns_max = max([1] + [len(p["turns"]) for p in per_run])
     names_max = max([1] + [len(p["names"]) for p in per_run])
     shape = (runs, turns_max)

@@ -18,7 +18,9 @@ recorded windows are kept for comparison.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import contextlib
+import gc
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -298,6 +300,7 @@ def rebuild_messages(run: Run) -> RunMessages:
         replace(call, input_tokens=max(0, tokens_of.get(call.runtime_stage_id, 0)))
         for call in calls
     ]
+    _check_ranges(calls)
     messages = _stream(raws, origins, authored, entered_after_call, len(calls))
     said = fold.values["userMessage"]
     records = fold.values["compactions"]
@@ -309,6 +312,31 @@ def rebuild_messages(run: Run) -> RunMessages:
         final_window=tuple(live),
         recorded_records=records if isinstance(records, list) else [],
     )
+
+
+#: Largest iteration a replay keeps (``schema.MODEL_CALL.iteration`` is 32-bit).
+MAX_ITERATION = 2**31 - 1
+#: Largest input token count per call a replay keeps: JavaScript's largest exact integer
+#: (a provider's count beyond it was never exact, and sums of such counts overflow).
+MAX_INPUT_TOKENS = 2**53 - 1
+
+
+def _check_ranges(calls: Sequence[ModelCall]) -> None:
+    """Raise ``ValueError`` for a call whose iteration or input tokens a replay (and an
+    archive's ``streams`` table) cannot hold: the run's stream is not replayable."""
+    for call in calls:
+        if not -MAX_ITERATION - 1 <= call.iteration <= MAX_ITERATION:
+            msg = (
+                f"model call {call.ordinal} ({call.runtime_stage_id}) has iteration "
+                f"{call.iteration}, beyond the 32-bit range a window replay keeps"
+            )
+            raise ValueError(msg)
+        if call.input_tokens > MAX_INPUT_TOKENS:
+            msg = (
+                f"model call {call.ordinal} ({call.runtime_stage_id}) reported more than "
+                "2**53 - 1 input tokens (JavaScript's largest exact integer)"
+            )
+            raise ValueError(msg)
 
 
 def _stream(
@@ -338,6 +366,19 @@ def _stream(
             message = replace(message, resolved_tool_name=resolved or None)
         out.append(message)
     return out
+
+
+@contextlib.contextmanager
+def collector_paused() -> Iterator[None]:
+    """Pause Python's cycle collector while many small acyclic objects are built (messages
+    of thousands of runs): it would scan them all again and again, and find nothing."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def window_json(messages: Iterable[Message]) -> str:

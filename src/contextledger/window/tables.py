@@ -23,6 +23,7 @@ from contextledger.window.messages import (
     ModelCall,
     RunMessages,
     ToolCall,
+    collector_paused,
     rebuild_messages,
 )
 from contextledger.window.standings import standings_from_snapshot
@@ -59,34 +60,30 @@ def first_served(stream: RunMessages) -> list[int | None]:
 
 def message_columns(stream: RunMessages) -> dict[str, list[Any]]:
     """One run's ``schema.MESSAGES`` rows, column by column (``turn_index`` not yet set)."""
-    columns: dict[str, list[Any]] = {name: [] for name in schema.MESSAGES.names}
+    messages = stream.messages
     served = first_served(stream)
-    for message in stream.messages:
-        row = {
-            "run_id": stream.run_id,
-            "message_index": message.index,
-            "first_call": served[message.index],
-            "entered_before_call": message.first_call,
-            "turn_index": None,
-            "role": message.role,
-            "tool_call_id": message.tool_call_id,
-            "tool_calls": [{"id": c.id, "name": c.name} for c in message.tool_calls],
-            "tool_name": message.resolved_tool_name,
-            "tool_name_recovered": message.tool_name is None
-            and message.resolved_tool_name is not None,
-            "content_chars": message.chars,
-            "is_drop_notice": message.is_drop_notice,
-            "is_summary": message.is_summary,
-            "injected": message.injected,
-            "window_authored": message.window_authored,
-            "not_dispatched": message.not_dispatched,
-            "origin_stage_id": message.origin,
-            "content": message.content
-            if message.role == "user" or message.window_authored
-            else None,
-        }
-        for name, value in row.items():
-            columns[name].append(value)
+    columns: dict[str, list[Any]] = {
+        "run_id": [stream.run_id] * len(messages),
+        "message_index": [m.index for m in messages],
+        "first_call": [served[m.index] for m in messages],
+        "entered_before_call": [m.first_call for m in messages],
+        "turn_index": [None] * len(messages),
+        "role": [m.role for m in messages],
+        "tool_call_id": [m.tool_call_id for m in messages],
+        "tool_calls": [[{"id": c.id, "name": c.name} for c in m.tool_calls] for m in messages],
+        "tool_name": [m.resolved_tool_name for m in messages],
+        "tool_name_recovered": [
+            m.tool_name is None and m.resolved_tool_name is not None for m in messages
+        ],
+        "content_chars": [m.chars for m in messages],
+        "is_drop_notice": [m.is_drop_notice for m in messages],
+        "is_summary": [m.is_summary for m in messages],
+        "injected": [m.injected for m in messages],
+        "window_authored": [m.window_authored for m in messages],
+        "not_dispatched": [m.not_dispatched for m in messages],
+        "origin_stage_id": [m.origin for m in messages],
+        "content": [m.content if m.role == "user" or m.window_authored else None for m in messages],
+    }
     return columns
 
 
@@ -110,7 +107,11 @@ def messages_table(streams: Iterable[RunMessages]) -> pa.Table:
 
 def messages_from_columns(columns: Mapping[str, list[Any]]) -> pa.Table:
     """``schema.MESSAGES`` from the columns of :func:`message_columns`, turns numbered."""
-    table = pa.table(dict(columns), schema=schema.MESSAGES)
+    return with_turn_index(pa.table(dict(columns), schema=schema.MESSAGES))
+
+
+def with_turn_index(table: pa.Table) -> pa.Table:
+    """``schema.MESSAGES`` rows (each run's in stream order) with ``turn_index`` set."""
     turns = with_turns(pl.from_arrow(table))  # type: ignore[arg-type]
     return table.set_column(
         schema.MESSAGES.get_field_index("turn_index"),
@@ -162,6 +163,11 @@ def streams_from_tables(streams: pa.Table, messages: pa.Table) -> list[RunMessag
     ...     m.chars for m in stream.messages]
     (True, True)
     """
+    with collector_paused():
+        return _rebuilt(streams, messages)
+
+
+def _rebuilt(streams: pa.Table, messages: pa.Table) -> list[RunMessages]:
     columns = messages.select(_READ_BACK).to_pydict()
     by_run: dict[str, list[int]] = {}
     for row, run_id in enumerate(columns["run_id"]):

@@ -36,6 +36,7 @@ from contextledger.read.snapshot import (
     iter_documents,
 )
 from contextledger.tables import schema
+from contextledger.tables.build import _FOLD_ERRORS, _fold_failure
 from contextledger.window.kernel import (
     REFUSAL_REASONS,
     VISIT_FIELDS,
@@ -100,17 +101,37 @@ def read_inputs(paths_or_runs: Any) -> WhatIfInputs:
                 try:
                     for document in iter_documents(path):
                         try:
-                            _take(inputs, decode_run(document))
+                            run = decode_run(document)
                         except ReadError as error:
                             inputs.problems.append(_problem(error))
+                            continue
+                        try:
+                            _take(inputs, run)
+                        except _FOLD_ERRORS as error:  # a stream no replay can hold
+                            source = run.source
+                            reason = _fold_failure(error)
+                            inputs.problems.append(
+                                ReadProblem(source.path, source.line, run.run_id, reason)
+                            )
                 except ReadError as error:
                     inputs.problems.append(_problem(error))
     return inputs
 
 
 def _take(inputs: WhatIfInputs, run: Run) -> None:
-    inputs.streams.append(rebuild_messages(run))
-    inputs.standings.extend(standings_from_snapshot(run))
+    stream, standings = rebuild_messages(run), standings_from_snapshot(run)
+    inputs.streams.append(stream)
+    inputs.standings.extend(standings)
+
+
+def where_from(problem: ReadProblem) -> str:
+    """Where a problem's run came from: ``PATH[:LINE][ (run ID)]``.
+
+    >>> where_from(ReadProblem("runs.jsonl", 3, "r7", "bad"))
+    'runs.jsonl:3 (run r7)'
+    """
+    where = problem.path if problem.line is None else f"{problem.path}:{problem.line}"
+    return where if not problem.run_id else f"{where} (run {problem.run_id})"
 
 
 def _problem(error: ReadError) -> ReadProblem:
@@ -157,22 +178,26 @@ def whatif(
     if isinstance(paths_or_runs, str | Path):
         archived = whatif_archive(paths_or_runs, parsed, _standing_rows(standings))
         if archived is not None:
+            for problem in archived.problems:
+                warnings.warn(f"skipped {where_from(problem)}: {problem.reason}", stacklevel=2)
             return archived.per_run, per_policy(archived.per_run)
     inputs = read_inputs(paths_or_runs)
     for problem in inputs.problems:
-        where = problem.path if problem.line is None else f"{problem.path}:{problem.line}"
-        warnings.warn(f"skipped {where}: {problem.reason}", stacklevel=2)
+        warnings.warn(f"skipped {where_from(problem)}: {problem.reason}", stacklevel=2)
     per_run = whatif_table(inputs.streams, parsed, [*inputs.standings, *_standing_rows(standings)])
     return per_run, per_policy(per_run)
 
 
 @dataclass
 class ArchiveReplay:
-    """``whatif`` over an archive: the per-run rows, and how fast they came."""
+    """``whatif`` over an archive: the per-run rows, how fast they came, and the selected
+    runs it could not replay (archived without a message stream: ingest could not fold
+    it, and quarantined it for ``whatif``), each with where it came from and why."""
 
     per_run: pl.DataFrame
     runs: int
     seconds: float
+    problems: list[ReadProblem] = field(default_factory=list)
 
     @property
     def runs_per_second(self) -> float:
@@ -189,8 +214,9 @@ def whatif_archive(
     reading and replaying a batch of runs at a time; None when ``path`` is no archive.
 
     The rows are those :func:`whatif_table` gives over the snapshots the archive was
-    ingested from. Raises :class:`~contextledger.archive.ArchiveError` for an archive
-    without message streams.
+    ingested from; a selected run whose stream ingest could not store is left out and
+    named in ``problems``. Raises :class:`~contextledger.archive.ArchiveError` for an
+    archive without message streams.
     """
     import time
 
@@ -199,6 +225,7 @@ def whatif_archive(
         STREAM_BATCH_RUNS,
         parse_archive_path,
         stream_batches,
+        unreplayable_runs,
     )
 
     found = parse_archive_path(str(path))
@@ -208,14 +235,16 @@ def whatif_archive(
     root, selection = found
     frames = []
     runs = 0
-    batches = stream_batches(Archive.open(root), selection, batch_runs or STREAM_BATCH_RUNS)
+    archive = Archive.open(root)
+    batches = stream_batches(archive, selection, batch_runs or STREAM_BATCH_RUNS)
     for streams, snapshot_standings in batches:
         frames.append(whatif_table(streams, policies, [*snapshot_standings, *standings_rows]))
         runs += len(streams)
     empty = pl.from_arrow(schema.WHATIF_RUNS.empty_table())
     per_run = pl.concat(frames) if frames else empty
     assert isinstance(per_run, pl.DataFrame)
-    return ArchiveReplay(per_run, runs, time.perf_counter() - started)
+    problems = [ReadProblem(**row) for row in unreplayable_runs(archive, selection)]
+    return ArchiveReplay(per_run, runs, time.perf_counter() - started, problems)
 
 
 def parse_policies(specs: Iterable[str | Policy]) -> list[tuple[str, Policy]]:
