@@ -7,7 +7,8 @@ What is measured, each in a fresh process (so peak memory is its own), repeated
 - ``archive``: :func:`contextledger.window.whatif.whatif_archive` over the archive, what
   ``contextledger whatif DIR --policy ...`` runs: one commit's window tables read at a
   time, 2,000 runs' streams rebuilt from them at a time and replayed (the vectorized
-  kernel), the rows concatenated;
+  kernel), each batch's rows written to a Parquet file, then the per-policy table (the
+  command's default output) computed from those files;
 - ``in memory``: the same runs' streams and standings, read from the archive first (not
   timed, a batch of 2,000 at a time, as ``archive`` reads them) and replayed by
   :func:`~contextledger.window.whatif.whatif_table` batch by batch (timed): the replay
@@ -57,17 +58,20 @@ def peak_rss_mb() -> float:
 
 def measure_archive(archive_dir: str, policies: list[str]) -> dict[str, Any]:
     """``whatif`` over the archive, in this process."""
-    from contextledger.window.whatif import parse_policies, whatif_archive
+    import polars as pl
+
+    from contextledger.window.whatif import parse_policies, per_policy, whatif_archive
 
     parsed = parse_policies(policies)
     started = time.perf_counter()
     replayed = whatif_archive(archive_dir, parsed)
-    seconds = time.perf_counter() - started
     assert replayed is not None and not replayed.problems
+    per_policy(replayed.rows)
+    seconds = time.perf_counter() - started
     return {
         "seconds": seconds,
         "runs": replayed.runs,
-        "rows": replayed.per_run.height,
+        "rows": replayed.rows.select(pl.len()).collect().item(),
         "peak_rss_mb": peak_rss_mb(),
     }
 

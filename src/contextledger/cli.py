@@ -493,9 +493,10 @@ def whatif_command(
             archived = replayed.whatif_archive(paths[0], parsed, standings)
     except ArchiveError as error:
         _fail(str(error))
+    per_run: pl.DataFrame | pl.LazyFrame
     if archived is not None:
         problems = list(archived.problems)
-        per_run = archived.per_run
+        per_run = archived.rows  # scanned from disk: memory does not grow with the archive
         click.echo(
             f"contextledger: {archived.runs} archived run(s) replayed under {len(parsed)} "
             f"polic{'y' if len(parsed) == 1 else 'ies'} in {archived.seconds:.2f} s: "
@@ -512,11 +513,14 @@ def whatif_command(
         click.echo(f"contextledger: skipped {where}: {problem.reason}", err=True)
     note = replayed.describe(per_run)
     if output_format == "parquet":
-        per_run.write_parquet(str(output))
+        per_run.lazy().sink_parquet(str(output))
+        click.echo(note, err=True)
+    elif output_format == "json" and output:
+        per_run.lazy().sink_ndjson(str(output))
         click.echo(note, err=True)
     else:
         if output_format == "json":
-            text = per_run.write_ndjson()
+            text = per_run.lazy().collect().write_ndjson()
         else:
             table = replayed.display_table(replayed.per_policy(per_run))
             text = f"{_table_text(table, width=250)}\n{note}\n"
@@ -591,8 +595,10 @@ def report_command(
     """
     from contextledger import report
     from contextledger.archive import ArchiveError
+    from contextledger.read.snapshot import ReadProblem
     from contextledger.window.policies import PolicySpecError
     from contextledger.window.standings import StandingsFileError
+    from contextledger.window.whatif import where_from as replayed_from
 
     try:
         data = report.collect(
@@ -618,11 +624,14 @@ def report_command(
             problem["path"] if problem["line"] is None else f"{problem['path']}:{problem['line']}"
         )
         click.echo(f"contextledger: skipped {where}: {problem['reason']}", err=True)
+    for problem in data.unreplayed:
+        where = replayed_from(ReadProblem(**problem))
+        click.echo(f"contextledger: not replayed {where}: {problem['reason']}", err=True)
     formats = () if chart_formats == "none" else tuple(chart_formats.split(","))
     page = report.write_report(data, output_dir, formats=formats)
     click.echo(f"wrote {page}" + (f" and {page.parent / 'charts'}/" if formats else ""))
     click.echo(_summary(data.tables))
-    if data.tables.problems.num_rows:
+    if data.tables.problems.num_rows or data.unreplayed:
         sys.exit(EXIT_UNREADABLE_INPUT)
 
 

@@ -17,6 +17,7 @@ recorded char); ``budget_tokens_from`` says which a token budget decided on.
 from __future__ import annotations
 
 import dataclasses
+import tempfile
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -192,12 +193,22 @@ def whatif(
 class ArchiveReplay:
     """``whatif`` over an archive: the per-run rows, how fast they came, and the selected
     runs it could not replay (archived without a message stream: ingest could not fold
-    it, and quarantined it for ``whatif``), each with where it came from and why."""
+    it, and quarantined it for ``whatif``), each with where it came from and why.
 
-    per_run: pl.DataFrame
+    The rows are written to Parquet a batch at a time as they are replayed, and
+    ``rows`` scans them, so the replay's memory does not grow with the archive;
+    ``per_run`` collects them all.
+    """
+
+    rows: pl.LazyFrame
     runs: int
     seconds: float
     problems: list[ReadProblem] = field(default_factory=list)
+    spill: tempfile.TemporaryDirectory[str] | None = field(default=None, repr=False)
+
+    @property
+    def per_run(self) -> pl.DataFrame:
+        return self.rows.collect()
 
     @property
     def runs_per_second(self) -> float:
@@ -233,18 +244,21 @@ def whatif_archive(
         return None
     started = time.perf_counter()
     root, selection = found
-    frames = []
+    spill = tempfile.TemporaryDirectory(prefix="contextledger-whatif-")
+    parts: list[str] = []
     runs = 0
     archive = Archive.open(root)
     batches = stream_batches(archive, selection, batch_runs or STREAM_BATCH_RUNS)
     for streams, snapshot_standings in batches:
-        frames.append(whatif_table(streams, policies, [*snapshot_standings, *standings_rows]))
+        frame = whatif_table(streams, policies, [*snapshot_standings, *standings_rows])
+        parts.append(str(Path(spill.name) / f"part-{len(parts):06d}.parquet"))
+        frame.write_parquet(parts[-1])
         runs += len(streams)
-    empty = pl.from_arrow(schema.WHATIF_RUNS.empty_table())
-    per_run = pl.concat(frames) if frames else empty
-    assert isinstance(per_run, pl.DataFrame)
+    rows = (
+        pl.scan_parquet(parts) if parts else pl.DataFrame(schema.WHATIF_RUNS.empty_table()).lazy()
+    )
     problems = [ReadProblem(**row) for row in unreplayable_runs(archive, selection)]
-    return ArchiveReplay(per_run, runs, time.perf_counter() - started, problems)
+    return ArchiveReplay(rows, runs, time.perf_counter() - started, problems, spill)
 
 
 def parse_policies(specs: Iterable[str | Policy]) -> list[tuple[str, Policy]]:
@@ -550,7 +564,7 @@ def _budget_tokens_from(result: Replay) -> str | None:
     return "recorded+estimated" if any(measured) else "recorded"
 
 
-def per_policy(per_run: pl.DataFrame) -> pl.DataFrame:
+def per_policy(per_run: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
     """One row per policy, in the order given: ``runs``, then each metric's median and total.
 
     >>> per_run, _ = whatif("data/sample/s0003-loop.json.gz", "sliding:keep=2")
@@ -561,7 +575,8 @@ def per_policy(per_run: pl.DataFrame) -> pl.DataFrame:
     for metric in schema.WHATIF_METRICS:
         aggregates.append(pl.col(metric).median().alias(f"{metric}_median"))
         aggregates.append(pl.col(metric).sum().cast(pl.Int64).alias(f"{metric}_total"))
-    return per_run.group_by("policy", maintain_order=True).agg(aggregates)
+    grouped = per_run.lazy().group_by("policy", maintain_order=True).agg(aggregates)
+    return grouped.collect(engine="streaming")
 
 
 #: The metrics the ``table`` format shows, under shorter headings.
@@ -607,12 +622,14 @@ _BUDGET_WORDS = {
 }
 
 
-def describe(per_run: pl.DataFrame) -> str:
+def describe(per_run: pl.DataFrame | pl.LazyFrame) -> str:
     """The lines under the table: what was replayed, and where token counts came from."""
-    runs = per_run["run_id"].n_unique() if per_run.height else 0
-    policies = per_run["policy"].n_unique() if per_run.height else 0
-    budget = per_run.filter(pl.col("budget_tokens_from").is_not_null())
-    counts = dict(budget.group_by("budget_tokens_from").len().iter_rows())
+    rows = per_run.lazy()
+    tally = rows.select(pl.col("run_id").n_unique(), pl.col("policy").n_unique())
+    budget = rows.filter(pl.col("budget_tokens_from").is_not_null())
+    tallied, by_kind = pl.collect_all([tally, budget.group_by("budget_tokens_from").len()])
+    runs, policies = tallied.row(0)
+    counts = dict(by_kind.iter_rows())
     line = (
         f"{runs} run(s) replayed under {policies} polic{'y' if policies == 1 else 'ies'}; "
         "each cell is the median per run / the total over the runs.\n"
