@@ -245,8 +245,9 @@ def main() -> None:
     if not (archive_dir / "archive.json").is_file():
         print(f"writing {args.runs:,} synthetic runs to {archive_dir} ...", flush=True)
         started = time.perf_counter()
+        synth = [CONTEXTLEDGER, "synth", "--runs", str(args.runs)]
         subprocess.run(
-            [CONTEXTLEDGER, "synth", "--runs", str(args.runs), "--archive", str(archive_dir)],
+            [*synth, "--archive", str(archive_dir), "--no-streams"],  # the ledger reads none
             check=True,
             stdout=subprocess.DEVNULL,
         )

@@ -241,6 +241,16 @@ def test_a_run_whose_stream_cannot_be_folded_is_named_and_the_rest_replayed(tmp_
     assert alone is not None and (alone.runs, len(alone.problems)) == (0, 1)
     later = whatif_archive(f"{root}?since=2999-01-01", parse_policies(["none"]))
     assert later is not None and (later.runs, later.problems) == (0, [])
+    # the report: in its ledger, not in its window policies, and it says so
+    for path in (str(root), str(snapshots)):
+        out = tmp_path / "report"
+        result = runner.invoke(main, ["report", path, "-o", str(out), "--charts", "none"])
+        assert result.exit_code == EXIT_UNREADABLE_INPUT, result.output
+        assert f"not replayed {where} (run s0003-loop)" in result.stderr
+        assert "14 run(s) metered" in result.stdout
+        page = (out / "report.html").read_text(encoding="utf-8")
+        assert "1 run(s) are in the ledger but were not replayed" in page
+        assert "1 run(s) are in the ledger but not in the window policies" in page
 
 
 def test_a_run_archived_without_a_stream_and_no_reason_is_named_too(tmp_path, monkeypatch):

@@ -161,6 +161,7 @@ def test_report_command_on_given_paths_still_writes_the_page_past_an_unreadable_
     result = run("report", str(folder), "-o", str(tmp_path / "out"), "--charts", "none")
     assert result.exit_code == EXIT_UNREADABLE_INPUT
     assert "skipped" in result.output and "broken.json" in result.output
+    assert "not replayed" not in result.output  # named once, as unreadable
     page = (tmp_path / "out" / "report.html").read_text(encoding="utf-8")
     assert "1 input(s) could not be read" in page
     assert not (tmp_path / "out" / "charts").exists()

@@ -12,6 +12,7 @@ opens offline, and exports each chart as SVG and PNG for slides.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from collections.abc import Callable, Iterator
@@ -26,7 +27,12 @@ import altair as alt
 import polars as pl
 
 from contextledger import charts
-from contextledger.archive.tables import ArchiveTables, archive_tables, stream_batches
+from contextledger.archive.tables import (
+    ArchiveTables,
+    archive_tables,
+    stream_batches,
+    unreplayable_runs,
+)
 from contextledger.ledger.compute import compute_ledger
 from contextledger.ledger.gates import describe_total, gate_what_if
 from contextledger.ledger.stats import (
@@ -104,6 +110,9 @@ class ReportData:
     standings_from: str | None
     outcomes_from: str | None
     reference: RunTables | None = None
+    #: Runs read whose message stream could not be (path, line, run_id, reason): in the
+    #: ledger, left out of the window policies.
+    unreplayed: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     min_offers: int = DEFAULT_MIN_OFFERS
     bundled: bool = False
 
@@ -171,7 +180,9 @@ def collect(
         reference = archive_tables(names, "reference") or read_runs(paths, mode="reference")
 
     given = load_standings(standings).to_pylist() if standings is not None else []
-    batches = _archive_batches(archived) if archived is not None else _snapshot_batches(paths)
+    batches, unreplayed = (
+        _archive_batches(archived) if archived is not None else _snapshot_batches(paths, tables)
+    )
 
     def replayed(streams: list[RunMessages], standing_rows: list[dict[str, Any]]) -> pl.DataFrame:
         per_run = whatif_table(streams, parsed, standing_rows)
@@ -210,6 +221,7 @@ def collect(
         standings_from=str(standings) if standings is not None else None,
         outcomes_from=str(outcomes) if outcomes is not None else None,
         reference=reference,
+        unreplayed=unreplayed,
         min_offers=min_offers,
         bundled=bundled,
     )
@@ -219,18 +231,28 @@ def collect(
 Batches = Callable[..., Iterator[tuple[list[RunMessages], list[dict[str, Any]]]]]
 
 
-def _snapshot_batches(paths: list[str | Path]) -> Batches:
-    """The snapshots' streams, read once and kept (the timeline takes one of them)."""
-    inputs = read_inputs(list(paths))  # what it cannot read, the tables' problems name
+def _snapshot_batches(
+    paths: list[str | Path], tables: RunTables
+) -> tuple[Batches, list[dict[str, Any]]]:
+    """The snapshots' streams, read once and kept (the timeline takes one of them), and
+    the runs read whose stream could not be (unreadable inputs the tables name)."""
+    inputs = read_inputs(list(paths))
 
     def batches(run_id: str | None = None) -> Iterator[tuple[list[RunMessages], list[Any]]]:
         yield inputs.streams, inputs.standings
 
-    return batches
+    named = {(p["path"], p["line"], p["run_id"]) for p in tables.problems.to_pylist()}
+    unreplayed = [
+        dataclasses.asdict(problem)
+        for problem in inputs.problems
+        if (problem.path, problem.line, problem.run_id) not in named
+    ]
+    return batches, unreplayed
 
 
-def _archive_batches(tables: ArchiveTables) -> Batches:
-    """The archive's streams, read a batch at a time each time they are asked for."""
+def _archive_batches(tables: ArchiveTables) -> tuple[Batches, list[dict[str, Any]]]:
+    """The archive's streams, read a batch at a time each time they are asked for, and
+    the selected runs archived without one."""
 
     def batches(run_id: str | None = None) -> Iterator[tuple[list[RunMessages], list[Any]]]:
         selection = (
@@ -238,7 +260,7 @@ def _archive_batches(tables: ArchiveTables) -> Batches:
         )
         yield from stream_batches(tables.archive, selection)
 
-    return batches
+    return batches, unreplayable_runs(tables.archive, tables.selection)
 
 
 def _timeline_choice(
@@ -299,6 +321,11 @@ def findings(data: ReportData) -> list[str]:
         f"{data.tables.problems.num_rows} input(s) unreadable ({data.tables.mode} accounting). "
         f"{data.rows.height} context pieces were offered, ~{spent:,} approx tokens in all."
     ]
+    if data.unreplayed:
+        out.append(
+            f"{len(data.unreplayed)} run(s) are in the ledger but not in the window policies: "
+            "their message stream could not be read (listed at the end)."
+        )
     idle = data.rows.filter(pl.col("judged") & (pl.col("used") == 0)).sort(
         "approx_tokens_spent", descending=True
     )
@@ -424,6 +451,7 @@ def render_html(data: ReportData, built: dict[str, alt.TopLevelMixin] | None = N
             refused_runs(data.reference).to_dicts() if data.reference is not None else None
         ),
         problems=data.tables.problems.to_pylist(),
+        unreplayed=data.unreplayed,
         comparison=comparison,
         differences=DIFFERENCES,
         difference_headers=HEADERS,
