@@ -12,11 +12,10 @@ opens offline, and exports each chart as SVG and PNG for slides.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import re
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from functools import cache
 from importlib.metadata import version
@@ -112,7 +111,7 @@ class ReportData:
     reference: RunTables | None = None
     #: Runs read whose message stream could not be (path, line, run_id, reason): in the
     #: ledger, left out of the window policies.
-    unreplayed: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    unreplayed: list[dict[str, Any]] = field(default_factory=list)
     min_offers: int = DEFAULT_MIN_OFFERS
     bundled: bool = False
 
@@ -243,7 +242,7 @@ def _snapshot_batches(
 
     named = {(p["path"], p["line"], p["run_id"]) for p in tables.problems.to_pylist()}
     unreplayed = [
-        dataclasses.asdict(problem)
+        asdict(problem)
         for problem in inputs.problems
         if (problem.path, problem.line, problem.run_id) not in named
     ]

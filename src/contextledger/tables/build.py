@@ -106,10 +106,11 @@ def _static_names(run: Run, sidecar: Mapping[str, Sequence[str]]) -> tuple[list[
 
 
 #: What a snapshot that decodes but whose values break the fold raises.
-_FOLD_ERRORS = (TypeError, ValueError, KeyError, AttributeError, RecursionError)
+FOLD_ERRORS = (TypeError, ValueError, KeyError, AttributeError, RecursionError)
 
 
-def _fold_failure(error: Exception) -> str:
+def fold_failure(error: Exception) -> str:
+    """The reason a problem gives for a run that could not be folded."""
     return f"unreadable snapshot content ({type(error).__name__}: {error})"
 
 
@@ -150,22 +151,20 @@ def read_file(
                     raise
                 result.problems.append((None, _problem(error.source, error.reason, error.run_id)))
                 continue
-            except _FOLD_ERRORS as error:
+            except FOLD_ERRORS as error:
                 if strict:
-                    raise ReadError(document.source, _fold_failure(error)) from None
-                result.problems.append(
-                    (None, _problem(document.source, _fold_failure(error), None))
-                )
+                    raise ReadError(document.source, fold_failure(error)) from None
+                result.problems.append((None, _problem(document.source, fold_failure(error), None)))
                 continue
             facts: dict[str, RunFacts] = {}
             for mode, meter in meters.items():
                 try:
                     facts[mode] = meter(run, names)
-                except _FOLD_ERRORS as error:
+                except FOLD_ERRORS as error:
                     if strict:
-                        raise ReadError(document.source, _fold_failure(error)) from None
+                        raise ReadError(document.source, fold_failure(error)) from None
                     confined = mode if len(meters) > 1 else None
-                    problem = _problem(document.source, _fold_failure(error), None)
+                    problem = _problem(document.source, fold_failure(error), None)
                     result.problems.append((confined, problem))
             window = None
             if facts and windows:
@@ -173,8 +172,8 @@ def read_file(
 
                 try:
                     window = run_window(run)
-                except _FOLD_ERRORS as error:
-                    problem = _problem(document.source, _fold_failure(error), run.run_id)
+                except FOLD_ERRORS as error:
+                    problem = _problem(document.source, fold_failure(error), run.run_id)
                     result.problems.append(("whatif", problem))
             if facts:
                 result.runs.append(

@@ -37,7 +37,7 @@ from contextledger.read.snapshot import (
     iter_documents,
 )
 from contextledger.tables import schema
-from contextledger.tables.build import _FOLD_ERRORS, _fold_failure
+from contextledger.tables.build import FOLD_ERRORS, fold_failure
 from contextledger.window.kernel import (
     REFUSAL_REASONS,
     VISIT_FIELDS,
@@ -108,9 +108,9 @@ def read_inputs(paths_or_runs: Any) -> WhatIfInputs:
                             continue
                         try:
                             _take(inputs, run)
-                        except _FOLD_ERRORS as error:  # a stream no replay can hold
+                        except FOLD_ERRORS as error:  # a stream no replay can hold
                             source = run.source
-                            reason = _fold_failure(error)
+                            reason = fold_failure(error)
                             inputs.problems.append(
                                 ReadProblem(source.path, source.line, run.run_id, reason)
                             )
