@@ -60,7 +60,13 @@ from contextledger.archive.store import Archive
 from contextledger.tables import schema
 from contextledger.tables.build import ACCOUNTING_MODES, RunTables
 from contextledger.window.messages import RunMessages, collector_paused
-from contextledger.window.synthetic import STANDING_MIX, Scripts, prose, script_streams
+from contextledger.window.synthetic import (
+    STANDING_MIX,
+    Scripts,
+    prose,
+    result_sizes,
+    script_streams,
+)
 from contextledger.window.tables import message_columns, stream_row, with_turn_index
 
 #: Bumped when the model changes, so an archive never mixes two models under one seed.
@@ -556,13 +562,7 @@ def synth_scripts(seed: int, first: int, tables: Mapping[str, RunTables]) -> Scr
     run = uses["number"].to_numpy()
     step = uses["call_index"].to_numpy().astype(np.int64) + 1
     n = len(run)
-    kind = rng.random(n)
-    chars = np.where(
-        kind < 0.1,
-        rng.integers(0, 4, n),
-        np.where(kind > 0.93, rng.integers(3000, 8001, n), rng.integers(40, 601, n)),
-    )
-    answered = rng.random(n) > 0.03
+    chars, answered = result_sizes(rng, n)
     named = rng.random(n) < 0.85
     weights = np.array([w for _, w in STANDING_MIX], dtype=np.float64)
     standing = rng.choice(len(STANDING_MIX), p=weights / weights.sum(), size=n)

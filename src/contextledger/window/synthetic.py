@@ -357,6 +357,18 @@ def script_streams(
 BENCH_TOOLS = ("lookup_order", "search_docs", "get_metrics", "probe", "fetch_page")
 
 
+def result_sizes(rng: np.random.Generator, count: int) -> tuple[np.ndarray, np.ndarray]:
+    """``count`` tool results' sizes in chars (10% tiny, 7% huge, the rest typical) and
+    whether each was answered (97%), drawn in this order from ``rng``."""
+    kind = rng.random(count)
+    chars = np.where(
+        kind < 0.1,
+        rng.integers(0, 4, count),
+        np.where(kind > 0.93, rng.integers(3000, 8001, count), rng.integers(40, 601, count)),
+    )
+    return chars, rng.random(count) > 0.03
+
+
 def tool_batches(runs: int, calls: int, seed: int = 7) -> Scripts:
     """The what-if bench's runs: one request, then after each call but the last a batch
     of 1 to 3 parallel calls over 5 tools (``BENCH_TOOLS``), results tiny, typical or
@@ -365,13 +377,7 @@ def tool_batches(runs: int, calls: int, seed: int = 7) -> Scripts:
     sizes = rng.choice((1, 2, 3), p=(0.65, 0.25, 0.10), size=runs * (calls - 1))
     count = int(sizes.sum())
     batch = np.repeat(np.arange(sizes.size), sizes)
-    kind = rng.random(count)
-    chars = np.where(
-        kind < 0.1,
-        rng.integers(0, 4, count),
-        np.where(kind > 0.93, rng.integers(3000, 8001, count), rng.integers(40, 601, count)),
-    )
-    answered = rng.random(count) > 0.03
+    chars, answered = result_sizes(rng, count)
     weights = np.array([w for _, w in STANDING_MIX], dtype=np.float64)
     return Scripts(
         run_ids=[f"syn-{n:05d}" for n in range(runs)],
