@@ -181,7 +181,8 @@ def whatif(
         if archived is not None:
             for problem in archived.problems:
                 warnings.warn(f"skipped {where_from(problem)}: {problem.reason}", stacklevel=2)
-            return archived.per_run, per_policy(archived.per_run)
+            per_run = archived.per_run
+            return per_run, per_policy(per_run)
     inputs = read_inputs(paths_or_runs)
     for problem in inputs.problems:
         warnings.warn(f"skipped {where_from(problem)}: {problem.reason}", stacklevel=2)
@@ -197,7 +198,8 @@ class ArchiveReplay:
 
     The rows are written to Parquet a batch at a time as they are replayed, and
     ``rows`` scans them, so the replay's memory does not grow with the archive;
-    ``per_run`` collects them all.
+    ``per_run`` collects them all. The files are deleted with this object: scan
+    ``rows`` while it is alive.
     """
 
     rows: pl.LazyFrame
