@@ -137,6 +137,9 @@ def test_the_command_reads_an_archive_under_filters_and_reports_runs_per_second(
     table = runner.invoke(main, ["whatif", str(sample_archive), "--policy", "none"])
     assert table.exit_code == 0, table.output
     assert "14 archived run(s) replayed under 1 policy" in table.stderr
+    mixed = [str(sample_archive), str(SAMPLE / "s0003-loop.json.gz")]
+    both = runner.invoke(main, ["whatif", *mixed, "--policy", "none"])
+    assert both.exit_code == EXIT_USAGE and "only input" in both.stderr
 
 
 def test_a_date_range_selects_the_batches_ingested_then(tmp_path):

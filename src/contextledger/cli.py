@@ -483,14 +483,10 @@ def whatif_command(
         _fail(str(error))
         raise  # unreachable: _fail exits
     from contextledger.archive import ArchiveError
-    from contextledger.archive.tables import parse_archive_path
 
     archived = None
     try:
-        if any(parse_archive_path(path) for path in paths):
-            if len(paths) != 1:
-                _fail("an archive must be the only input (ingest the other files into it)")
-            archived = replayed.whatif_archive(paths[0], parsed, standings)
+        archived = replayed.whatif_archive(paths, parsed, standings)
     except ArchiveError as error:
         _fail(str(error))
     per_run: pl.DataFrame | pl.LazyFrame

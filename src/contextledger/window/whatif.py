@@ -37,7 +37,7 @@ from contextledger.read.snapshot import (
     iter_documents,
 )
 from contextledger.tables import schema
-from contextledger.tables.build import FOLD_ERRORS, fold_failure
+from contextledger.tables.build import ACCOUNTING_MODES, FOLD_ERRORS, fold_failure
 from contextledger.window.kernel import (
     REFUSAL_REASONS,
     VISIT_FIELDS,
@@ -218,13 +218,15 @@ class ArchiveReplay:
 
 
 def whatif_archive(
-    path: str | Path,
+    paths: str | Path | Sequence[str | Path],
     policies: Sequence[tuple[str, Policy]],
     standings_rows: Sequence[Mapping[str, Any]] = (),
     batch_runs: int | None = None,
 ) -> ArchiveReplay | None:
-    """:func:`whatif_table` over the archive ``path`` names (``DIR`` or ``DIR?since=..``),
-    reading and replaying a batch of runs at a time; None when ``path`` is no archive.
+    """:func:`whatif_table` over the archive ``paths`` name (``DIR`` or ``DIR?since=..``),
+    reading and replaying a batch of runs at a time; None when no path is an archive
+    (an archive must be the only path, as :func:`~contextledger.archive.archive_tables`
+    requires).
 
     The rows are those :func:`whatif_table` gives over the snapshots the archive was
     ingested from; a selected run whose stream ingest could not store is left out and
@@ -233,23 +235,22 @@ def whatif_archive(
     """
     import time
 
-    from contextledger.archive.store import Archive
     from contextledger.archive.tables import (
         STREAM_BATCH_RUNS,
-        parse_archive_path,
+        archive_tables,
         stream_batches,
         unreplayable_runs,
     )
 
-    found = parse_archive_path(str(path))
-    if found is None:
+    named = [paths] if isinstance(paths, str | Path) else paths
+    tables = archive_tables([str(path) for path in named], ACCOUNTING_MODES[0])
+    if tables is None:
         return None
     started = time.perf_counter()
-    root, selection = found
+    archive, selection = tables.archive, tables.selection
     spill = tempfile.TemporaryDirectory(prefix="contextledger-whatif-")
     parts: list[str] = []
     runs = 0
-    archive = Archive.open(root)
     batches = stream_batches(archive, selection, batch_runs or STREAM_BATCH_RUNS)
     for streams, snapshot_standings in batches:
         frame = whatif_table(streams, policies, [*snapshot_standings, *standings_rows])
