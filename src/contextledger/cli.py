@@ -24,7 +24,7 @@ from contextledger.ledger.stats import (
     used_via_text,
     with_uncertainty,
 )
-from contextledger.read.snapshot import ReadError
+from contextledger.read.snapshot import ReadError, ReadProblem
 from contextledger.tables.build import (
     ACCOUNTING_MODES,
     RunTables,
@@ -119,11 +119,9 @@ def _read_inputs(
         _fail(str(error))
         raise  # unreachable: _fail exits
     for problem in tables.problems.to_pylist():
-        where = (
-            problem["path"] if problem["line"] is None else f"{problem['path']}:{problem['line']}"
+        click.echo(
+            f"contextledger: skipped {ReadProblem(**problem).where}: {problem['reason']}", err=True
         )
-        run = f" (run {problem['run_id']})" if problem["run_id"] else ""
-        click.echo(f"contextledger: skipped {where}{run}: {problem['reason']}", err=True)
     if outcomes is not None:
         tables = tables.with_outcomes(outcomes)
     return tables
@@ -505,7 +503,7 @@ def whatif_command(
         problems = list(inputs.problems)
         per_run = replayed.whatif_table(inputs.streams, parsed, [*inputs.standings, *standings])
     for problem in problems:
-        where = replayed.where_from(problem)
+        where = problem.where
         click.echo(f"contextledger: skipped {where}: {problem.reason}", err=True)
     note = replayed.describe(per_run)
     if output_format == "parquet":
@@ -591,10 +589,8 @@ def report_command(
     """
     from contextledger import report
     from contextledger.archive import ArchiveError
-    from contextledger.read.snapshot import ReadProblem
     from contextledger.window.policies import PolicySpecError
     from contextledger.window.standings import StandingsFileError
-    from contextledger.window.whatif import where_from as replayed_from
 
     try:
         data = report.collect(
@@ -621,7 +617,7 @@ def report_command(
         )
         click.echo(f"contextledger: skipped {where}: {problem['reason']}", err=True)
     for problem in data.unreplayed:
-        where = replayed_from(ReadProblem(**problem))
+        where = ReadProblem(**problem).where
         click.echo(f"contextledger: not replayed {where}: {problem['reason']}", err=True)
     formats = () if chart_formats == "none" else tuple(chart_formats.split(","))
     page = report.write_report(data, output_dir, formats=formats)

@@ -107,11 +107,8 @@ class IngestReport:
 
 
 def _where(problem: Mapping[str, Any]) -> str:
-    where = str(problem["path"])
-    if problem.get("line") is not None:
-        where += f":{problem['line']}"
-    if problem.get("run_id"):
-        where += f" (run {problem['run_id']})"
+    found = ReadProblem(problem["path"], problem.get("line"), problem.get("run_id"), "")
+    where = found.where
     if problem.get("accounting") == "whatif":
         where += " [message stream: whatif only]"
     elif problem.get("accounting"):

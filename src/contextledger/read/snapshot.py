@@ -203,6 +203,16 @@ class ReadProblem:
     run_id: str | None
     reason: str
 
+    @property
+    def where(self) -> str:
+        """Where the run came from: ``PATH[:LINE][ (run ID)]``.
+
+        >>> ReadProblem("runs.jsonl", 3, "r7", "bad").where
+        'runs.jsonl:3 (run r7)'
+        """
+        where = self.path if self.line is None else f"{self.path}:{self.line}"
+        return where if not self.run_id else f"{where} (run {self.run_id})"
+
 
 @dataclass
 class Document:

@@ -125,16 +125,6 @@ def _take(inputs: WhatIfInputs, run: Run) -> None:
     inputs.standings.extend(standings)
 
 
-def where_from(problem: ReadProblem) -> str:
-    """Where a problem's run came from: ``PATH[:LINE][ (run ID)]``.
-
-    >>> where_from(ReadProblem("runs.jsonl", 3, "r7", "bad"))
-    'runs.jsonl:3 (run r7)'
-    """
-    where = problem.path if problem.line is None else f"{problem.path}:{problem.line}"
-    return where if not problem.run_id else f"{where} (run {problem.run_id})"
-
-
 def _problem(error: ReadError) -> ReadProblem:
     return ReadProblem(error.source.path, error.source.line, error.run_id, error.reason)
 
@@ -180,12 +170,12 @@ def whatif(
         archived = whatif_archive(paths_or_runs, parsed, _standing_rows(standings))
         if archived is not None:
             for problem in archived.problems:
-                warnings.warn(f"skipped {where_from(problem)}: {problem.reason}", stacklevel=2)
+                warnings.warn(f"skipped {problem.where}: {problem.reason}", stacklevel=2)
             per_run = archived.per_run
             return per_run, per_policy(per_run)
     inputs = read_inputs(paths_or_runs)
     for problem in inputs.problems:
-        warnings.warn(f"skipped {where_from(problem)}: {problem.reason}", stacklevel=2)
+        warnings.warn(f"skipped {problem.where}: {problem.reason}", stacklevel=2)
     per_run = whatif_table(inputs.streams, parsed, [*inputs.standings, *_standing_rows(standings)])
     return per_run, per_policy(per_run)
 
