@@ -24,6 +24,7 @@ from contextledger.ledger.stats import (
     used_via_text,
     with_uncertainty,
 )
+from contextledger.read.identity import describe_duplicates, describe_unmatched, unmatched_ids
 from contextledger.read.snapshot import ReadError, ReadProblem
 from contextledger.tables.build import (
     ACCOUNTING_MODES,
@@ -122,9 +123,24 @@ def _read_inputs(
         click.echo(
             f"contextledger: skipped {ReadProblem(**problem).where}: {problem['reason']}", err=True
         )
+    _name_duplicates(tables.duplicates)
     if outcomes is not None:
         tables = tables.with_outcomes(outcomes)
+        _name_unmatched("outcome label", outcomes["run_id"].to_pylist(), tables.known_run_ids())
     return tables
+
+
+def _name_duplicates(duplicates: Any) -> None:
+    """Say on stderr which copies of a run were counted once (not an error: exit 0)."""
+    for line in describe_duplicates(duplicates):
+        click.echo(f"contextledger: {line}", err=True)
+
+
+def _name_unmatched(what: str, ids: Sequence[str], run_ids: Any) -> None:
+    """Say on stderr how many ``what`` rows name no run read, and the first few ids."""
+    line = describe_unmatched(what, unmatched_ids(ids, run_ids))
+    if line is not None:
+        click.echo(f"contextledger: {line}", err=True)
 
 
 def _summary(tables: RunTables) -> str:
@@ -501,6 +517,12 @@ def whatif_command(
     else:
         inputs = replayed.read_inputs(paths)
         problems = list(inputs.problems)
+        _name_duplicates(inputs.duplicates)
+        _name_unmatched(
+            "standings",
+            [str(row["run_id"]) for row in standings],
+            [stream.run_id for stream in inputs.streams],
+        )
         per_run = replayed.whatif_table(inputs.streams, parsed, [*inputs.standings, *standings])
     for problem in problems:
         where = problem.where
@@ -616,6 +638,7 @@ def report_command(
             problem["path"] if problem["line"] is None else f"{problem['path']}:{problem['line']}"
         )
         click.echo(f"contextledger: skipped {where}: {problem['reason']}", err=True)
+    _name_duplicates(data.tables.duplicates)
     for problem in data.unreplayed:
         where = ReadProblem(**problem).where
         click.echo(f"contextledger: not replayed {where}: {problem['reason']}", err=True)

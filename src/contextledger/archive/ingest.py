@@ -30,6 +30,7 @@ import pyarrow as pa
 from contextledger.archive import store
 from contextledger.archive.store import Archive, Batch
 from contextledger.ledger.compute import LedgerInputs, SplitRows, piece_totals
+from contextledger.read.identity import DUPLICATES, RunIdentity, describe_duplicates
 from contextledger.read.snapshot import ReadProblem, find_snapshot_files
 from contextledger.tables import schema
 from contextledger.tables.build import (
@@ -73,6 +74,7 @@ class IngestReport:
     refused: dict[str, int] = field(default_factory=lambda: dict.fromkeys(ACCOUNTING_MODES, 0))
     bad_files: int = 0  # files with at least one problem
     problems: list[dict[str, Any]] = field(default_factory=list)
+    duplicates: list[dict[str, Any]] = field(default_factory=list)  # copies already archived
     outcome_rows: int = 0
     commits: int = 0
     leftovers_removed: int = 0
@@ -97,6 +99,8 @@ class IngestReport:
             lines.append(
                 f"  removed {self.leftovers_removed} file(s) an interrupted ingest left uncommitted"
             )
+        duplicates = pa.Table.from_pylist(self.duplicates, schema=DUPLICATES)
+        lines.extend(f"  {line}" for line in describe_duplicates(duplicates))
         for problem in self.problems[:20]:
             lines.append(f"  quarantined {_where(problem)}: {problem['reason']}")
         if len(self.problems) > 20:
@@ -335,8 +339,11 @@ class _Pending:
         self.reads, self.outcomes, self.run_count = [], [], 0
 
 
-def archived_digests(archive: Archive, run_ids: Iterable[str]) -> dict[str, tuple[str, str]]:
-    """``run_id -> (digest, source_path)`` for those of ``run_ids`` the archive holds."""
+def archived_digests(
+    archive: Archive, run_ids: Iterable[str]
+) -> dict[str, tuple[str, str, int | None]]:
+    """``run_id -> (digest, source_path, source_line)`` for those of ``run_ids`` the
+    archive holds."""
     files = archive.paths(archive.files("run_index"))
     wanted = list(set(run_ids))
     if not files or not wanted:
@@ -344,10 +351,10 @@ def archived_digests(archive: Archive, run_ids: Iterable[str]) -> dict[str, tupl
     found = (
         pl.scan_parquet(files, hive_partitioning=False)
         .filter(pl.col("run_id").is_in(wanted))
-        .select("run_id", "digest", "source_path")
+        .select("run_id", "digest", "source_path", "source_line")
         .collect()
     )
-    return {run_id: (digest, path) for run_id, digest, path in found.iter_rows()}
+    return {run_id: (digest, path, line) for run_id, digest, path, line in found.iter_rows()}
 
 
 def write_batch(
@@ -358,7 +365,9 @@ def write_batch(
 ) -> None:
     """Decide what each read run adds, and write the batch's files (not yet committed)."""
     archive = batch.archive
-    seen = archived_digests(archive, (run.run_id for _, read in reads for run in read.runs))
+    identity = RunIdentity(
+        known=archived_digests(archive, (run.run_id for _, read in reads for run in read.runs))
+    )
     builders = {mode: TableBuilder(mode) for mode in ACCOUNTING_MODES}
     index: dict[str, list[Any]] = {name: [] for name in store.RUN_INDEX.names}
     sources: dict[str, list[Any]] = {name: [] for name in store.SOURCES.names}
@@ -372,23 +381,15 @@ def write_batch(
             _quarantined(problem, mode, batch.ingest_date) for mode, problem in read.problems
         ]
         for run in read.runs:
-            digest = run.digest or ""
-            earlier = seen.get(run.run_id)
-            if earlier is not None:
-                if earlier[0] == digest:
-                    already += 1
-                else:
+            duplicates, conflicts = len(identity.duplicates), len(identity.conflicts)
+            if not identity.admit(run.run_id, run.source, run.digest or ""):
+                already += len(identity.duplicates) - duplicates
+                for problem in identity.conflicts[conflicts:]:
                     conflicting += 1
-                    reason = (
-                        f"run_id already archived from {earlier[1]} with different content; "
-                        "this copy was not added"
-                    )
-                    problem = ReadProblem(run.source.path, run.source.line, run.run_id, reason)
                     problems.append(_quarantined(problem, None, batch.ingest_date))
                 continue
             order = batch.first_run_order + batch.run_count
             batch.run_count += 1
-            seen[run.run_id] = (digest, run.source.path)
             added.append(run.run_id)
             partition = store.partition_value(
                 archive.partition_by, batch.ingest_date, run.runner_kind, run.source.path
@@ -414,6 +415,7 @@ def write_batch(
         report.runs_conflicting += conflicting
         report.bad_files += bool(problems)
     report.problems.extend(quarantine)
+    report.duplicates.extend(identity.duplicates)
     by_order = dict(zip(index["run_order"], partitions, strict=True))
     for builder in builders.values():
         write_tables(batch, builder.finish(), by_order)

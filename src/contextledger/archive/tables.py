@@ -22,6 +22,7 @@ import pyarrow.parquet as pq
 
 from contextledger.archive.store import Archive, ArchiveError, Commit
 from contextledger.ledger.compute import LedgerInputs, SplitRows
+from contextledger.read.identity import DUPLICATES
 from contextledger.tables import schema
 from contextledger.tables.build import ACCOUNTING_MODES, RunTables
 from contextledger.window.messages import RunMessages
@@ -185,7 +186,8 @@ class ArchiveTables(RunTables):
     def outcome_scan(self) -> pl.LazyFrame:
         """Archived labels (each outcomes file's latest version), then those added here.
 
-        Labels are not filtered by date: a label may arrive after its run.
+        Labels are not filtered by date: a label may arrive after its run. Each (run,
+        label) pair is listed once.
         """
         latest: dict[str, str] = {}
         for file in self.archive.files("outcomes"):
@@ -193,7 +195,10 @@ class ArchiveTables(RunTables):
         frames = [pl.scan_parquet(path, hive_partitioning=False) for path in latest.values()]
         if self.extra_outcomes is not None:
             frames.append(pl.DataFrame(self.extra_outcomes.cast(schema.OUTCOMES)).lazy())
-        return pl.concat(frames) if frames else _empty(schema.OUTCOMES)
+        if not frames:
+            return _empty(schema.OUTCOMES)
+        # a (run, label) pair counts once, whether stored, given again, or both
+        return pl.concat(frames).unique(maintain_order=True)
 
     # ── the ledger's view ──────────────────────────────────────────
     def ledger_inputs(self) -> LedgerInputs:
@@ -276,6 +281,20 @@ class ArchiveTables(RunTables):
     @property
     def outcomes(self) -> pa.Table:
         return self._collect("outcomes")
+
+    def known_run_ids(self) -> list[str]:
+        """Every run the archive holds, selected or not (a label for a run outside the
+        selection still names a run)."""
+        files = self.archive.paths(self.archive.files("run_index"))
+        if not files:
+            return []
+        frame = pl.scan_parquet(files, hive_partitioning=False).select("run_id").collect()
+        return [str(run_id) for run_id in frame["run_id"].to_list()]
+
+    @property
+    def duplicates(self) -> pa.Table:
+        """None: ingest admits each run once (:mod:`~contextledger.read.identity`)."""
+        return schema.empty(DUPLICATES)
 
     @property
     def problems(self) -> pa.Table:

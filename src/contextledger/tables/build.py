@@ -8,7 +8,7 @@ many. A file that cannot be read becomes a row of the ``problems`` table
 from __future__ import annotations
 
 import csv
-import hashlib
+import dataclasses
 import io
 import json
 import os
@@ -22,6 +22,7 @@ import msgspec
 import pyarrow as pa
 
 from contextledger.read.facts import RunFacts
+from contextledger.read.identity import DUPLICATES, RunIdentity, content_digest
 from contextledger.read.reference import record_run
 from contextledger.read.snapshot import (
     ReadError,
@@ -50,7 +51,11 @@ def _accounting(mode: str) -> Callable[[Run, Sequence[str]], RunFacts]:
 
 @dataclass
 class RunTables:
-    """The tables read from a batch of runs under one accounting mode."""
+    """The tables read from a batch of runs under one accounting mode.
+
+    Each run appears once (:mod:`~contextledger.read.identity`); ``duplicates`` lists
+    the copies that were not counted again.
+    """
 
     mode: str
     runs: pa.Table
@@ -58,11 +63,32 @@ class RunTables:
     uses: pa.Table
     outcomes: pa.Table = field(default_factory=lambda: schema.empty(schema.OUTCOMES))
     problems: pa.Table = field(default_factory=lambda: schema.empty(schema.PROBLEMS))
+    duplicates: pa.Table = field(default_factory=lambda: schema.empty(DUPLICATES))
 
     def with_outcomes(self, outcomes: pa.Table) -> RunTables:
-        """The same tables with ``outcomes`` (run_id, label) added."""
-        combined = pa.concat_tables([self.outcomes, outcomes.cast(schema.OUTCOMES)])
-        return RunTables(self.mode, self.runs, self.offers, self.uses, combined, self.problems)
+        """The same tables with ``outcomes`` (run_id, label) added; a (run, label) pair
+        counts once, however often it is given."""
+        combined = distinct_labels(
+            pa.concat_tables([self.outcomes, outcomes.cast(schema.OUTCOMES)])
+        )
+        return dataclasses.replace(self, outcomes=combined)
+
+    def known_run_ids(self) -> list[str]:
+        """Every run id these tables were read from (labels naming others match no run)."""
+        return [str(run_id) for run_id in self.runs["run_id"].to_pylist()]
+
+
+def distinct_labels(outcomes: pa.Table) -> pa.Table:
+    """Each (run_id, label) pair once, in first-given order.
+
+    >>> rows = pa.table({"run_id": ["r", "r", "s"], "label": ["good", "good", "good"]})
+    >>> distinct_labels(rows).num_rows
+    2
+    """
+    import polars as pl
+
+    frame = pl.DataFrame(outcomes.cast(schema.OUTCOMES)).unique(maintain_order=True)
+    return frame.to_arrow().cast(schema.OUTCOMES)
 
 
 @dataclass(frozen=True)
@@ -112,10 +138,6 @@ FOLD_ERRORS = (TypeError, ValueError, KeyError, AttributeError, RecursionError)
 def fold_failure(error: Exception) -> str:
     """The reason a problem gives for a run that could not be folded."""
     return f"unreadable snapshot content ({type(error).__name__}: {error})"
-
-
-def _document_digest(payload: bytes) -> str:
-    return hashlib.blake2b(payload, digest_size=16).hexdigest()
 
 
 def read_file(
@@ -184,7 +206,7 @@ def read_file(
                         names_from,
                         len(names),
                         facts,
-                        _document_digest(document.payload) if digest else None,
+                        content_digest(document.payload) if digest else None,
                         window,
                     )
                 )
@@ -266,12 +288,19 @@ def read_runs(
     sidecar = dict(static_tools or {})
     worker_count = workers if workers is not None else (os.cpu_count() or 1)
     builder = TableBuilder(mode)
+    identity = RunIdentity()
     for result in _read_all(files, mode, sidecar, strict, worker_count):
         for _, problem in result.problems:
             builder.add_problem(problem)
         for row in result.runs:
-            builder.add_run(row, builder.run_count)
-    return builder.finish()
+            if identity.admit(row.run_id, row.source, row.digest):
+                builder.add_run(row, builder.run_count)
+    if strict and identity.conflicts:
+        conflict = identity.conflicts[0]
+        raise ReadError(RunSource(conflict.path, conflict.line), conflict.reason, conflict.run_id)
+    for problem in identity.conflicts:
+        builder.add_problem(problem)
+    return dataclasses.replace(builder.finish(), duplicates=identity.duplicate_table())
 
 
 class TableBuilder:

@@ -28,6 +28,7 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
+from contextledger.read.identity import DUPLICATES, RunIdentity
 from contextledger.read.snapshot import (
     ReadError,
     ReadProblem,
@@ -78,13 +79,16 @@ class WhatIfInputs:
     streams: list[RunMessages] = field(default_factory=list)
     standings: list[dict[str, Any]] = field(default_factory=list)
     problems: list[ReadProblem] = field(default_factory=list)
+    #: Copies of a run already read (:mod:`~contextledger.read.identity`), not replayed again.
+    duplicates: pa.Table = field(default_factory=lambda: schema.empty(DUPLICATES))
 
 
 def read_inputs(paths_or_runs: Any) -> WhatIfInputs:
     """Read snapshot paths (files, directories) or take runs as given, in order.
 
     Accepts a path, a :class:`Run`, a :class:`RunMessages`, or a sequence of them.
-    An unreadable file is listed in ``problems``; the rest is still read.
+    An unreadable file is listed in ``problems``; the rest is still read. A run read
+    twice is replayed once, as every command counts it (see :class:`RunIdentity`).
     """
     items = (
         [paths_or_runs]
@@ -92,11 +96,12 @@ def read_inputs(paths_or_runs: Any) -> WhatIfInputs:
         else paths_or_runs
     )
     inputs = WhatIfInputs()
+    identity = RunIdentity()
     for item in items:
         if isinstance(item, RunMessages):
             inputs.streams.append(item)
         elif isinstance(item, Run):
-            _take(inputs, item)
+            _take(inputs, item, identity)
         else:
             for path in find_snapshot_files([item]):
                 try:
@@ -107,7 +112,7 @@ def read_inputs(paths_or_runs: Any) -> WhatIfInputs:
                             inputs.problems.append(_problem(error))
                             continue
                         try:
-                            _take(inputs, run)
+                            _take(inputs, run, identity)
                         except FOLD_ERRORS as error:  # a stream no replay can hold
                             source = run.source
                             reason = fold_failure(error)
@@ -116,13 +121,17 @@ def read_inputs(paths_or_runs: Any) -> WhatIfInputs:
                             )
                 except ReadError as error:
                     inputs.problems.append(_problem(error))
+    inputs.problems.extend(identity.conflicts)
+    inputs.duplicates = identity.duplicate_table()
     return inputs
 
 
-def _take(inputs: WhatIfInputs, run: Run) -> None:
+def _take(inputs: WhatIfInputs, run: Run, identity: RunIdentity) -> None:
+    """Fold ``run``'s stream; keep it if it is the first readable copy of its id."""
     stream, standings = rebuild_messages(run), standings_from_snapshot(run)
-    inputs.streams.append(stream)
-    inputs.standings.extend(standings)
+    if identity.admit(run.run_id, run.source):
+        inputs.streams.append(stream)
+        inputs.standings.extend(standings)
 
 
 def _problem(error: ReadError) -> ReadProblem:

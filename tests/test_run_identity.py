@@ -1,0 +1,210 @@
+"""A run counts once, whatever reaches it twice: copies, overlapping folders, a JSON
+Lines twin, an archive; and a (run, label) pair counts once, whatever repeats it.
+
+Every path is compared with the ledger of the clean sample, exactly.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+from pathlib import Path
+
+import polars as pl
+import pytest
+from click.testing import CliRunner
+from polars.testing import assert_frame_equal
+
+from contextledger.archive import Archive, ArchiveTables, ingest
+from contextledger.cli import EXIT_UNREADABLE_INPUT, main
+from contextledger.ledger.compute import compute_ledger
+from contextledger.ledger.duckdb_views import ledger_rows_sql
+from contextledger.ledger.gates import gate_what_if
+from contextledger.ledger.stats import outcome_association
+from contextledger.read.identity import RunIdentity, content_digest
+from contextledger.read.snapshot import ReadError, RunSource
+from contextledger.report import collect
+from contextledger.tables.build import ACCOUNTING_MODES, load_outcomes, read_runs
+from contextledger.window.whatif import parse_policies, read_inputs, whatif_table
+
+from .conftest import SAMPLE
+
+LOOP = SAMPLE / "s0003-loop.json.gz"
+OUTCOMES = SAMPLE.parent / "sample-outcomes.csv"
+POLICIES = parse_policies(["none", "sliding:keep=3"])
+
+
+def run_cli(*args: str):
+    return CliRunner().invoke(main, list(args), catch_exceptions=False)
+
+
+@pytest.fixture
+def messy(tmp_path: Path) -> Path:
+    """The sample, with s0003-loop reached four more times: a copy beside it, a copy in
+    an overlapping export, its pretty-printed JSON, and its JSON Lines twin."""
+    folder = tmp_path / "messy"
+    shutil.copytree(SAMPLE, folder / "export-1")
+    (folder / "export-2").mkdir()
+    shutil.copy(LOOP, folder / "export-1" / "s0003-loop (copy).json.gz")
+    shutil.copy(LOOP, folder / "export-2" / "s0003-loop.json.gz")
+    document = json.loads(gzip.decompress(LOOP.read_bytes()))
+    (folder / "export-2" / "pretty.json").write_text(json.dumps(document, indent=2))
+    (folder / "twin.jsonl").write_text(json.dumps(document, separators=(",", ":")) + "\n")
+    return folder
+
+
+@pytest.fixture
+def repeated_labels(tmp_path: Path) -> Path:
+    """The sample's labels with every row given twice."""
+    lines = OUTCOMES.read_text().splitlines()
+    path = tmp_path / "labels.csv"
+    path.write_text("\n".join([lines[0], *lines[1:], *lines[1:]]) + "\n")
+    return path
+
+
+def clean_ledger(mode: str) -> pl.DataFrame:
+    tables = read_runs(SAMPLE, mode=mode).with_outcomes(load_outcomes(OUTCOMES))
+    return compute_ledger(tables).rows()
+
+
+@pytest.mark.parametrize("mode", ACCOUNTING_MODES)
+def test_a_run_reached_five_times_is_counted_once(messy, mode):
+    tables = read_runs(messy, mode=mode).with_outcomes(load_outcomes(OUTCOMES))
+    assert_frame_equal(compute_ledger(tables).rows(), clean_ledger(mode), check_exact=True)
+    assert tables.runs.num_rows == len(list(SAMPLE.glob("*.json.gz")))
+    assert tables.problems.num_rows == 0
+    duplicates = pl.DataFrame(tables.duplicates)
+    assert duplicates["run_id"].to_list() == ["s0003-loop"] * 4
+    assert set(duplicates["kept_path"]) == {str(messy / "export-1" / "s0003-loop (copy).json.gz")}
+
+
+def test_the_same_file_named_twice_is_one_run():
+    tables = read_runs([SAMPLE, LOOP])
+    assert tables.runs.num_rows == len(list(SAMPLE.glob("*.json.gz")))
+    assert tables.duplicates.num_rows == 1
+
+
+def test_the_same_id_with_other_content_keeps_the_first_and_names_the_other(tmp_path):
+    document = json.loads(gzip.decompress(LOOP.read_bytes()))
+    document["snapshot"]["commitLog"] = document["snapshot"]["commitLog"][:3]
+    other = tmp_path / "zz-rerecorded.json"
+    other.write_text(json.dumps(document))
+    tables = read_runs([SAMPLE, other])
+    assert_frame_equal(compute_ledger(tables).rows(), compute_ledger(read_runs(SAMPLE)).rows())
+    [problem] = tables.problems.to_pylist()
+    assert (problem["path"], problem["run_id"]) == (str(other), "s0003-loop")
+    assert "different content" in problem["reason"] and str(LOOP) in problem["reason"]
+    with pytest.raises(ReadError, match="different content"):
+        read_runs([SAMPLE, other], strict=True)
+    result = run_cli("ledger", str(SAMPLE), str(other))
+    assert result.exit_code == EXIT_UNREADABLE_INPUT
+    assert "different content" in result.stderr
+
+
+def test_identity_compares_content_only_when_an_id_repeats():
+    identity = RunIdentity()
+    assert identity.admit("r", RunSource("nowhere.json"))  # never read: no digest needed
+    assert not identity.admit("r", RunSource("nowhere.json"))  # the same source again
+    assert (len(identity.duplicates), len(identity.conflicts)) == (1, 0)
+    assert content_digest(b'{"a": 1}\n') == content_digest(b'{"a":1}')
+    assert content_digest(b'{"a": 1}') != content_digest(b'{"a": 2}')
+
+
+def test_whatif_replays_a_run_reached_twice_once(messy):
+    clean, doubled = read_inputs(SAMPLE), read_inputs(messy)
+    assert [s.run_id for s in doubled.streams] == [s.run_id for s in clean.streams]
+    assert doubled.duplicates.num_rows == 4 and not doubled.problems
+    assert_frame_equal(
+        whatif_table(doubled.streams, POLICIES, doubled.standings),
+        whatif_table(clean.streams, POLICIES, clean.standings),
+        check_exact=True,
+    )
+
+
+def test_gates_over_a_run_reached_twice_equal_the_clean_gates(messy):
+    clean = gate_what_if(read_runs(SAMPLE))
+    doubled = gate_what_if(read_runs(messy))
+    for left, right in zip(doubled, clean, strict=True):
+        assert_frame_equal(left, right, check_exact=True)
+
+
+def test_a_repeated_label_row_credits_its_run_once(repeated_labels):
+    once = read_runs(SAMPLE).with_outcomes(load_outcomes(OUTCOMES))
+    twice = read_runs(SAMPLE).with_outcomes(load_outcomes(repeated_labels))
+    twice = twice.with_outcomes(load_outcomes(OUTCOMES))  # and given once more
+    assert twice.outcomes.num_rows == once.outcomes.num_rows
+    assert_frame_equal(compute_ledger(twice).rows(), compute_ledger(once).rows(), check_exact=True)
+    assert_frame_equal(outcome_association(twice), outcome_association(once), check_exact=True)
+    labelled = compute_ledger(twice).rows().explode("outcomes").drop_nulls("outcomes")
+    counts = labelled.select("runs_seen", runs=pl.col("outcomes").struct.field("runs"))
+    assert (counts["runs"] <= counts["runs_seen"]).all()
+
+
+def test_labels_stored_in_an_archive_and_given_again_count_once(tmp_path, repeated_labels):
+    root = tmp_path / "archive"
+    ingest([SAMPLE], root, outcomes=repeated_labels, workers=1)
+    for mode in ACCOUNTING_MODES:
+        tables = ArchiveTables(Archive.open(root), mode).with_outcomes(load_outcomes(OUTCOMES))
+        expected = clean_ledger(mode)
+        assert_frame_equal(compute_ledger(tables).rows(), expected, check_exact=True)
+        assert_frame_equal(ledger_rows_sql(tables), expected, check_exact=True)
+
+
+def test_every_command_and_engine_gives_one_ledger_over_messy_inputs(
+    tmp_path, messy, repeated_labels
+):
+    """ledger, sql, the archive (totals and rows, Polars and DuckDB) and the report."""
+    expected = clean_ledger("corrected")
+    tables = read_runs(messy).with_outcomes(load_outcomes(repeated_labels))
+    assert_frame_equal(compute_ledger(tables).rows(), expected, check_exact=True)
+    assert_frame_equal(ledger_rows_sql(tables), expected, check_exact=True)
+
+    parquet = tmp_path / "ledger.parquet"
+    args = ["--outcomes", str(repeated_labels), "--format", "parquet", "-o", str(parquet)]
+    result = run_cli("ledger", str(messy), *args)
+    assert result.exit_code == 0, result.stderr
+    assert result.stderr.count("duplicate ") == 4
+    command = pl.read_parquet(parquet).select(expected.columns)
+    assert_frame_equal(command, expected, check_exact=True)
+
+    query = "SELECT id, offered, used, runs_seen FROM ledger_rows"
+    result = run_cli(
+        "sql", str(messy), query, "--outcomes", str(repeated_labels), "--format", "csv"
+    )
+    assert result.exit_code == 0, result.stderr
+    from_sql = pl.read_csv(result.stdout.encode())
+    assert from_sql.rows() == expected.select("id", "offered", "used", "runs_seen").rows()
+
+    root = tmp_path / "archive"
+    report = ingest([messy], root, outcomes=repeated_labels, workers=1)
+    assert (report.runs_added, report.runs_already_archived) == (14, 4)
+    assert "duplicate" in report.summary()
+    archived = ArchiveTables(Archive.open(root), "corrected")
+    inputs = archived.ledger_inputs()
+    assert inputs.totals is not None
+    from dataclasses import replace
+
+    assert_frame_equal(compute_ledger(inputs).rows(), expected, check_exact=True)
+    rows_path = compute_ledger(replace(inputs, totals=None)).rows()
+    assert_frame_equal(rows_path, expected, check_exact=True)
+    assert_frame_equal(ledger_rows_sql(archived), expected, check_exact=True)
+
+    data = collect([messy], outcomes=repeated_labels, policies=["none"], compare_reference=False)
+    assert_frame_equal(data.rows.select(expected.columns), expected, check_exact=True)
+    assert data.tables.duplicates.num_rows == 4
+
+
+def test_labels_and_standings_for_no_run_are_counted_and_named(tmp_path):
+    labels = tmp_path / "labels.csv"
+    labels.write_text("run_id,label\ns0003-loop,good\nghost-1,bad\nghost-2,bad\nghost-1,bad\n")
+    result = run_cli("ledger", str(SAMPLE), "--outcomes", str(labels))
+    assert result.exit_code == 0
+    assert "outcome label rows for 2 run id(s) that match no run read: ghost-1, ghost-2" in (
+        result.stderr
+    )
+    standings = tmp_path / "standings.csv"
+    standings.write_text("run_id,tool_call_id,standing,iteration\nghost-3,call-1,fact,1\n")
+    result = run_cli("whatif", str(SAMPLE), "--policy", "none", "--standings", str(standings))
+    assert result.exit_code == 0
+    assert "standings rows for 1 run id(s) that match no run read: ghost-3" in result.stderr
