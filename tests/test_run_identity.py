@@ -24,7 +24,7 @@ from contextledger.ledger.gates import gate_what_if
 from contextledger.ledger.stats import outcome_association
 from contextledger.read.identity import RunIdentity, content_digest
 from contextledger.read.snapshot import ReadError, RunSource
-from contextledger.report import collect
+from contextledger.report import collect, render_html
 from contextledger.tables.build import ACCOUNTING_MODES, load_outcomes, read_runs
 from contextledger.window.whatif import parse_policies, read_inputs, whatif_table
 
@@ -193,6 +193,9 @@ def test_every_command_and_engine_gives_one_ledger_over_messy_inputs(
     data = collect([messy], outcomes=repeated_labels, policies=["none"], compare_reference=False)
     assert_frame_equal(data.rows.select(expected.columns), expected, check_exact=True)
     assert data.tables.duplicates.num_rows == 4
+    page = render_html(data)
+    assert "4 input(s) held a run already read, and were counted once" in page
+    assert "pretty.json" in page
 
 
 def test_labels_and_standings_for_no_run_are_counted_and_named(tmp_path):

@@ -450,6 +450,7 @@ def render_html(data: ReportData, built: dict[str, alt.TopLevelMixin] | None = N
             refused_runs(data.reference).to_dicts() if data.reference is not None else None
         ),
         problems=data.tables.problems.to_pylist(),
+        duplicates=data.tables.duplicates.to_pylist(),
         unreplayed=data.unreplayed,
         comparison=comparison,
         differences=DIFFERENCES,
