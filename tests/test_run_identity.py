@@ -9,9 +9,11 @@ from __future__ import annotations
 import gzip
 import json
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import polars as pl
+import pyarrow as pa
 import pytest
 from click.testing import CliRunner
 from polars.testing import assert_frame_equal
@@ -183,8 +185,6 @@ def test_every_command_and_engine_gives_one_ledger_over_messy_inputs(
     archived = ArchiveTables(Archive.open(root), "corrected")
     inputs = archived.ledger_inputs()
     assert inputs.totals is not None
-    from dataclasses import replace
-
     assert_frame_equal(compute_ledger(inputs).rows(), expected, check_exact=True)
     rows_path = compute_ledger(replace(inputs, totals=None)).rows()
     assert_frame_equal(rows_path, expected, check_exact=True)
@@ -211,3 +211,14 @@ def test_labels_and_standings_for_no_run_are_counted_and_named(tmp_path):
     result = run_cli("whatif", str(SAMPLE), "--policy", "none", "--standings", str(standings))
     assert result.exit_code == 0
     assert "standings rows for 1 run id(s) that match no run read: ghost-3" in result.stderr
+
+
+def test_both_engines_count_a_repeated_label_once_even_in_hand_built_tables():
+    """The rule holds in the ledger itself, not only in the readers that feed it."""
+    tables = read_runs(SAMPLE)
+    labels = load_outcomes(OUTCOMES)
+    once = replace(tables, outcomes=labels)
+    twice = replace(tables, outcomes=pa.concat_tables([labels, labels]))
+    expected = compute_ledger(once).rows()
+    assert_frame_equal(compute_ledger(twice).rows(), expected, check_exact=True)
+    assert_frame_equal(ledger_rows_sql(twice), expected, check_exact=True)

@@ -169,19 +169,21 @@ FROM piece_totals
 WHERE first_use IS NOT NULL
 GROUP BY kind, piece_id;
 
--- outcome_positions: the outcome labels with their 0-based row position in the outcomes
--- table. A window with an empty OVER () over a single table keeps the table's row order
--- (DuckDB's order preservation), so the position is the row's place in the Arrow table.
+-- outcome_positions: each (run, label) pair once, with the 0-based row position of its
+-- first row in the outcomes table: a pair listed twice still counts once. A window with an
+-- empty OVER () over a single table keeps the table's row order (DuckDB's order
+-- preservation), so the position is the row's place in the Arrow table.
 CREATE OR REPLACE VIEW outcome_positions AS
-SELECT
-    run_id,
-    label,
-    row_number() OVER () - 1 AS label_position
-FROM outcomes;
+WITH numbered AS (
+    SELECT run_id, label, row_number() OVER () - 1 AS row_position
+    FROM outcomes
+)
+SELECT run_id, label, min(row_position) AS label_position
+FROM numbered
+GROUP BY run_id, label;
 
 -- piece_outcomes: per piece, [{label, runs}] over the labelled metered runs that offered it
--- (association, not cause). A run's label is counted once per outcome row, as recordOutcome
--- does. Labels are listed in the order the reference recorded them: by the first
+-- (association, not cause). A (run, label) pair is counted once, however often it is given. Labels are listed in the order the reference recorded them: by the first
 -- (run_order, label_position) that credited the label to the piece; a piece's first_offers
 -- rows are one per run, so their position orders them by run_order.
 CREATE OR REPLACE VIEW piece_outcomes AS

@@ -269,10 +269,12 @@ def _outcomes_per_piece(outcomes: pl.LazyFrame, first_offers: pl.LazyFrame) -> p
     first run (in run order) that carried the label and offered the piece, then by
     the label's row in the outcomes table. ``first_offers`` holds one row per run and
     piece, in run order; the join keeps that order, then each run's labels in order.
+    A (run, label) pair counts once, however often the outcomes table lists it.
     """
+    labels = outcomes.select("run_id", "label").unique(maintain_order=True)
     credited = (
         first_offers.select("run_id", "kind", "piece_id")
-        .join(outcomes.select("run_id", "label"), on="run_id", maintain_order="left_right")
+        .join(labels, on="run_id", maintain_order="left_right")
         .with_row_index("credit")
     )
     per_label = credited.group_by("kind", "piece_id", "label").agg(

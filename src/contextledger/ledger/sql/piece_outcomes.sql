@@ -1,6 +1,5 @@
 -- piece_outcomes: per piece, [{label, runs}] over the labelled metered runs that offered it
--- (association, not cause). A run's label is counted once per outcome row, as recordOutcome
--- does. Labels are listed in the order the reference recorded them: by the first
+-- (association, not cause). A (run, label) pair is counted once, however often it is given. Labels are listed in the order the reference recorded them: by the first
 -- (run_order, label_position) that credited the label to the piece; a piece's first_offers
 -- rows are one per run, so their position orders them by run_order.
 CREATE OR REPLACE VIEW piece_outcomes AS
