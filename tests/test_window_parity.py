@@ -8,10 +8,7 @@ for the fact bench, the window its answer call was served (``fact_check``).
 from __future__ import annotations
 
 import hashlib
-import json
-import os
 from functools import cache
-from pathlib import Path
 
 import pytest
 
@@ -20,33 +17,10 @@ from contextledger.window import policy_from_config, rebuild_messages, replay
 from contextledger.window.messages import RunMessages, window_json
 from contextledger.window.replay import Replay, same_window
 
-REPO = Path(__file__).resolve().parents[1]
+from .conftest import oracle_runs, require_corpus
 
-
-def _corpus() -> Path:
-    configured = os.environ.get("CONTEXTLEDGER_CORPUS")
-    return (
-        Path(configured)
-        if configured
-        else REPO.parent / "shared" / "corpus" / "agentfootprint-9.62"
-    )
-
-
-CORPUS = _corpus()
-if not (CORPUS / "oracle" / "runs.jsonl").is_file():
-    pytest.skip(
-        f"window parity needs the reference corpus, not found at {CORPUS} "
-        "(set CONTEXTLEDGER_CORPUS to the agentfootprint-9.62 corpus folder)",
-        allow_module_level=True,
-    )
-
-
-def _oracle() -> list[dict]:
-    with (CORPUS / "oracle" / "runs.jsonl").open(encoding="utf-8") as handle:
-        return [json.loads(line) for line in handle]
-
-
-ORACLE = {row["run_id"]: row for row in _oracle()}
+CORPUS = require_corpus(allow_module_level=True)
+ORACLE = oracle_runs()
 WINDOWED = [rid for rid, row in ORACLE.items() if (row["scenario"].get("window") or None)]
 
 
