@@ -1,4 +1,9 @@
-"""Shared fixtures: the reference corpus (skipped when absent) and the bundled sample."""
+"""Shared fixtures: the reference corpus and the bundled sample.
+
+A test that needs the corpus is skipped, saying so, when it is absent; under CI
+(``$CI`` set, as ``.ci/run`` is run) it fails instead, so a missing corpus never
+passes for a green run.
+"""
 
 from __future__ import annotations
 
@@ -22,12 +27,24 @@ def corpus_dir() -> Path:
     return REPO.parent / "shared" / "corpus" / "agentfootprint-9.62"
 
 
-def require_corpus() -> Path:
+def in_ci() -> bool:
+    """True when ``$CI`` is set (to anything but empty, ``0`` or ``false``): nothing may skip."""
+    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false")
+
+
+def corpus_present() -> bool:
+    """Whether the reference corpus (its oracle) is where :func:`corpus_dir` says."""
+    return (corpus_dir() / "oracle" / "runs.jsonl").is_file()
+
+
+def require_corpus(*, allow_module_level: bool = False) -> Path:
+    """The corpus folder; when it is absent, skip the test (or the module), or under CI fail."""
     path = corpus_dir()
-    if not (path / "oracle" / "runs.jsonl").is_file():
-        pytest.skip(
-            f"reference corpus not found at {path} (set CONTEXTLEDGER_CORPUS to its folder)"
-        )
+    if not corpus_present():
+        reason = f"reference corpus not found at {path} (set CONTEXTLEDGER_CORPUS to its folder)"
+        if in_ci():
+            pytest.fail(f"{reason}; CI runs every corpus test", pytrace=False)
+        pytest.skip(reason, allow_module_level=allow_module_level)
     return path
 
 

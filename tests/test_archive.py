@@ -46,10 +46,10 @@ def test_corpus_archive_gives_the_direct_ledger_in_both_modes(corpus_archive, mo
     archived = ArchiveTables(Archive.open(corpus_archive), mode).with_outcomes(labels)
     expected = compute_ledger(direct)
     got = compute_ledger(archived)
-    assert_frame_equal(got.frame, expected.frame)
+    assert_frame_equal(got.frame, expected.frame, check_exact=True)
     assert got.runs_recorded == expected.runs_recorded
-    assert_frame_equal(got.rows(), expected.rows())
-    assert_frame_equal(ledger_rows_sql(archived), expected.rows())
+    assert_frame_equal(got.rows(), expected.rows(), check_exact=True)
+    assert_frame_equal(ledger_rows_sql(archived), expected.rows(), check_exact=True)
 
 
 def test_stored_piece_totals_give_the_ledger_the_rows_give(tmp_path):
@@ -65,11 +65,11 @@ def test_stored_piece_totals_give_the_ledger_the_rows_give(tmp_path):
         assert inputs.totals is not None
         from_totals = compute_ledger(inputs)
         from_rows = compute_ledger(replace(inputs, totals=None))
-        assert_frame_equal(from_totals.frame, from_rows.frame)
+        assert_frame_equal(from_totals.frame, from_rows.frame, check_exact=True)
         direct = read_runs(require_corpus() / "runs", mode=mode).with_outcomes(labels)
-        assert_frame_equal(from_totals.frame, compute_ledger(direct).frame)
+        assert_frame_equal(from_totals.frame, compute_ledger(direct).frame, check_exact=True)
         assert "piece_totals" in tables.duckdb_sources()
-        assert_frame_equal(ledger_rows_sql(tables), from_rows.rows())
+        assert_frame_equal(ledger_rows_sql(tables), from_rows.rows(), check_exact=True)
         assert tables.select(label="success").totals_scan() is None  # a run-level filter
     for commit_file in (root / "_manifest" / "commits").glob("*.json"):
         commit = json.loads(commit_file.read_text())
@@ -80,8 +80,10 @@ def test_stored_piece_totals_give_the_ledger_the_rows_give(tmp_path):
         older = ArchiveTables(Archive.open(root), mode).with_outcomes(labels)
         assert older.totals_scan() is None
         direct = read_runs(require_corpus() / "runs", mode=mode).with_outcomes(labels)
-        assert_frame_equal(compute_ledger(older).frame, compute_ledger(direct).frame)
-        assert_frame_equal(ledger_rows_sql(older), compute_ledger(direct).rows())
+        assert_frame_equal(
+            compute_ledger(older).frame, compute_ledger(direct).frame, check_exact=True
+        )
+        assert_frame_equal(ledger_rows_sql(older), compute_ledger(direct).rows(), check_exact=True)
 
 
 def test_the_archive_holds_the_tables_and_run_order_is_ingest_order(corpus_archive):
@@ -96,7 +98,7 @@ def test_the_archive_holds_the_tables_and_run_order_is_ingest_order(corpus_archi
             metered = pl.DataFrame(direct.runs).filter("metered")["run_id"].implode()
             want = pl.DataFrame(getattr(direct, name)).filter(pl.col("run_id").is_in(metered))
             got = pl.DataFrame(getattr(archived, name))
-            assert_frame_equal(got, want)
+            assert_frame_equal(got, want, check_exact=True)
 
 
 def test_reingesting_the_same_files_adds_nothing(tmp_path):
@@ -180,7 +182,7 @@ def test_filters_select_by_run_id_label_and_ingest_date(tmp_path):
     direct = read_runs([SAMPLE / f"{run}.json.gz" for run in chosen])
     direct = direct.with_outcomes(load_outcomes(SAMPLE_OUTCOMES))
     by_id = tables.select(run_ids=tuple(chosen))
-    assert_frame_equal(compute_ledger(by_id).frame, compute_ledger(direct).frame)
+    assert_frame_equal(compute_ledger(by_id).frame, compute_ledger(direct).frame, check_exact=True)
     labels = pl.read_csv(SAMPLE_OUTCOMES)
     good = set(labels.filter(pl.col("label") == "good")["run_id"])
     assert set(tables.select(label="good").runs["run_id"].to_pylist()) == good

@@ -106,7 +106,7 @@ def assert_same_ledger(root: Path, snapshots: Path) -> None:
     for mode in ACCOUNTING_MODES:
         archived = compute_ledger(ArchiveTables(Archive.open(root), mode))
         direct = compute_ledger(read_runs(snapshots, mode=mode, workers=1))
-        assert_frame_equal(archived.frame, direct.frame)
+        assert_frame_equal(archived.frame, direct.frame, check_exact=True)
 
 
 @pytest.mark.parametrize(

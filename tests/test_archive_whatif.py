@@ -62,27 +62,27 @@ def test_the_corpus_archive_replays_to_the_snapshots_rows(corpus_archive):
     assert expected.height == 301 * len(POLICIES)
     replayed = whatif_archive(corpus_archive, parse_policies(POLICIES))
     assert replayed is not None and replayed.runs == 301
-    assert_frame_equal(replayed.per_run, expected)
+    assert_frame_equal(replayed.per_run, expected, check_exact=True)
     # in small batches too: batches cut across runs and commits change nothing
     batched = whatif_archive(corpus_archive, parse_policies(POLICIES), batch_runs=37)
     assert batched is not None
-    assert_frame_equal(batched.per_run, expected)
+    assert_frame_equal(batched.per_run, expected, check_exact=True)
     _, per_policy = whatif(str(corpus_archive), POLICIES)
-    assert_frame_equal(per_policy, expected_policy)
+    assert_frame_equal(per_policy, expected_policy, check_exact=True)
 
 
 def test_a_run_id_filter_replays_those_runs(corpus_archive):
     expected, _ = whatif(require_corpus() / "runs", ["sliding:keep=3"])
     chosen = expected["run_id"].to_list()[5:40:7]
     per_run, _ = whatif(f"{corpus_archive}?run_id={','.join(chosen)}", ["sliding:keep=3"])
-    assert_frame_equal(per_run, expected.filter(pl.col("run_id").is_in(chosen)))
+    assert_frame_equal(per_run, expected.filter(pl.col("run_id").is_in(chosen)), check_exact=True)
 
 
 def test_standings_from_a_file_arm_the_archive_replay_as_the_snapshots(sample_archive):
     policies = ["sliding:keep=6", "sliding:keep=6,ledger_facts=2"]
     expected, _ = whatif(SAMPLE, policies, standings=SAMPLE_STANDINGS)
     per_run, _ = whatif(str(sample_archive), policies, standings=SAMPLE_STANDINGS)
-    assert_frame_equal(per_run, expected)
+    assert_frame_equal(per_run, expected, check_exact=True)
 
 
 def test_a_snapshots_findings_ledger_is_archived_and_replayed(tmp_path):
@@ -116,7 +116,7 @@ def test_a_snapshots_findings_ledger_is_archived_and_replayed(tmp_path):
     expected, _ = whatif(snapshots, policies)
     assert expected["facts_declared"].to_list() == [2, 2]
     per_run, _ = whatif(str(root), policies)
-    assert_frame_equal(per_run, expected)
+    assert_frame_equal(per_run, expected, check_exact=True)
 
 
 def test_the_command_reads_an_archive_under_filters_and_reports_runs_per_second(
@@ -132,7 +132,9 @@ def test_the_command_reads_an_archive_under_filters_and_reports_runs_per_second(
     assert "runs/s" in result.stderr
     expected, _ = whatif(SAMPLE, ["sliding:keep=2"])
     assert_frame_equal(
-        pl.read_parquet(out), expected.filter(pl.col("run_id").is_in(labelled.to_list()))
+        pl.read_parquet(out),
+        expected.filter(pl.col("run_id").is_in(labelled.to_list())),
+        check_exact=True,
     )
     table = runner.invoke(main, ["whatif", str(sample_archive), "--policy", "none"])
     assert table.exit_code == 0, table.output
@@ -150,7 +152,7 @@ def test_a_date_range_selects_the_batches_ingested_then(tmp_path):
     ingest(later, root, workers=1, ingest_date="2026-11-02")
     per_run, _ = whatif(f"{root}?since=2026-11-02", ["sliding:keep=4"])
     expected, _ = whatif(later, ["sliding:keep=4"])
-    assert_frame_equal(per_run, expected)
+    assert_frame_equal(per_run, expected, check_exact=True)
 
 
 def test_an_archive_without_streams_names_itself_and_the_fix(tmp_path):
@@ -216,16 +218,16 @@ def test_a_run_whose_stream_cannot_be_folded_is_named_and_the_rest_replayed(tmp_
     expected, _ = whatif(others, ["sliding:keep=3", "none"])
     replayed = whatif_archive(root, parse_policies(["sliding:keep=3", "none"]))
     assert replayed is not None and replayed.runs == 13
-    assert_frame_equal(replayed.per_run, expected)
+    assert_frame_equal(replayed.per_run, expected, check_exact=True)
     where = str(snapshots / "s0003-loop.json.gz")
     assert replayed.problems == [ReadProblem(where, None, "s0003-loop", quarantined["reason"])]
     with pytest.warns(UserWarning, match=r"skipped .*s0003-loop\.json\.gz \(run s0003-loop\)"):
         per_run, _ = whatif(str(root), ["sliding:keep=3", "none"])
-    assert_frame_equal(per_run, expected)
+    assert_frame_equal(per_run, expected, check_exact=True)
     # the snapshots themselves say the same
     with pytest.warns(UserWarning, match="iteration 1099511627776"):
         from_snapshots, _ = whatif(snapshots, ["sliding:keep=3", "none"])
-    assert_frame_equal(from_snapshots, expected)
+    assert_frame_equal(from_snapshots, expected, check_exact=True)
 
     runner = CliRunner()
     for path in (str(root), str(snapshots)):
@@ -296,13 +298,15 @@ def test_a_synthetic_archive_stores_its_streams_as_ingest_would_and_replays_them
     expected_streams = pa.Table.from_pylist(
         [stream_row(stream, order) for order, stream in enumerate(streams)], schema=schema.STREAMS
     )
-    assert_frame_equal(stored["streams"], pl.from_arrow(expected_streams))
-    assert_frame_equal(stored["messages"], pl.from_arrow(messages_table(streams)))
+    assert_frame_equal(stored["streams"], pl.from_arrow(expected_streams), check_exact=True)
+    assert_frame_equal(stored["messages"], pl.from_arrow(messages_table(streams)), check_exact=True)
     expected_standings = pa.Table.from_pylist(standings, schema=schema.STANDINGS)
-    assert_frame_equal(stored["standings"], pl.from_arrow(expected_standings))
+    assert_frame_equal(stored["standings"], pl.from_arrow(expected_standings), check_exact=True)
     # and replay to the rows of the same streams in memory
     per_run, _ = whatif(str(root), SYNTH_POLICIES)
-    assert_frame_equal(per_run, whatif_table(streams, parse_policies(SYNTH_POLICIES), standings))
+    assert_frame_equal(
+        per_run, whatif_table(streams, parse_policies(SYNTH_POLICIES), standings), check_exact=True
+    )
     # realistic: parallel batches, unanswered calls, unnamed results, user turns, facts
     messages = stored["messages"]
     asked = messages.filter(pl.col("tool_calls").list.len() > 0)
@@ -335,4 +339,5 @@ def test_synthetic_streams_built_on_worker_processes_are_the_same(tmp_path, monk
         assert_frame_equal(
             pl.read_parquet(pooled.paths(pooled.files(table))),
             pl.read_parquet(here.paths(here.files(table))),
+            check_exact=True,
         )

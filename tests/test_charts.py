@@ -8,6 +8,7 @@ from typing import Any
 
 import polars as pl
 import pytest
+from polars.testing import assert_frame_equal
 
 from contextledger import charts
 from contextledger.ledger.compute import compute_ledger
@@ -128,7 +129,11 @@ def test_policy_chart_puts_facts_reaching_the_answer_against_input_tokens_per_po
 
 def test_policy_chart_draws_one_point_per_run_on_demand():
     spec = charts.policy_chart(per_run(), per_run_points=True).to_dict()
-    assert rows_of(spec).select("run_id", "policy").equals(per_run().select("run_id", "policy"))
+    assert_frame_equal(
+        rows_of(spec).select("run_id", "policy"),
+        per_run().select("run_id", "policy"),
+        check_exact=True,
+    )
     assert "run_id" in {tip["field"] for tip in spec["layer"][0]["encoding"]["tooltip"]}
 
 

@@ -43,10 +43,20 @@ def wire_tool_calls_made_in_run(wire: list[dict]) -> Counter:
     return Counter(call.split(":", 1)[1] for call in made if call not in carried)
 
 
-def test_each_tool_is_offered_once_per_call_whose_wire_carried_it(corrected):
+def test_each_calls_tool_offers_are_the_tools_its_wire_request_carried(corrected):
+    """Per model call, in order: the offers of kind ``tool`` at ``call_index`` k are the
+    ``tools`` of the run's k-th recorded request (none on a wrap-up call)."""
+    offers = pl.DataFrame(corrected.offers).filter(pl.col("kind") == "tool").sort("run_id", "seq")
+    per_call = offers.group_by("run_id", "call_index", maintain_order=True).agg("piece_id")
+    offered = {(run_id, index): tools for run_id, index, tools in per_call.iter_rows()}
+    compared = 0
     for run_id, calls in oracle_calls().items():
-        wire = Counter(name for call in calls["wire"] for name in call["tools"])
-        assert tool_counts(corrected.offers, run_id) == wire, run_id
+        for index, request in enumerate(calls["wire"]):
+            assert request["call"] == index + 1, run_id
+            assert offered.pop((run_id, index), []) == request["tools"], (run_id, request["call"])
+            compared += 1
+    assert offered == {}  # no tool offered at a call the provider never received
+    assert compared == 2230
 
 
 def test_each_tool_is_used_once_per_call_the_run_made(corrected):

@@ -48,7 +48,7 @@ def corpus_tables(request: pytest.FixtureRequest) -> RunTables:
 
 def test_corpus_rows_equal_the_polars_ledger(corpus_tables):
     expected = compute_ledger(corpus_tables).rows()
-    assert_frame_equal(ledger_rows_sql(corpus_tables), expected)
+    assert_frame_equal(ledger_rows_sql(corpus_tables), expected, check_exact=True)
     # Multi-label ordering is exercised: rows list several labels, not all in one order.
     labels = expected["outcomes"].list.eval(pl.element().struct.field("label")).list.join(",")
     assert expected["outcomes"].list.len().max() >= 3
@@ -59,14 +59,14 @@ def test_corpus_rows_equal_the_polars_ledger(corpus_tables):
 def test_corpus_ledger_view_is_the_frame_in_insertion_order(corpus_tables):
     con = connect(corpus_tables)
     got = con.sql("SELECT * EXCLUDE (insertion_order) FROM ledger").pl()
-    assert_frame_equal(got, compute_ledger(corpus_tables).frame)
+    assert_frame_equal(got, compute_ledger(corpus_tables).frame, check_exact=True)
 
 
 @pytest.mark.parametrize("mode", ACCOUNTING_MODES)
 def test_sample_rows_equal_the_polars_ledger(mode):
     tables = read_runs(SAMPLE, mode=mode)
     tables = tables.with_outcomes(load_outcomes(REPO / "data" / "sample-outcomes.csv"))
-    assert_frame_equal(ledger_rows_sql(tables), compute_ledger(tables).rows())
+    assert_frame_equal(ledger_rows_sql(tables), compute_ledger(tables).rows(), check_exact=True)
 
 
 def test_no_metered_runs_gives_an_empty_ledger_of_the_same_schema():
@@ -76,7 +76,7 @@ def test_no_metered_runs_gives_an_empty_ledger_of_the_same_schema():
         schema.empty(schema.OFFERS),
         schema.empty(schema.USES),
     )
-    assert_frame_equal(ledger_rows_sql(empty), compute_ledger(empty).rows())
+    assert_frame_equal(ledger_rows_sql(empty), compute_ledger(empty).rows(), check_exact=True)
 
 
 def small_tables() -> RunTables:
@@ -136,7 +136,7 @@ def small_tables() -> RunTables:
 def test_insertion_order_puts_a_runs_offers_before_its_uses_and_follows_run_order():
     tables = small_tables()
     rows = ledger_rows_sql(tables)
-    assert_frame_equal(rows, compute_ledger(tables).rows())
+    assert_frame_equal(rows, compute_ledger(tables).rows(), check_exact=True)
     assert rows.select("id", "offered", "used", "runs_seen", "earn_rate").rows() == [
         ("i1", 1, 0, 1, 0.0),
         ("t1", 1, 1, 1, 1.0),

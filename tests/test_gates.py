@@ -8,6 +8,7 @@ consistency; the command end to end.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 
 import polars as pl
@@ -21,7 +22,7 @@ from contextledger.ledger.gates import COUNT_COLUMNS, gate_what_if, replay_decis
 from contextledger.tables import schema
 from contextledger.tables.build import RunTables, read_runs
 
-from .conftest import SAMPLE, require_corpus
+from .conftest import REPO, SAMPLE, require_corpus
 
 Offer = tuple[str, int, str, str]  # run_id, call_index, kind, piece_id
 Use = tuple[str, str, str, int | None]  # run_id, kind, piece_id, call_index
@@ -278,6 +279,53 @@ def test_corpus_what_if_is_internally_consistent(mode) -> None:
     decisions = replay_decisions(tables)
     first_run = decisions["run_order"].min()
     assert not decisions.filter(pl.col("run_order") == first_run)["demoted"].any()
+
+
+#: The README's corpus figures for the gates, as it words them (whitespace, line breaks
+#: included, collapsed to single spaces before matching).
+README_GATES_FIGURES = re.compile(
+    r"On the corpus \(corrected accounting, defaults\): (?P<saved>[\d,]+) of "
+    r"(?P<spent>[\d,]+) approx tokens saved \((?P<share>[\d.]+%)\), (?P<gated>[\d,]+) "
+    r"offers gated, (?P<lost>[\d,]+) tool calls lost\."
+)
+
+
+def readme_gates_figures(readme: str) -> dict[str, str]:
+    """The gates figures the README quotes for the corpus, as written."""
+    found = README_GATES_FIGURES.search(" ".join(readme.split()))
+    assert found is not None, "README.md no longer quotes the gates' corpus figures"
+    return found.groupdict()
+
+
+def test_the_readme_quotes_the_gates_corpus_figures() -> None:
+    """Corrected accounting, default policy: what the README says is what the replay gives."""
+    pieces, total = gate_what_if(read_runs(require_corpus() / "runs"))
+    t = total.row(0, named=True)
+    tool_calls_lost = pieces.filter(pl.col("kind") == "tool")["uses_lost"].sum()
+    computed = {
+        "saved": f"{t['approx_tokens_saved']:,}",
+        "spent": f"{t['approx_tokens_spent']:,}",
+        "share": f"{t['approx_tokens_saved'] / t['approx_tokens_spent']:.1%}",
+        "gated": f"{t['offers_gated']:,}",
+        "lost": f"{tool_calls_lost:,}",
+    }
+    assert readme_gates_figures((REPO / "README.md").read_text(encoding="utf-8")) == computed
+
+
+def test_the_readme_figures_are_read_across_line_breaks_and_a_change_shows() -> None:
+    quoted = (
+        "save nothing. On the corpus (corrected accounting, defaults): 61,603 of\n"
+        "1,271,977 approx tokens saved (4.8%), 606 offers gated, 82 tool calls lost. The"
+    )
+    assert readme_gates_figures(quoted) == {
+        "saved": "61,603",
+        "spent": "1,271,977",
+        "share": "4.8%",
+        "gated": "606",
+        "lost": "82",
+    }
+    with pytest.raises(AssertionError, match="no longer quotes"):
+        readme_gates_figures(quoted.replace("offers gated", "offers left out"))
 
 
 # -- the command ---------------------------------------------------------------------------

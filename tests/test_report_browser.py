@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import html
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -17,7 +16,7 @@ import pytest
 
 from contextledger.report import CHART_NAMES, build_charts, collect, write_report
 
-from .conftest import SAMPLE
+from .conftest import SAMPLE, in_ci
 
 #: Flags for a sandbox with no network: no background connections, a fresh profile.
 CHROMIUM_FLAGS = (
@@ -68,7 +67,7 @@ def chromium() -> str:
         found = shutil.which(name)
         if found:
             return found
-    if os.environ.get("CI"):
+    if in_ci():
         pytest.fail("chromium is not installed: .ci/run installs Debian's chromium package")
     pytest.skip("chromium is not installed (apt-get install chromium); CI always runs this test")
 

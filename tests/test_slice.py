@@ -2,11 +2,7 @@
 
 from __future__ import annotations
 
-import gzip
-import json
-import os
 import time
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,6 +16,8 @@ from contextledger.read.slice import (
     slice_members,
 )
 from contextledger.read.snapshot import Bundle, TraceEntry, decode_run, iter_documents
+
+from .conftest import corpus_present, oracle_calls, require_corpus
 
 
 def _bundle(runtime_stage_id: str, *writes: str, read_keys: list[str] | None = None) -> Bundle:
@@ -160,38 +158,26 @@ def test_no_tree_or_no_answer_write_means_no_slice() -> None:
 
 # ── corpus oracle ──────────────────────────────────────────────────────
 
-_REPO_ROOT = Path(__file__).resolve().parents[1]
-_CORPUS = Path(
-    os.environ.get("CONTEXTLEDGER_CORPUS")
-    or _REPO_ROOT.parent / "shared" / "corpus" / "agentfootprint-9.62"
-)
-_ORACLE = _CORPUS / "oracle" / "calls.jsonl.gz"
-
-
-def _oracle_rows() -> list[dict[str, Any]]:
-    if not _ORACLE.is_file():
-        return []
-    with gzip.open(_ORACLE, "rt", encoding="utf-8") as handle:
-        return [json.loads(line) for line in handle if line.strip()]
-
-
-_ROWS = _oracle_rows()
+#: The oracle's rows, in recording order; one placeholder when the corpus is absent, so
+#: that the parametrized test runs once and skips (or fails under CI) in require_corpus.
+_ROWS: list[dict[str, Any] | None] = [*oracle_calls().values()] if corpus_present() else [None]
 
 
 def _run_snapshot(run_id: str) -> Any:
-    document = next(iter_documents(_CORPUS / "runs" / f"{run_id}.json.gz"))
+    document = next(iter_documents(require_corpus() / "runs" / f"{run_id}.json.gz"))
     return decode_run(document).snapshot
 
 
-@pytest.mark.skipif(not _ROWS, reason=f"corpus oracle not found at {_ORACLE}")
 def test_corpus_oracle_covers_every_run() -> None:
-    assert len(_ROWS) == 301
-    assert len(list((_CORPUS / "runs").glob("*.json.gz"))) == len(_ROWS)
+    corpus = require_corpus()
+    assert len(oracle_calls()) == 301
+    assert len(list((corpus / "runs").glob("*.json.gz"))) == len(oracle_calls())
 
 
-@pytest.mark.skipif(not _ROWS, reason=f"corpus oracle not found at {_ORACLE}")
-@pytest.mark.parametrize("row", _ROWS, ids=[row["run_id"] for row in _ROWS])
-def test_answer_slice_matches_the_reference(row: dict[str, Any]) -> None:
+@pytest.mark.parametrize("row", _ROWS, ids=[row["run_id"] if row else "corpus" for row in _ROWS])
+def test_answer_slice_matches_the_reference(row: dict[str, Any] | None) -> None:
+    require_corpus()
+    assert row is not None
     expected = row["answer_slice"]
     found = answer_slice(_run_snapshot(row["run_id"]))
     assert (found is not None) == expected["available"]
@@ -208,9 +194,9 @@ def test_answer_slice_matches_the_reference(row: dict[str, Any]) -> None:
     }
 
 
-@pytest.mark.skipif(not _ROWS, reason=f"corpus oracle not found at {_ORACLE}")
 def test_answer_slice_takes_a_few_milliseconds_per_run() -> None:
-    snapshots = [_run_snapshot(row["run_id"]) for row in _ROWS[:40]]
+    require_corpus()
+    snapshots = [_run_snapshot(run_id) for run_id in list(oracle_calls())[:40]]
     started = time.perf_counter()
     for snapshot in snapshots:
         answer_slice(snapshot)

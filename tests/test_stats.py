@@ -45,7 +45,7 @@ def test_the_frame_interval_equals_the_scalar_interval_on_every_corpus_row():
         if expected is None:
             assert (low, high) == (None, None)
         else:
-            assert (low, high) == pytest.approx(expected, abs=1e-12)
+            assert (low, high) == expected
             assert low <= used / offered <= high
 
 

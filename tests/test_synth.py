@@ -57,9 +57,9 @@ def test_the_archive_ledger_of_synthetic_runs_equals_the_in_memory_ledger(tmp_pa
     expected = compute_ledger(tables[mode].with_outcomes(labels))
     archived = ArchiveTables(Archive.open(root), mode)
     got = compute_ledger(archived)
-    assert_frame_equal(got.frame, expected.frame)
+    assert_frame_equal(got.frame, expected.frame, check_exact=True)
     assert got.runs_recorded == expected.runs_recorded
-    assert_frame_equal(ledger_rows_sql(archived), expected.rows())
+    assert_frame_equal(ledger_rows_sql(archived), expected.rows(), check_exact=True)
 
 
 def test_synth_again_adds_only_what_is_missing(tmp_path):

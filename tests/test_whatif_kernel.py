@@ -187,7 +187,7 @@ ROW_POLICIES = [
 def same_rows(streams, specs, standings_rows=()):
     parsed = parse_policies(specs)
     fast = whatif_table(streams, parsed, standings_rows)
-    assert_frame_equal(fast, whatif_table_exact(streams, parsed, standings_rows))
+    assert_frame_equal(fast, whatif_table_exact(streams, parsed, standings_rows), check_exact=True)
     return fast
 
 

@@ -1,53 +1,29 @@
-"""Replaying each windowed corpus run under its own policy reproduces the reference exactly.
+"""Replaying each corpus run under its own policy reproduces the reference exactly.
 
 The reference's answers are in ``oracle/runs.jsonl``: the WindowRecords the
 window stage filed (``window_records``), the SHA-256 of the final history, and,
-for the fact bench, the window its answer call was served (``fact_check``).
+for the fact bench, the window its answer call was served (``fact_check``); what
+each model call was actually sent is in ``oracle/calls.jsonl.gz`` (``wire``).
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
-import os
 from functools import cache
-from pathlib import Path
 
 import pytest
 
 from contextledger.read.snapshot import decode_run, iter_documents
 from contextledger.window import policy_from_config, rebuild_messages, replay
-from contextledger.window.messages import RunMessages, window_json
+from contextledger.window.messages import Message, RunMessages, window_json
 from contextledger.window.replay import Replay, same_window
 
-REPO = Path(__file__).resolve().parents[1]
+from .conftest import oracle_calls, oracle_runs, require_corpus
 
-
-def _corpus() -> Path:
-    configured = os.environ.get("CONTEXTLEDGER_CORPUS")
-    return (
-        Path(configured)
-        if configured
-        else REPO.parent / "shared" / "corpus" / "agentfootprint-9.62"
-    )
-
-
-CORPUS = _corpus()
-if not (CORPUS / "oracle" / "runs.jsonl").is_file():
-    pytest.skip(
-        f"window parity needs the reference corpus, not found at {CORPUS} "
-        "(set CONTEXTLEDGER_CORPUS to the agentfootprint-9.62 corpus folder)",
-        allow_module_level=True,
-    )
-
-
-def _oracle() -> list[dict]:
-    with (CORPUS / "oracle" / "runs.jsonl").open(encoding="utf-8") as handle:
-        return [json.loads(line) for line in handle]
-
-
-ORACLE = {row["run_id"]: row for row in _oracle()}
+CORPUS = require_corpus(allow_module_level=True)
+ORACLE = oracle_runs()
 WINDOWED = [rid for rid, row in ORACLE.items() if (row["scenario"].get("window") or None)]
+AGENTS = [rid for rid, row in ORACLE.items() if row["runner_kind"] == "Agent"]
 
 
 @cache
@@ -88,6 +64,34 @@ def test_replaying_the_recorded_policy_serves_every_call_the_recorded_window(run
     assert len(served) == len(stream.calls)
     for window, call in zip(served, stream.calls, strict=True):
         assert same_window(window, stream.window(call.window_served)), call.ordinal
+
+
+def on_the_wire(message: Message) -> list:
+    """A served message as ``oracle/calls.jsonl.gz`` records a request's message: role,
+    toolCallId, content length (UTF-16), the tool calls as ``id:name`` (None: none), and
+    whether an injection delivered it."""
+    calls = [f"{call.id}:{call.name}" for call in message.tool_calls] or None
+    return [message.role, message.tool_call_id, message.chars, calls, message.injected]
+
+
+def test_every_agent_run_and_model_call_is_compared_with_the_wire():
+    assert len(AGENTS) == 297
+    assert sum(len(oracle_calls()[rid]["wire"]) for rid in AGENTS) == 2226
+
+
+@pytest.mark.parametrize("run_id", AGENTS)
+def test_the_replayed_window_at_every_call_is_what_the_provider_received(run_id):
+    """Its own policy replayed (``none`` for a run without a window), each call's served
+    window holds the recorded request's messages, in order."""
+    wire = oracle_calls()[run_id]["wire"]
+    served = own_replay(run_id).served
+    assert len(served) == len(wire)
+    for window, request in zip(served, wire, strict=True):
+        received = [
+            [role, call_id, chars, calls, injected is not None]
+            for role, call_id, chars, calls, injected in request["messages"]
+        ]
+        assert [on_the_wire(m) for m in window] == received, request["call"]
 
 
 def test_the_token_budget_replays_use_recorded_tokens_only():
