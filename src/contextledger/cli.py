@@ -82,6 +82,16 @@ standings_option = _file_option(
 )
 
 
+def _ingest_date(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
+    """``--ingest-date`` as the YYYY-MM-DD an archive stores (a usage error otherwise)."""
+    from contextledger.archive.store import ingest_date_text
+
+    try:
+        return None if value is None else ingest_date_text(value, "ingest date")
+    except ValueError as error:
+        raise click.BadParameter(str(error)) from None
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="contextledger")
 def main() -> None:
@@ -648,6 +658,7 @@ def report_command(
 @static_tools_option()
 @click.option(
     "--ingest-date",
+    callback=_ingest_date,
     help="Record the runs under this date (YYYY-MM-DD) instead of today (UTC): backfills.",
 )
 @click.option("--workers", type=click.IntRange(min=1), help="Reading processes [default: cores].")
@@ -741,7 +752,9 @@ def ingest_command(
     default=None,
     help="Hive partition key of a new archive [default: ingest_date].",
 )
-@click.option("--ingest-date", help="Record the runs under this date (YYYY-MM-DD).")
+@click.option(
+    "--ingest-date", callback=_ingest_date, help="Record the runs under this date (YYYY-MM-DD)."
+)
 @click.option(
     "--streams/--no-streams",
     default=True,
