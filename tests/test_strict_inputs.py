@@ -97,3 +97,108 @@ def test_python_ingest_and_synth_refuse_a_compact_date(tmp_path):
     with pytest.raises(ValueError, match="'2026-11-30 junk' is not a date"):
         synth_archive(tmp_path / "b", 3, ingest_date="2026-11-30 junk")
     assert list(tmp_path.iterdir()) == []
+
+
+# ── outcomes and standings files ──────────────────────────────────────
+SAMPLE_OUTCOMES = SAMPLE.parent / "sample-outcomes.csv"
+SAMPLE_STANDINGS = SAMPLE.parent / "sample-standings.csv"
+
+
+def edited_copy(source: Path, target: Path, line: int, text: str) -> Path:
+    """``source`` with line ``line`` (1-based) replaced by ``text`` ("" leaves it blank)."""
+    lines = source.read_text(encoding="utf-8").splitlines()
+    lines[line - 1] = text
+    target.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return target
+
+
+def refused(result, where: str, reason: str) -> None:
+    assert result.exit_code == EXIT_USAGE, result.output
+    assert result.stdout == ""
+    assert f"contextledger: {where}: {reason}" in result.stderr
+    assert "Traceback" not in result.output and len(result.stderr.splitlines()) == 1
+
+
+def test_an_unbalanced_quote_in_outcomes_is_refused_with_its_line(tmp_path):
+    """It used to give one run a label spanning every line to the end of the file."""
+    labels = edited_copy(SAMPLE_OUTCOMES, tmp_path / "labels.csv", 3, 's0003-loop,"good')
+    result = run("ledger", str(SAMPLE), "--outcomes", str(labels))
+    refused(result, f"{labels}:3", "a quoted value is never closed (an unbalanced quote?)")
+
+
+def test_a_quote_closed_lines_later_is_refused_too(tmp_path):
+    """Balanced at last, but the value would hold two other runs' rows."""
+    labels = edited_copy(SAMPLE_OUTCOMES, tmp_path / "labels.csv", 3, 's0003-loop,"good')
+    edited_copy(labels, labels, 5, 's0073-loop,good"')
+    result = run("ledger", str(SAMPLE), "--outcomes", str(labels))
+    refused(result, f"{labels}:3", "a quoted value runs on to line 5")
+
+
+@pytest.mark.parametrize(
+    ("row", "reason"),
+    [
+        ("s0003-loop,good,extra", "3 values for the header's 2 columns"),
+        (",good", "an outcome row needs a run_id and a label"),
+        ("s0003-loop,   ", "an outcome row needs a run_id and a label"),
+        ("s0003-loop", "an outcome row needs a run_id and a label"),
+    ],
+)
+def test_an_outcome_row_with_extra_or_empty_values_is_refused_by_line(tmp_path, row, reason):
+    """Blank lines before it do not shift the line named (they used to: rows were counted)."""
+    labels = edited_copy(SAMPLE_OUTCOMES, tmp_path / "labels.csv", 3, "")
+    edited_copy(labels, labels, 6, row)
+    result = run("ledger", str(SAMPLE), "--outcomes", str(labels))
+    refused(result, f"{labels}:6", reason)
+
+
+def test_a_json_lines_outcome_may_hold_unicode_line_separators(tmp_path):
+    """U+2028, U+2029 and U+0085 are valid inside JSON; str.splitlines used to cut there."""
+    import csv
+    import json
+
+    rows = list(csv.DictReader(SAMPLE_OUTCOMES.open(encoding="utf-8")))
+    rows[0]["label"] = "good\u2028still\u2029one\x85label"
+    labels = tmp_path / "labels.jsonl"
+    labels.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), "utf-8")
+    assert "\u2028" in labels.read_text(encoding="utf-8")  # raw, not escaped
+    result = run("ledger", str(SAMPLE), "--outcomes", str(labels), "--format", "json")
+    assert result.exit_code == 0, result.output
+    credited = {label for row in json.loads(result.stdout)["rows"] for label in row["outcomes"]}
+    assert rows[0]["label"] in credited
+
+
+@pytest.mark.parametrize(
+    ("row", "reason"),
+    [
+        ("s0001-fact-bench,call-3,fact,2147483648", "iteration '2147483648' is not a whole"),
+        ("s0001-fact-bench,call-3,fact,1_0", "iteration '1_0' is not a whole number"),
+        ("s0001-fact-bench,call-3,fact,3.5", "iteration '3.5' is not a whole number"),
+        ("s0001-fact-bench,call-3,fact,-1", "iteration '-1' is not a whole number"),
+        ("s0001-fact-bench,call-3,facts,3", "unknown standing 'facts'"),
+        ("s0001-fact-bench,call-3,fact,3,x", "5 values for the header's 4 columns"),
+    ],
+)
+@pytest.mark.parametrize("command", ["whatif", "report"])
+def test_a_bad_standings_row_is_refused_by_file_and_line(tmp_path, row, reason, command):
+    """An iteration of 2**31 and up used to crash with an Arrow overflow traceback."""
+    standings = edited_copy(SAMPLE_STANDINGS, tmp_path / "standings.csv", 4, row)
+    target = SAMPLE / "s0001-fact-bench.json.gz"
+    extra = ["--policy", "none"] if command == "whatif" else ["-o", str(tmp_path / "out")]
+    result = run(command, str(target), "--standings", str(standings), *extra)
+    refused(result, f"{standings}:4", reason)
+
+
+def test_a_json_lines_standing_past_32_bits_is_refused_by_line(tmp_path):
+    standings = tmp_path / "standings.jsonl"
+    row = {"run_id": "r", "tool_call_id": "c", "standing": "fact", "iteration": 2**31}
+    standings.write_text(f"\n{__import__('json').dumps(row)}\n", encoding="utf-8")
+    result = run("whatif", str(SAMPLE), "--policy", "none", "--standings", str(standings))
+    refused(result, f"{standings}:2", "iteration 2147483648 is not a whole number")
+
+
+def test_outcomes_that_are_not_utf8_are_refused_by_file_and_line(tmp_path):
+    """The error used to be Python's codec message, naming neither file nor line."""
+    labels = tmp_path / "labels.csv"
+    labels.write_bytes(SAMPLE_OUTCOMES.read_bytes().replace(b"s0048-loop", b"s0048-\xffloop"))
+    result = run("ledger", str(SAMPLE), "--outcomes", str(labels))
+    refused(result, f"{labels}:4", "not UTF-8 text")
