@@ -2,13 +2,16 @@
 
 Exit status: 0 when every input was read; 1 when some input could not be read
 (each is named on stderr, everything else is still read and counted); 2 for a
-command-line mistake or an unreadable option file (outcomes, sidecar, ledger).
+command-line mistake, an unreadable option file (outcomes, sidecar, ledger) or an
+output file that could not be written (it is then left as it was, never half-written).
+A reader that closes the pipe early (``| head``) ends the command quietly.
 """
 
 from __future__ import annotations
 
+import contextlib
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -24,6 +27,7 @@ from contextledger.ledger.stats import (
     used_via_text,
     with_uncertainty,
 )
+from contextledger.output import CONTROL_ESCAPES, atomic_path, terminal_text
 from contextledger.read.identity import describe_duplicates, describe_unmatched, unmatched_ids
 from contextledger.read.snapshot import ReadError, ReadProblem
 from contextledger.tables.build import (
@@ -83,15 +87,62 @@ standings_option = _file_option(
 )
 
 
+def _ingest_date(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
+    """``--ingest-date`` as the YYYY-MM-DD an archive stores (a usage error otherwise)."""
+    from contextledger.archive.store import ingest_date_text
+
+    try:
+        return None if value is None else ingest_date_text(value, "ingest date")
+    except ValueError as error:
+        raise click.BadParameter(str(error)) from None
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="contextledger")
 def main() -> None:
     """Which context pieces earned their tokens: analytics over recorded agentfootprint runs."""
 
 
+def _warn(message: str) -> None:
+    """One line on stderr, ``contextledger: MESSAGE``, its control characters escaped."""
+    click.echo(terminal_text(f"contextledger: {message}"), err=True)
+
+
 def _fail(message: str) -> None:
-    click.echo(f"contextledger: {message}", err=True)
+    _warn(message)
     sys.exit(EXIT_USAGE)
+
+
+#: ``-o FILE``: every command writes it whole or not at all (see ``_writing``).
+output_option = click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False),
+    help="Write here instead of stdout (missing folders are made; written whole or not at all).",
+)
+
+
+@contextlib.contextmanager
+def _writing(output: str) -> Iterator[Path]:
+    """A temporary path to write ``output`` through (``atomic_path``); a write that fails
+    (a full disk, an unwritable folder) is one line on stderr and exit 2, ``output``
+    left as it was."""
+    try:
+        with atomic_path(output) as temporary:
+            yield temporary
+    except OSError as error:
+        _fail(f"cannot write {output}: {error.strerror or error}")
+    except pl.exceptions.PolarsError as error:  # a Polars writer's I/O error
+        _fail(f"cannot write {output}: {str(error).splitlines()[0]}")
+
+
+def _emit(text: str, output: str | None) -> None:
+    """Print ``text``, or write it to ``output`` through :func:`_writing`."""
+    if output is None:
+        click.echo(text, nl=False, color=True)  # as it is: click strips ANSI codes otherwise
+        return
+    with _writing(output) as temporary:
+        temporary.write_text(text, encoding="utf-8")
 
 
 def _read_inputs(
@@ -114,15 +165,13 @@ def _read_inputs(
             paths, mode=mode, static_tools=sidecar, strict=strict
         )
     except ReadError as error:
-        click.echo(f"contextledger: {error.source}: {error.reason} (stopped: --strict)", err=True)
+        _warn(f"{error.source}: {error.reason} (stopped: --strict)")
         sys.exit(EXIT_UNREADABLE_INPUT)
     except ArchiveError as error:
         _fail(str(error))
         raise  # unreachable: _fail exits
     for problem in tables.problems.to_pylist():
-        click.echo(
-            f"contextledger: skipped {ReadProblem(**problem).where}: {problem['reason']}", err=True
-        )
+        _warn(f"skipped {ReadProblem(**problem).where}: {problem['reason']}")
     _name_duplicates(tables.duplicates)
     if outcomes is not None:
         tables = tables.with_outcomes(outcomes)
@@ -133,14 +182,14 @@ def _read_inputs(
 def _name_duplicates(duplicates: Any) -> None:
     """Say on stderr which copies of a run were counted once (not an error: exit 0)."""
     for line in describe_duplicates(duplicates):
-        click.echo(f"contextledger: {line}", err=True)
+        _warn(line)
 
 
 def _name_unmatched(what: str, ids: Sequence[str], run_ids: Any) -> None:
     """Say on stderr how many ``what`` rows name no run read, and the first few ids."""
     line = describe_unmatched(what, unmatched_ids(ids, run_ids))
     if line is not None:
-        click.echo(f"contextledger: {line}", err=True)
+        _warn(line)
 
 
 def _summary(tables: RunTables) -> str:
@@ -155,12 +204,21 @@ def _summary(tables: RunTables) -> str:
         runs=pl.len(), examples=pl.col("run_id").head(3)
     )
     for reason, count, examples in reasons.sort("runs", descending=True).iter_rows():
-        line += f"\n  refused {count}: {reason} (e.g. {', '.join(examples)})"
+        line += f"\n  refused {count}: {reason} (e.g. {terminal_text(', '.join(examples))})"
     return line
 
 
 def _table_text(frame: pl.DataFrame, *, width: int = 200, str_len: int | None = 60) -> str:
-    """A frame as a readable table: every row and column, no shape or dtype lines."""
+    """A frame as a readable table: every row and column, no shape or dtype lines.
+
+    Control characters in text cells (and anywhere in the rendering) are shown as
+    ``\\xNN`` escapes (:func:`~contextledger.output.terminal_text`), cells first so
+    that columns stay aligned.
+    """
+    escapes = list(CONTROL_ESCAPES)
+    frame = frame.with_columns(
+        pl.col(pl.String).str.replace_many(escapes, [CONTROL_ESCAPES[c] for c in escapes])
+    )
     with pl.Config(
         tbl_rows=-1,
         tbl_cols=-1,
@@ -169,7 +227,7 @@ def _table_text(frame: pl.DataFrame, *, width: int = 200, str_len: int | None = 
         tbl_hide_dataframe_shape=True,
         tbl_hide_column_data_types=True,
     ):
-        return str(frame)
+        return terminal_text(str(frame), keep="\n")
 
 
 def _printable(rows: pl.DataFrame) -> pl.DataFrame:
@@ -204,9 +262,7 @@ def _printable(rows: pl.DataFrame) -> pl.DataFrame:
     default="table",
     show_default=True,
 )
-@click.option(
-    "-o", "--output", type=click.Path(dir_okay=False), help="Write here instead of stdout."
-)
+@output_option
 @static_tools_option()
 @click.option(
     "--merge",
@@ -264,24 +320,28 @@ def ledger(
     default="table",
     show_default=True,
 )
+@output_option
 @strict_option
 def outcomes(
-    paths: tuple[str, ...], outcomes_file: str, mode: str, output_format: str, strict: bool
+    paths: tuple[str, ...],
+    outcomes_file: str,
+    mode: str,
+    output_format: str,
+    output: str | None,
+    strict: bool,
 ) -> None:
     """Per piece and label: how often runs that offered it carried the label, against the
     base rate over all labelled runs. Association, not cause."""
     tables = _read_inputs(paths, mode, None, outcomes_file, strict)
     frame = outcome_association(tables)
     if output_format == "csv":
-        click.echo(frame.write_csv(), nl=False)
+        _emit(frame.write_csv(), output)
     elif output_format == "json":
-        click.echo(frame.write_ndjson(), nl=False)
+        _emit(frame.write_ndjson(), output)
     else:
-        click.echo(_table_text(frame, str_len=None))
-        click.echo(
-            "Association, not cause: a piece offered in runs that went well did not make "
-            "them go well.\n" + _summary(tables)
-        )
+        note = "Association, not cause: a piece offered in runs that went well did not make "
+        note += "them go well."
+        _emit(f"{_table_text(frame, str_len=None)}\n{note}\n{_summary(tables)}\n", output)
     if tables.problems.num_rows:
         sys.exit(EXIT_UNREADABLE_INPUT)
 
@@ -294,7 +354,8 @@ def _write_ledger(
         if not output:
             _fail("--format parquet needs -o FILE")
             return
-        rows.write_parquet(output)
+        with _writing(output) as temporary:
+            rows.write_parquet(temporary)
         click.echo(summary, err=True)
         return
     if output_format == "json":
@@ -303,14 +364,9 @@ def _write_ledger(
         text = _printable(rows).write_csv()
     else:
         text = f"{_table_text(_printable(rows))}\n{summary}\n"
-    if output:
-        Path(output).write_text(text, encoding="utf-8")
-        if output_format != "table":
-            click.echo(summary, err=True)
-    else:
-        click.echo(text, nl=False)
-        if output_format != "table":
-            click.echo(summary, err=True)
+    _emit(text, output)
+    if output_format != "table":
+        click.echo(summary, err=True)
 
 
 def _nested_as_json(frame: pl.DataFrame) -> pl.DataFrame:
@@ -339,26 +395,42 @@ def _nested_as_json(frame: pl.DataFrame) -> pl.DataFrame:
     default="table",
     show_default=True,
 )
+@output_option
+@click.option(
+    "--no-external-access",
+    is_flag=True,
+    help="For a query from someone else: DuckDB may not touch files, the network or "
+    "extensions, nor change settings (an archive is read into memory first).",
+)
 def sql(
-    paths: tuple[str, ...], query: str, mode: str, outcomes_file: str | None, output_format: str
+    paths: tuple[str, ...],
+    query: str,
+    mode: str,
+    outcomes_file: str | None,
+    output_format: str,
+    output: str | None,
+    no_external_access: bool,
 ) -> None:
     """Run QUERY (DuckDB SQL, the last argument) over the runs under PATHS and print the result.
 
     Tables: runs, offers, uses, outcomes. Views: ledger (insertion order), ledger_rows
     (worst earn rate first), and the steps between them (see contextledger/ledger/sql).
+    DuckDB can read and write local files, ATTACH databases and load extensions:
+    --no-external-access refuses all of that once the views exist.
     """
     import duckdb
 
-    from contextledger.ledger.duckdb_views import connect
+    from contextledger.ledger.duckdb_views import connect, result_frame
 
     tables = _read_inputs(paths, mode, None, outcomes_file, False)
-    con = connect(tables)
+    con = connect(tables, external_access=not no_external_access)
     result: pl.DataFrame | None = None
     try:
         relation = con.sql(query)
-        result = relation.pl() if relation is not None else None
-    except duckdb.Error as error:
-        _fail(f"SQL error: {error}")
+        result = result_frame(relation) if relation is not None else None
+    except (duckdb.Error, pl.exceptions.PolarsError) as error:
+        lines = (line.strip() for line in str(error).splitlines())  # DuckDB's are several
+        _fail(f"SQL error: {'; '.join(line for line in lines if line and line != '^')}")
     finally:
         con.close()
     if result is not None:
@@ -368,7 +440,7 @@ def sql(
             text = _nested_as_json(result).write_csv()
         else:
             text = f"{_table_text(result)}\n"
-        click.echo(text, nl=False)
+        _emit(text, output)
     if tables.problems.num_rows:
         sys.exit(EXIT_UNREADABLE_INPUT)
 
@@ -405,6 +477,7 @@ def sql(
     default="table",
     show_default=True,
 )
+@output_option
 def gates(
     paths: tuple[str, ...],
     min_offers: int,
@@ -412,6 +485,7 @@ def gates(
     refresh_every: int,
     mode: str,
     output_format: str,
+    output: str | None,
 ) -> None:
     """What agentfootprint's ledger gates would have left out of the runs under PATHS.
 
@@ -437,18 +511,17 @@ def gates(
             "pieces": pieces.to_dicts(),
             "note": ATTRIBUTION_NOTE,
         }
-        click.echo(json.dumps(document, indent=2))
+        _emit(json.dumps(document, indent=2) + "\n", output)
         click.echo(_summary(tables), err=True)
     elif output_format == "csv":
-        click.echo(pieces.write_csv(), nl=False)
+        _emit(pieces.write_csv(), output)
         click.echo(summary, err=True)
     else:
         touched = (pl.col("offers_demoted") + pl.col("uses_lost") + pl.col("uses_at_risk")) > 0
         shown = pieces.filter(touched)
-        click.echo(_table_text(shown, str_len=None))
         hidden = pieces.height - shown.height
-        click.echo(f"({hidden} other piece(s) never demoted; --format csv lists every piece)")
-        click.echo(summary)
+        hidden_note = f"({hidden} other piece(s) never demoted; --format csv lists every piece)"
+        _emit(f"{_table_text(shown, str_len=None)}\n{hidden_note}\n{summary}\n", output)
     if tables.problems.num_rows:
         sys.exit(EXIT_UNREADABLE_INPUT)
 
@@ -473,9 +546,7 @@ def gates(
     help="table: one row per policy over the runs; json: JSON Lines, one object per "
     "(run, policy); parquet: the same rows (needs -o).",
 )
-@click.option(
-    "-o", "--output", type=click.Path(dir_okay=False), help="Write here instead of stdout."
-)
+@output_option
 def whatif_command(
     paths: tuple[str, ...],
     policies: tuple[str, ...],
@@ -525,14 +596,14 @@ def whatif_command(
         )
         per_run = replayed.whatif_table(inputs.streams, parsed, [*inputs.standings, *standings])
     for problem in problems:
-        where = problem.where
-        click.echo(f"contextledger: skipped {where}: {problem.reason}", err=True)
+        _warn(f"skipped {problem.where}: {problem.reason}")
     note = replayed.describe(per_run)
-    if output_format == "parquet":
-        per_run.lazy().sink_parquet(str(output))
-        click.echo(note, err=True)
-    elif output_format == "json" and output:
-        per_run.lazy().sink_ndjson(str(output))
+    if output_format == "parquet" or (output_format == "json" and output):
+        with _writing(str(output)) as temporary:
+            if output_format == "parquet":
+                per_run.lazy().sink_parquet(temporary)
+            else:
+                per_run.lazy().sink_ndjson(temporary)
         click.echo(note, err=True)
     else:
         if output_format == "json":
@@ -540,10 +611,7 @@ def whatif_command(
         else:
             table = replayed.display_table(replayed.per_policy(per_run))
             text = f"{_table_text(table, width=250)}\n{note}\n"
-        if output:
-            Path(output).write_text(text, encoding="utf-8")
-        else:
-            click.echo(text, nl=False)
+        _emit(text, output)
         if output_format == "json" or output:
             click.echo(note, err=True)
     if problems:
@@ -634,17 +702,19 @@ def report_command(
         _fail(str(error))
         raise  # unreachable: _fail exits
     for problem in data.tables.problems.to_pylist():
-        where = (
-            problem["path"] if problem["line"] is None else f"{problem['path']}:{problem['line']}"
-        )
-        click.echo(f"contextledger: skipped {where}: {problem['reason']}", err=True)
+        _warn(f"skipped {ReadProblem(**problem).where}: {problem['reason']}")
     _name_duplicates(data.tables.duplicates)
     for problem in data.unreplayed:
-        where = ReadProblem(**problem).where
-        click.echo(f"contextledger: not replayed {where}: {problem['reason']}", err=True)
+        _warn(f"not replayed {ReadProblem(**problem).where}: {problem['reason']}")
     formats = () if chart_formats == "none" else tuple(chart_formats.split(","))
-    page = report.write_report(data, output_dir, formats=formats)
-    click.echo(f"wrote {page}" + (f" and {page.parent / 'charts'}/" if formats else ""))
+    try:
+        page = report.write_report(data, output_dir, formats=formats)
+    except OSError as error:
+        _fail(f"cannot write the report to {output_dir}: {error.strerror or error}")
+        raise  # unreachable: _fail exits
+    click.echo(
+        terminal_text(f"wrote {page}" + (f" and {page.parent / 'charts'}/" if formats else ""))
+    )
     click.echo(_summary(data.tables))
     if data.tables.problems.num_rows or data.unreplayed:
         sys.exit(EXIT_UNREADABLE_INPUT)
@@ -671,6 +741,7 @@ def report_command(
 @static_tools_option()
 @click.option(
     "--ingest-date",
+    callback=_ingest_date,
     help="Record the runs under this date (YYYY-MM-DD) instead of today (UTC): backfills.",
 )
 @click.option("--workers", type=click.IntRange(min=1), help="Reading processes [default: cores].")
@@ -731,7 +802,7 @@ def ingest_command(
     except (ArchiveError, OSError, ValueError) as error:
         _fail(str(error))
         raise  # unreachable: _fail exits
-    click.echo(report.summary())
+    click.echo(terminal_text(report.summary(), keep="\n"))
     if report.problems:
         sys.exit(EXIT_UNREADABLE_INPUT)
 
@@ -764,7 +835,9 @@ def ingest_command(
     default=None,
     help="Hive partition key of a new archive [default: ingest_date].",
 )
-@click.option("--ingest-date", help="Record the runs under this date (YYYY-MM-DD).")
+@click.option(
+    "--ingest-date", callback=_ingest_date, help="Record the runs under this date (YYYY-MM-DD)."
+)
 @click.option(
     "--streams/--no-streams",
     default=True,

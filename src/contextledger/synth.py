@@ -656,9 +656,9 @@ def synth_archive(
     (300, 2, 0)
     """
     started = time.perf_counter()
+    date = store.ingest_date_text(ingest_date or dt.datetime.now(dt.UTC).date().isoformat())
     archive = Archive.create(archive_dir, partition_by)
     report = IngestReport(str(archive_dir))
-    date = ingest_date or dt.datetime.now(dt.UTC).date().isoformat()
     processes = workers if workers is not None else (os.cpu_count() or 1)
     pooled = streams and processes > 1 and min(runs, batch_runs) > STREAM_CHUNK_RUNS
     with (

@@ -157,10 +157,9 @@ def ingest(
     (14, 0, 14)
     """
     started = time.perf_counter()
+    date = store.ingest_date_text(ingest_date or dt.datetime.now(dt.UTC).date().isoformat())
     archive = Archive.create(archive_dir, partition_by)
     report = IngestReport(str(archive_dir))
-    date = ingest_date or dt.datetime.now(dt.UTC).date().isoformat()
-    dt.date.fromisoformat(date)  # a clear error for a malformed date
     with archive.writing() as removed:
         report.leftovers_removed = removed
         known = committed_sources(archive)

@@ -41,6 +41,7 @@ import datetime as dt
 import fcntl
 import json
 import os
+import re
 import secrets
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -385,6 +386,40 @@ def _fsync(path: Path) -> None:
 def _fsync_directory(path: Path) -> None:
     with contextlib.suppress(OSError):
         _fsync(path)
+
+
+#: ``YYYY-MM-DD``, or a full ISO timestamp (``YYYY-MM-DDTHH:MM[:SS[.f]][Z|+HH:MM]``).
+_ISO_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
+_ISO_TIMESTAMP = re.compile(
+    _ISO_DATE.pattern
+    + r"[T ][0-9]{2}:[0-9]{2}(:[0-9]{2}(\.[0-9]{1,6})?)?(Z|[+-][0-9]{2}:?[0-9]{2})?"
+)
+
+
+def ingest_date_text(value: str, name: str = "date") -> str:
+    """``value`` as the ``YYYY-MM-DD`` ingest date an archive stores and filters by.
+
+    A full ISO timestamp is taken as its UTC date (one without an offset as UTC
+    already). Anything else, the compact ``20261101`` included (stored dates are
+    compared as text, so it would select nothing), raises ``ValueError`` naming
+    ``name`` and the value.
+
+    >>> ingest_date_text("2026-11-01"), ingest_date_text("2026-11-01T23:30:00-02:00")
+    ('2026-11-01', '2026-11-02')
+    """
+    text = value.strip()
+    try:
+        if _ISO_DATE.fullmatch(text):
+            return dt.date.fromisoformat(text).isoformat()
+        if _ISO_TIMESTAMP.fullmatch(text):
+            moment = dt.datetime.fromisoformat(text)
+            if moment.tzinfo is not None:
+                moment = moment.astimezone(dt.UTC)
+            return moment.date().isoformat()
+    except ValueError:
+        pass
+    msg = f"{name} {value!r} is not a date: give YYYY-MM-DD (or a full ISO timestamp)"
+    raise ValueError(msg)
 
 
 def partition_value(key: str, ingest_date: str, runner_kind: str | None, source_path: str) -> str:

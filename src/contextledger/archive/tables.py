@@ -9,7 +9,6 @@ collected on demand.
 
 from __future__ import annotations
 
-import datetime as dt
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -20,7 +19,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from contextledger.archive.store import Archive, ArchiveError, Commit
+from contextledger.archive.store import Archive, ArchiveError, Commit, ingest_date_text
 from contextledger.ledger.compute import LedgerInputs, SplitRows
 from contextledger.read.identity import DUPLICATES
 from contextledger.tables import schema
@@ -32,14 +31,21 @@ from contextledger.window.messages import RunMessages
 class Selection:
     """Which runs of an archive to read: every filter given must hold.
 
-    ``since``/``until`` are ingest dates (inclusive, ``YYYY-MM-DD``); ``label`` keeps
-    runs carrying that outcome label.
+    ``since``/``until`` are ingest dates (inclusive, ``YYYY-MM-DD``; a full ISO
+    timestamp is taken as its UTC date, anything else raises ``ValueError``);
+    ``label`` keeps runs carrying that outcome label.
     """
 
     since: str | None = None
     until: str | None = None
     run_ids: tuple[str, ...] | None = None
     label: str | None = None
+
+    def __post_init__(self) -> None:  # stored dates are YYYY-MM-DD text: compare likewise
+        for name in ("since", "until"):
+            value = getattr(self, name)
+            if value is not None:
+                object.__setattr__(self, name, ingest_date_text(value, name))
 
     def keeps(self, commit: Commit) -> bool:
         """Whether ``commit``'s files can hold selected runs (the date range)."""
@@ -71,13 +77,6 @@ def parse_archive_path(text: str) -> tuple[Path, Selection] | None:
         values = fields.get(name)
         return values[-1] if values else None
 
-    for name in ("since", "until"):
-        value = one(name)
-        if value is not None:
-            try:
-                dt.date.fromisoformat(value)
-            except ValueError:
-                raise ArchiveError(f"{text}: {name} must be a date, YYYY-MM-DD") from None
     run_ids: list[str] | None = None
     for value in fields.get("run_id", []):
         run_ids = run_ids or []
@@ -89,9 +88,15 @@ def parse_archive_path(text: str) -> tuple[Path, Selection] | None:
             run_ids.extend(line.strip() for line in lines if line.strip())
         else:
             run_ids.extend(item for item in value.split(",") if item)
-    selection = Selection(
-        one("since"), one("until"), tuple(run_ids) if run_ids is not None else None, one("label")
-    )
+    try:
+        selection = Selection(
+            one("since"),
+            one("until"),
+            tuple(run_ids) if run_ids is not None else None,
+            one("label"),
+        )
+    except ValueError as error:
+        raise ArchiveError(f"{text}: {error}") from None
     return Path(base), selection
 
 

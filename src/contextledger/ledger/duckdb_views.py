@@ -17,6 +17,7 @@ instead of counting every row.
 
 from __future__ import annotations
 
+import re
 from importlib.resources import files
 from typing import Protocol, runtime_checkable
 
@@ -74,13 +75,32 @@ def views_sql() -> str:
     return "\n".join(view_sql(name) for name in names)
 
 
+#: Settings that shut a connection off from files, the network and extensions, in order:
+#: the last locks every setting, these included, for the connection's life.
+LOCKED_DOWN = (
+    "SET autoinstall_known_extensions = false",
+    "SET autoload_known_extensions = false",
+    "SET enable_external_access = false",
+    "SET lock_configuration = true",
+)
+
+
 def connect(
-    tables: RunTables, con: duckdb.DuckDBPyConnection | None = None
+    tables: RunTables,
+    con: duckdb.DuckDBPyConnection | None = None,
+    *,
+    external_access: bool = True,
 ) -> duckdb.DuckDBPyConnection:
     """Register ``tables`` on ``con`` (a new in-memory database by default) and create the views.
 
     Row order (``ledger``, and ties in ``ledger_rows``) relies on DuckDB's default
     ``preserve_insertion_order = true``.
+
+    ``external_access=False`` is for a query from someone else: once the views exist,
+    DuckDB may no longer read or write files (``read_csv``, ``COPY ... TO``, ``ATTACH``),
+    install or load extensions, or change a setting (:data:`LOCKED_DOWN`). An
+    archive's tables are then collected in memory first, since its views read its
+    files (and DuckDB cannot allow reading them without allowing writing them).
 
     Examples
     --------
@@ -90,6 +110,10 @@ def connect(
     [('injection', 7), ('skill', 5), ('tool', 31)]
     """
     con = con if con is not None else duckdb.connect()
+    if not external_access and isinstance(tables, HasParquetSources):
+        tables = RunTables(
+            tables.mode, tables.runs, tables.offers, tables.uses, tables.outcomes, tables.problems
+        )
     sources = tables.duckdb_sources() if isinstance(tables, HasParquetSources) else {}
     for name in TABLES:
         if name in sources:  # an archive: read its Parquet files in place
@@ -107,7 +131,42 @@ def connect(
         con.execute(f"CREATE OR REPLACE VIEW piece_totals AS {sources['piece_totals']}")
     for name in (*BASE_VIEWS[base], *PIECE_VIEWS[pieces], *VIEWS):
         con.execute(view_sql(name))
+    if not external_access:
+        for statement in LOCKED_DOWN:
+            con.execute(statement)
     return con
+
+
+#: DuckDB types Polars cannot import (INTERVAL, UNION) or write as JSON or CSV (BLOB,
+#: BIT, VARIANT, VARINT/BIGNUM), wherever they appear in a column's type.
+_TEXT_ONLY_TYPES = re.compile(r"\b(INTERVAL|BLOB|BIT|BITSTRING|UNION|VARIANT|VARINT|BIGNUM)\b")
+
+
+def result_frame(relation: duckdb.DuckDBPyRelation) -> pl.DataFrame:
+    """``relation``'s rows as a Polars frame every output format can write.
+
+    A column of a type Polars cannot take or write (an ``INTERVAL``, a ``BLOB``, a
+    ``VARIANT`` such as ``duckdb_settings().typed_value``, or a list or struct holding
+    one) is converted by DuckDB to its own text of each value.
+
+    >>> con = duckdb.connect()
+    >>> result_frame(con.sql("SELECT INTERVAL 1 DAY AS i, 'ab'::BLOB AS b, 1 AS n")).rows()
+    [('1 day', 'ab', 1)]
+    """
+    columns = list(relation.columns)
+    text_only = [bool(_TEXT_ONLY_TYPES.search(str(kind))) for kind in relation.types]
+    if any(text_only):
+
+        def quoted(name: str) -> str:
+            return '"' + name.replace('"', '""') + '"'
+
+        relation = relation.project(
+            ", ".join(
+                f"CAST({quoted(name)} AS VARCHAR) AS {quoted(name)}" if text else quoted(name)
+                for name, text in zip(columns, text_only, strict=True)
+            )
+        )
+    return relation.pl()
 
 
 def ledger_rows_sql(tables: RunTables) -> pl.DataFrame:

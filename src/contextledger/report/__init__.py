@@ -466,7 +466,8 @@ def write_report(
 ) -> Path:
     """Write ``report.html`` into ``out_dir`` and each chart as ``charts/NAME.svg`` / ``.png``.
 
-    Returns the page's path.
+    Missing folders are made; each file is written whole or not at all
+    (:func:`~contextledger.output.atomic_path`). Returns the page's path.
 
     >>> import tempfile
     >>> with tempfile.TemporaryDirectory() as folder:
@@ -474,17 +475,15 @@ def write_report(
     ...     page.name, sorted(p.name for p in (page.parent / "charts").iterdir())[:2]
     ('report.html', ['earn_rate.svg', 'gates.svg'])
     """
+    from contextledger.output import atomic_path, write_text_atomically
+
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
     built = build_charts(data)
-    page = out / "report.html"
-    page.write_text(render_html(data, built), encoding="utf-8")
-    if formats:
-        folder = out / "charts"
-        folder.mkdir(exist_ok=True)
-        for name, chart in built.items():
-            for suffix in formats:
-                charts.save_chart(chart, folder / f"{name}.{suffix}")
+    page = write_text_atomically(out / "report.html", render_html(data, built))
+    for name, chart in built.items():
+        for suffix in formats:
+            with atomic_path(out / "charts" / f"{name}.{suffix}") as temporary:
+                charts.save_chart(chart, temporary)
     return page
 
 

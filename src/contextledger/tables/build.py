@@ -386,6 +386,10 @@ def _append_run(
         uses["seq"].append(seq)
 
 
+#: Suffixes read as JSON Lines by :func:`read_rows` (anything else is CSV with a header).
+JSON_LINES_SUFFIXES = (".jsonl", ".ndjson", ".json")
+
+
 def read_rows(
     path: Path,
     *,
@@ -395,15 +399,33 @@ def read_rows(
 ) -> list[tuple[int, Any]]:
     """``(line number, row)`` of a small CSV (with a header) or JSON Lines file.
 
-    JSON Lines is chosen by the ``.jsonl`` / ``.ndjson`` / ``.json`` suffix. Raises
-    ``error`` naming the file and line for invalid JSON, and, when ``required``
-    columns are named, for a CSV header that lacks one (``header`` describes the
-    header the file should have).
+    JSON Lines is chosen by the ``.jsonl`` / ``.ndjson`` / ``.json`` suffix; lines end
+    at ``\\n`` only (U+2028 and its kin are valid inside JSON). CSV is parsed strictly:
+    blank lines are skipped; a quote left open, a value that runs over several lines,
+    or more values than the header has columns is refused. Raises ``error`` naming the
+    file and line of the first such row, of invalid JSON, of text that is not UTF-8,
+    and, when ``required`` columns are named, of a CSV header that lacks one
+    (``header`` describes the header the file should have).
+
+    >>> import tempfile, os
+    >>> with tempfile.NamedTemporaryFile("w", suffix=".csv", delete=False) as f:
+    ...     _ = f.write('run_id,label\\nr1,"good\\nr2,bad\\n')
+    >>> read_rows(Path(f.name))
+    Traceback (most recent call last):
+    ...
+    ValueError: ...csv:2: a quoted value is never closed (an unbalanced quote?)
+    >>> os.unlink(f.name)
     """
-    text = path.read_text(encoding="utf-8")
-    if path.suffix in (".jsonl", ".ndjson", ".json"):
+    try:
+        text = path.read_bytes().decode("utf-8-sig")
+    except UnicodeDecodeError as problem:
+        number = path.read_bytes()[: problem.start].count(b"\n") + 1
+        msg = f"{path}:{number}: not UTF-8 text ({problem.reason})"
+        raise error(msg) from None
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    if path.suffix in JSON_LINES_SUFFIXES:
         rows: list[tuple[int, Any]] = []
-        for number, line in enumerate(text.splitlines(), start=1):
+        for number, line in enumerate(text.split("\n"), start=1):
             if line.strip():
                 try:
                     rows.append((number, json.loads(line)))
@@ -411,30 +433,79 @@ def read_rows(
                     msg = f"{path}:{number}: invalid JSON ({problem.msg})"
                     raise error(msg) from None
         return rows
-    reader = csv.DictReader(io.StringIO(text))
-    missing = [column for column in required if column not in (reader.fieldnames or [])]
+    return _csv_rows(path, text, required, header, error)
+
+
+def _csv_rows(
+    path: Path, text: str, required: Sequence[str], header: str, error: type[ValueError]
+) -> list[tuple[int, dict[str, str | None]]]:
+    reader = csv.reader(io.StringIO(text, newline="\n"), strict=True)
+    rows: list[tuple[int, dict[str, str | None]]] = []
+    columns: list[str] | None = None
+    while True:
+        first_line = reader.line_num + 1
+        try:
+            values = next(reader)
+        except StopIteration:
+            break
+        except csv.Error as problem:
+            reason = str(problem)
+            if reason == "unexpected end of data":
+                reason = "a quoted value is never closed (an unbalanced quote?)"
+            raise error(f"{path}:{first_line}: {reason}") from None
+        if reader.line_num != first_line:
+            msg = (
+                f"{path}:{first_line}: a quoted value runs on to line {reader.line_num} "
+                "(an unbalanced quote?); values here hold no line breaks"
+            )
+            raise error(msg)
+        if not values:
+            continue
+        if columns is None:
+            columns = values
+            continue
+        if len(values) > len(columns):
+            msg = (
+                f"{path}:{first_line}: {len(values)} values for the header's {len(columns)} columns"
+            )
+            raise error(msg)
+        row: dict[str, str | None] = dict.fromkeys(columns)
+        row.update(zip(columns, values, strict=False))
+        rows.append((first_line, row))
+    missing = [column for column in required if column not in (columns or [])]
     if missing:
         wanted = header or ", ".join(required)
         msg = f"{path}:1: the header needs {wanted}; missing {', '.join(missing)}"
         raise error(msg)
-    return list(enumerate(reader, start=2))
+    return rows
+
+
+def _label_text(row: Mapping[str, Any], key: str) -> str | None:
+    """``row[key]`` as an outcome row's text, or None when it is missing or empty."""
+    value = row.get(key)
+    if isinstance(value, bool) or not isinstance(value, str | int) or not str(value).strip():
+        return None
+    return str(value)
 
 
 def load_outcomes(path: str | Path) -> pa.Table:
     """Read outcome labels from CSV (header ``run_id,label``) or JSON Lines.
 
     A run may carry several labels (one row each). Raises ``ValueError`` naming
-    the file and line when a row lacks ``run_id`` or ``label``.
+    the file and line of a row that is not valid CSV or JSON (see :func:`read_rows`)
+    or lacks a ``run_id`` or ``label`` (missing, empty or blank).
     """
     path = Path(path)
-    rows = read_rows(path)
+    rows = read_rows(path, required=("run_id", "label"))
     run_ids, labels = [], []
     for number, row in rows:
-        if not isinstance(row, Mapping) or not row.get("run_id") or not row.get("label"):
-            msg = f"{path}:{number}: an outcome row needs a run_id and a label"
+        run_id = _label_text(row, "run_id") if isinstance(row, Mapping) else None
+        label = _label_text(row, "label") if isinstance(row, Mapping) else None
+        if run_id is None or label is None:
+            msg = f"{path}:{number}: an outcome row needs a run_id and a label (non-empty)"
             raise ValueError(msg)
-        run_ids.append(str(row["run_id"]))
-        labels.append(str(row["label"]))
+        run_ids.append(run_id)
+        labels.append(label)
     return pa.table({"run_id": run_ids, "label": labels}, schema=schema.OUTCOMES)
 
 

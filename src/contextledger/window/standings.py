@@ -102,18 +102,13 @@ def _file_row(path: Path, number: int, row: Any) -> dict[str, Any]:
     if standing not in STANDING_VALUES:
         msg = f"{where}: unknown standing {standing!r} (allowed: {', '.join(STANDING_VALUES)})"
         raise StandingsFileError(msg)
-    iteration = row.get("iteration")
-    if iteration is None or (isinstance(iteration, str) and not iteration.strip()):
-        iteration = 0
-    try:
-        if isinstance(iteration, bool | float):
-            raise ValueError
-        iteration = int(iteration)
-        if iteration < 0:
-            raise ValueError
-    except (TypeError, ValueError):
-        msg = f"{where}: iteration {row.get('iteration')!r} is not a whole number >= 0"
-        raise StandingsFileError(msg) from None
+    iteration = _iteration(row.get("iteration"))
+    if iteration is None:
+        msg = (
+            f"{where}: iteration {row.get('iteration')!r} is not a whole number "
+            f"from 0 to {_MAX_ITERATION}"
+        )
+        raise StandingsFileError(msg)
     return {
         "run_id": row["run_id"].strip(),
         "tool_call_id": row["tool_call_id"].strip(),
@@ -122,6 +117,26 @@ def _file_row(path: Path, number: int, row: Any) -> dict[str, Any]:
         "source": str(path),
         "source_line": number,
     }
+
+
+#: The largest iteration the standings table holds (``schema.STANDINGS``: int32).
+_MAX_ITERATION = 2**31 - 1
+
+
+def _iteration(value: Any) -> int | None:
+    """A file row's iteration (missing or empty: 0), or None when it is no whole number
+    the table holds: text of ASCII digits or a JSON integer, 0 to 2**31 - 1.
+
+    >>> _iteration(" 4 "), _iteration(""), _iteration("1_0"), _iteration(2**31), _iteration(2.0)
+    (4, 0, None, None, None)
+    """
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return 0
+    if isinstance(value, str) and value.strip().isascii() and value.strip().isdigit():
+        value = int(value.strip())
+    if isinstance(value, bool) or not isinstance(value, int):
+        return None
+    return value if 0 <= value <= _MAX_ITERATION else None
 
 
 class StandingsTimeline:

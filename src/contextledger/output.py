@@ -1,0 +1,82 @@
+"""Where output goes: files that are whole or absent, and text a terminal shows as text.
+
+A command's ``-o FILE`` is written under a temporary name in the same folder and
+renamed into place, so a full disk, an error or a kill leaves the old file (or
+none), never a partial or empty one. Names read from input (tool names, piece and
+run ids, file names) may carry control characters; printed raw, an ESC sequence
+would recolour, move or retitle the terminal, so what is printed for people shows
+them as ``\\xNN`` escapes. Machine formats (CSV, JSON, Parquet) keep exact values.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+from collections.abc import Iterator
+from pathlib import Path
+
+#: Control characters (C0, DEL, C1) and the visible escape each is printed as.
+CONTROL_ESCAPES: dict[str, str] = {
+    chr(code): f"\\x{code:02x}" for code in (*range(0x20), 0x7F, *range(0x80, 0xA0))
+}
+_ESCAPE_TABLE = {ord(char): escape for char, escape in CONTROL_ESCAPES.items()}
+
+
+def terminal_text(text: str, *, keep: str = "") -> str:
+    """``text`` with every control character written as a visible ``\\xNN`` escape.
+
+    ``keep`` lists control characters to leave as they are (say ``"\\n"`` for a
+    multi-line message whose lines come from the program, not the input).
+
+    >>> terminal_text("read\\x1b[2J\\x07.json: bad\\rok")
+    'read\\\\x1b[2J\\\\x07.json: bad\\\\x0dok'
+    >>> terminal_text("two\\nlines\\x9b", keep="\\n")
+    'two\\nlines\\\\x9b'
+    """
+    table = _ESCAPE_TABLE
+    if keep:
+        table = {code: escape for code, escape in table.items() if chr(code) not in keep}
+    return text.translate(table)
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | Path) -> Iterator[Path]:
+    """A temporary path beside ``path`` to write to; renamed to ``path`` when the block ends.
+
+    Missing parent folders are created. If the block raises (a full disk, an error
+    computing what to write), the temporary file is removed and ``path`` is left as
+    it was. The temporary name keeps ``path``'s suffix (for writers that choose a
+    format by it) and starts with ``.tmp-``.
+
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     with atomic_path(Path(folder) / "new" / "out.csv") as temporary:
+    ...         _ = temporary.write_text("a,b\\n")
+    ...         during = sorted(p.name for p in temporary.parent.iterdir())
+    ...     after = sorted(p.name for p in (Path(folder) / "new").iterdir())
+    >>> during[0].startswith(".tmp-") and during[0].endswith("-out.csv"), after
+    (True, ['out.csv'])
+    """
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    temporary = target.with_name(f".tmp-{secrets.token_hex(4)}-{target.name}")
+    try:
+        yield temporary
+        descriptor = os.open(temporary, os.O_RDONLY)  # raises if the block wrote nothing
+        try:
+            os.fsync(descriptor)  # the data is on disk before the name points at it
+        finally:
+            os.close(descriptor)
+        os.replace(temporary, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            temporary.unlink()
+        raise
+
+
+def write_text_atomically(path: str | Path, text: str) -> Path:
+    """Write ``text`` (UTF-8) to ``path`` through :func:`atomic_path`; returns ``path``."""
+    with atomic_path(path) as temporary:
+        temporary.write_text(text, encoding="utf-8")
+    return Path(path)
