@@ -9,7 +9,6 @@ import json
 import os
 import resource
 import shlex
-import shutil
 import signal
 import subprocess
 import sys
@@ -74,7 +73,9 @@ def test_the_table_and_stderr_show_control_characters_as_escapes(hostile):
 
 @pytest.mark.parametrize("command", ["sql", "gates"])
 def test_other_tables_escape_them_too(hostile, command):
-    shutil.copy(hostile / "bench.json", hostile / "bench2.json")  # for the gate to judge
+    second = json.loads((hostile / "bench.json").read_text(encoding="utf-8"))
+    second["run_id"] += "-again"  # a second run (a plain copy counts once) for the gate
+    (hostile / "bench2.json").write_text(json.dumps(second), encoding="utf-8")
     args = {
         "sql": ["SELECT piece_id FROM offers WHERE piece_id LIKE 'probe%'"],
         "gates": ["--min-offers", "1", "--floor", "1.1"],
