@@ -12,6 +12,9 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -198,3 +201,49 @@ def test_damage_outside_the_selected_dates_does_not_count(tmp_path):
     data_file(root, 1).unlink()
     assert invoke("ledger", f"{root}?since=2026-11-02").exit_code == 0
     assert invoke("ledger", f"{root}?until=2026-11-01").exit_code == EXIT_UNREADABLE_INPUT
+
+
+RACER = """
+import sys, time
+from pathlib import Path
+from contextledger.cli import main
+
+ready, go = Path(sys.argv[1]), Path(sys.argv[2])
+ready.touch()
+while not go.exists():
+    time.sleep(0.001)
+main(["ingest", *sys.argv[3:]])
+"""
+
+
+def test_two_ingests_racing_to_create_an_archive(tmp_path):
+    """Started together (each waits for the other to be ready): the loser says another
+    process is writing the archive, never a stray file error; the winner's archive is
+    whole. Repeated, since which moment they meet differs from trial to trial."""
+    losses = 0
+    for trial in range(3):
+        root, go = tmp_path / f"archive{trial}", tmp_path / f"go{trial}"
+        readies = [tmp_path / f"ready{trial}-{n}" for n in range(2)]
+        arguments = [str(go), str(SAMPLE), "--archive", str(root), "--workers", "1"]
+        racers = [
+            subprocess.Popen(
+                [sys.executable, "-c", RACER, str(ready), *arguments],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for ready in readies
+        ]
+        while not all(ready.exists() for ready in readies):
+            time.sleep(0.005)
+        go.touch()
+        results = [(racer.wait(60), *racer.communicate()) for racer in racers]
+        codes = sorted(code for code, _, _ in results)
+        assert codes in ([0, 0], [0, EXIT_USAGE]), results
+        for code, _, stderr in results:
+            if code == EXIT_USAGE:
+                losses += 1
+                assert stderr == f"contextledger: {root} is being written by another process\n"
+        assert verify_archive(root) == []
+        assert compute_ledger(ArchiveTables(Archive.open(root), "corrected")).runs_recorded == 14
+    assert losses  # they did meet
