@@ -80,7 +80,7 @@ SOURCES = pa.schema(
         pa.field("size", pa.int64()),  # bytes; null: could not be opened
         pa.field("mtime_ns", pa.int64()),
         pa.field("content_hash", pa.string()),  # blake2b-128 of the file's bytes
-        pa.field("status", pa.string(), nullable=False),  # read / unreadable
+        pa.field("status", pa.string(), nullable=False),  # read / unreadable / deleted
         pa.field("run_ids", pa.list_(pa.string()), nullable=False),  # runs it added
         pa.field("runs_read", pa.int64(), nullable=False),
         pa.field("runs_already_archived", pa.int64(), nullable=False),  # same id, same content
