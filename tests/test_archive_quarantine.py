@@ -59,7 +59,8 @@ def test_a_deleted_quarantined_file_leaves_the_quarantine_at_the_next_ingest(sna
     elsewhere = tmp_path / "more"
     elsewhere.mkdir()
     report = ingest([elsewhere], root, workers=1)  # any ingest of the archive
-    assert (report.files_found, report.commits) == (0, 0)
+    assert (report.files_found, report.sources_retired) == (0, 1)
+    assert "1 quarantined file(s) since deleted left the quarantine" in report.summary()
     assert quarantined(root) == []
     assert exit_code(str(root)) == 0
     assert ArchiveTables(Archive.open(root), "corrected").runs.num_rows == 14

@@ -78,6 +78,7 @@ class IngestReport:
     outcome_rows: int = 0
     commits: int = 0
     leftovers_removed: int = 0
+    sources_retired: int = 0  # quarantined files since deleted: out of the quarantine
     seconds: float = 0.0
 
     def summary(self) -> str:
@@ -95,6 +96,10 @@ class IngestReport:
             f"  {self.bad_files} bad file(s), {len(self.problems)} problem(s) quarantined"
             + (f"; {self.outcome_rows} outcome label(s) added" if self.outcome_rows else ""),
         ]
+        if self.sources_retired:
+            lines.append(
+                f"  {self.sources_retired} quarantined file(s) since deleted left the quarantine"
+            )
         if self.leftovers_removed:
             lines.append(
                 f"  removed {self.leftovers_removed} file(s) an interrupted ingest left uncommitted"
@@ -180,7 +185,7 @@ def ingest(
         pending.flush()
         meter.close()
         named = {source.path for source in todo} | {str(path) for path in files}
-        retire_deleted_sources(archive, known, named, date)
+        report.sources_retired = retire_deleted_sources(archive, known, named, date)
         write_quarantine_listing(archive)
     report.seconds = time.perf_counter() - started
     return report
