@@ -157,11 +157,10 @@ def test_bad_files_are_quarantined_and_retried_once_fixed(tmp_path):
     assert ingest([snapshots], root, workers=1).files_read == 0
     ledger = CliRunner().invoke(main, ["ledger", str(root)])
     assert ledger.exit_code == EXIT_UNREADABLE_INPUT and "truncated.json.gz" in ledger.output
-    # Fixed: read again, added, and out of quarantine.
+    # Fixed: read again, added, and out of quarantine; the unchanged bad file stays.
     document = json.loads(gzip.decompress(good))
     document["run_id"] = "fixed-run"
     (snapshots / "truncated.json.gz").write_bytes(gzip.compress(json.dumps(document).encode()))
-    (snapshots / "invalid.json").unlink()
     fixed = ingest([snapshots], root, workers=1)
     assert (fixed.files_read, fixed.runs_added) == (1, 1)
     listing = json.loads((root / "quarantine.json").read_text())["quarantined"]

@@ -8,7 +8,9 @@ content hash goes into the manifest, so naming the same files again reads nothin
 and a run whose id is already archived is added only if it is new: the same
 content is counted as already archived, other content is reported as a conflict.
 What cannot be read is quarantined (path, line, run, reason) and retried once the
-file changes.
+file changes; a quarantined file since deleted leaves the quarantine at the next
+ingest. Sources are recorded by absolute path, so an ingest from another folder
+knows them (a path an older archive recorded as given keeps that spelling).
 """
 
 from __future__ import annotations
@@ -78,6 +80,7 @@ class IngestReport:
     outcome_rows: int = 0
     commits: int = 0
     leftovers_removed: int = 0
+    sources_retired: int = 0  # quarantined files since deleted: out of the quarantine
     seconds: float = 0.0
 
     def summary(self) -> str:
@@ -95,6 +98,10 @@ class IngestReport:
             f"  {self.bad_files} bad file(s), {len(self.problems)} problem(s) quarantined"
             + (f"; {self.outcome_rows} outcome label(s) added" if self.outcome_rows else ""),
         ]
+        if self.sources_retired:
+            lines.append(
+                f"  {self.sources_retired} quarantined file(s) since deleted left the quarantine"
+            )
         if self.leftovers_removed:
             lines.append(
                 f"  removed {self.leftovers_removed} file(s) an interrupted ingest left uncommitted"
@@ -180,6 +187,8 @@ def ingest(
                 last_flush = time.perf_counter()
         pending.flush()
         meter.close()
+        named = {source.path for source in todo} | {str(path) for path in files}
+        report.sources_retired = retire_deleted_sources(archive, known, named, date)
         write_quarantine_listing(archive)
     report.seconds = time.perf_counter() - started
     return report
@@ -192,6 +201,7 @@ class _Known:
     mtime_ns: int | None
     content_hash: str | None
     clean: bool  # read, and nothing in it was quarantined
+    kind: str = "snapshots"
 
 
 def committed_sources(archive: Archive) -> dict[str, _Known]:
@@ -201,7 +211,7 @@ def committed_sources(archive: Archive) -> dict[str, _Known]:
         return {}
     latest = (
         pl.scan_parquet(files, hive_partitioning=False)
-        .select("path", "size", "mtime_ns", "content_hash", "status", "problem_count")
+        .select("path", "kind", "size", "mtime_ns", "content_hash", "status", "problem_count")
         .group_by("path", maintain_order=True)
         .last()
         .collect()
@@ -212,6 +222,7 @@ def committed_sources(archive: Archive) -> dict[str, _Known]:
             row["mtime_ns"],
             row["content_hash"],
             row["status"] == "read" and row["problem_count"] == 0,
+            row["kind"],
         )
         for row in latest.iter_rows(named=True)
     }
@@ -223,9 +234,11 @@ def _changed(
     retry_quarantined: bool,
     report: IngestReport,
 ) -> Iterator[Source]:
-    """The files to read: new ones, and those whose content changed since last time."""
+    """The files to read: new ones, and those whose content changed since last time.
+
+    Each is named by :func:`source_name`."""
     for path in files:
-        name = str(path)
+        name = source_name(path, known)
         try:
             stat = path.stat()
         except OSError:
@@ -244,6 +257,48 @@ def _changed(
             yield Source(name, stat.st_size, stat.st_mtime_ns, digest)
             continue
         yield Source(name, stat.st_size, stat.st_mtime_ns, _safe_hash(path))
+
+
+def source_name(path: Path, known: Mapping[str, _Known]) -> str:
+    """The manifest's name for ``path``: absolute and resolved, so an ingest from any
+    folder finds it; as given when the manifest already holds it so (an archive written
+    when sources were recorded as given).
+
+    >>> source_name(Path("data/sample"), {}) == str(Path("data/sample").resolve())
+    True
+    """
+    given = str(path)
+    return given if given in known else str(path.resolve())
+
+
+def retire_deleted_sources(
+    archive: Archive, known: Mapping[str, _Known], named: Iterable[str], date: str
+) -> int:
+    """Commit a manifest row for each quarantined snapshot file since deleted, so its
+    quarantine clears: status ``deleted``, no problems (the runs it added stay). Paths
+    recorded relative (older archives) are left alone: from this folder they may name
+    another file. Files ``named`` in this ingest were just read. Returns how many.
+    """
+    skip = set(named)
+    gone = [
+        path
+        for path, before in known.items()
+        if before.kind == "snapshots"
+        and not before.clean
+        and path not in skip
+        and Path(path).is_absolute()
+        and not Path(path).exists()
+    ]
+    if not gone:
+        return 0
+    rows: dict[str, list[Any]] = {name: [] for name in store.SOURCES.names}
+    for path in gone:
+        _append_source(rows, Source(path, None, None, None), "snapshots", [], 0, 0, 0)
+    rows["status"] = ["deleted"] * len(gone)
+    batch = archive.new_batch(date)
+    batch.write("sources", pa.table(rows, schema=store.SOURCES), directory="_manifest/sources")
+    batch.commit()
+    return len(gone)
 
 
 def _safe_hash(path: Path) -> str | None:
@@ -317,10 +372,11 @@ class _Pending:
             digest = content_hash(path)
         except OSError as error:
             raise store.ArchiveError(f"{path}: cannot be read ({error})") from None
-        before = known.get(str(path))
+        name = source_name(path, known)
+        before = known.get(name)
         if before is not None and before.content_hash == digest:
             return
-        source = Source(str(path), stat.st_size, stat.st_mtime_ns, digest)
+        source = Source(name, stat.st_size, stat.st_mtime_ns, digest)
         try:
             table = load_outcomes(path)
         except ValueError as error:

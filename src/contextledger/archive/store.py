@@ -6,6 +6,13 @@ last thing written) lists it. A process killed at any moment leaves at most
 files no commit lists; the next writer deletes them and redoes that batch, so every
 run is in the archive exactly once and nothing half-written is ever read.
 
+Damage done from outside (a truncated or deleted data file, a garbled or deleted
+commit file) is found when the archive is opened, from the commit files, the head
+and file sizes alone: commits are numbered 1, 2, ... with no gap up to the head (the
+latest commit's number, written after it), and each commit records its files' rows
+and bytes. A commit with a damaged file is left out whole, and named
+(:attr:`Archive.damage`); :func:`verify_archive` also reads every row.
+
 Layout (``run_order`` is the ingest order: a run's place among all runs ever
 committed, counted from 0)::
 
@@ -30,6 +37,7 @@ The window tables are stored once, not per accounting: ``whatif`` replays them.
 Archives written before they were stored have none (``whatif`` says so).
     DIR/outcomes/part-*.parquet                          schema.OUTCOMES
     DIR/_manifest/commits/*.json                         what each batch wrote
+    DIR/_manifest/head.json                              the latest commit's number
     DIR/_manifest/{sources,runs,quarantine}/part-*.parquet
     DIR/quarantine.json                                  what could not be read, for people
 """
@@ -39,6 +47,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import fcntl
+import itertools
 import json
 import os
 import re
@@ -72,7 +81,7 @@ SOURCES = pa.schema(
         pa.field("size", pa.int64()),  # bytes; null: could not be opened
         pa.field("mtime_ns", pa.int64()),
         pa.field("content_hash", pa.string()),  # blake2b-128 of the file's bytes
-        pa.field("status", pa.string(), nullable=False),  # read / unreadable
+        pa.field("status", pa.string(), nullable=False),  # read / unreadable / deleted
         pa.field("run_ids", pa.list_(pa.string()), nullable=False),  # runs it added
         pa.field("runs_read", pa.int64(), nullable=False),
         pa.field("runs_already_archived", pa.int64(), nullable=False),  # same id, same content
@@ -108,6 +117,38 @@ class ArchiveError(Exception):
 
 
 @dataclass(frozen=True)
+class ArchiveProblem:
+    """Damage found in an archive: the file, and what is wrong with it (and what it costs).
+
+    ``ingest_date`` is the ingest date of the commit it takes out; None when unknown
+    (a commit file missing or unreadable).
+
+    >>> str(ArchiveProblem("DIR/runs/part-1.parquet", "missing"))
+    'DIR/runs/part-1.parquet: missing'
+    """
+
+    path: str
+    reason: str
+    ingest_date: str | None = None
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.reason}"
+
+
+class ArchiveDamaged(ArchiveError):
+    """A damaged archive asked to take more: writing would hide or deepen the damage."""
+
+    def __init__(self, root: Path, problems: Sequence[ArchiveProblem]) -> None:
+        self.problems = list(problems)
+        lines = [
+            f"{root} is damaged, so nothing was written to it (restore these files from a "
+            "backup, or ingest the snapshots into a new archive):",
+            *(f"  {problem}" for problem in self.problems),
+        ]
+        super().__init__("\n".join(lines))
+
+
+@dataclass(frozen=True)
 class DataFile:
     """One committed Parquet file."""
 
@@ -118,6 +159,7 @@ class DataFile:
     partition: str | None = None
     first_in_run: bool | None = None
     source: str | None = None  # outcomes: the file the labels came from
+    bytes: int | None = None  # the file's size (None: written before sizes were recorded)
 
     def to_json(self) -> dict[str, Any]:
         return {key: value for key, value in self.__dict__.items() if value is not None}
@@ -153,7 +195,10 @@ class Archive:
 
     root: Path
     partition_by: str
+    #: The intact commits, in order: every file each lists is there, as it was written.
     commits: list[Commit] = field(default_factory=list)
+    #: What :meth:`reload` found damaged (a commit with a damaged file is left out whole).
+    damage: list[ArchiveProblem] = field(default_factory=list)
 
     # ── opening ────────────────────────────────────────────────────
     @staticmethod
@@ -183,31 +228,126 @@ class Archive:
         later is an error.
         """
         root = Path(root)
-        if cls.is_archive(root):
-            archive = cls.open(root)
-            if partition_by and partition_by != archive.partition_by:
+        if not cls.is_archive(root):
+            key = partition_by or DEFAULT_PARTITION
+            if key not in PARTITION_KEYS:
                 raise ArchiveError(
-                    f"{root} is partitioned by {archive.partition_by}, not {partition_by}"
+                    f"cannot partition by {key!r}: choose one of {', '.join(PARTITION_KEYS)}"
                 )
-            return archive
-        key = partition_by or DEFAULT_PARTITION
-        if key not in PARTITION_KEYS:
+            if root.exists() and any(not p.name.startswith(".") for p in root.iterdir()):
+                raise ArchiveError(
+                    f"{root} exists and is not an archive; choose an empty directory"
+                )
+            with _locked(root):  # another process may be creating it too
+                if not cls.is_archive(root):
+                    meta = {"format": FORMAT, "version": VERSION, "partition_by": key}
+                    write_atomically(root / "archive.json", json.dumps(meta, indent=2).encode())
+                    return cls(root, key)
+        archive = cls.open(root)
+        if partition_by and partition_by != archive.partition_by:
             raise ArchiveError(
-                f"cannot partition by {key!r}: choose one of {', '.join(PARTITION_KEYS)}"
+                f"{root} is partitioned by {archive.partition_by}, not {partition_by}"
             )
-        if root.exists() and any(not p.name.startswith(".") for p in root.iterdir()):
-            raise ArchiveError(f"{root} exists and is not an archive; choose an empty directory")
-        root.mkdir(parents=True, exist_ok=True)
-        meta = {"format": FORMAT, "version": VERSION, "partition_by": key}
-        write_atomically(root / "archive.json", json.dumps(meta, indent=2).encode())
-        return cls(root, key)
+        return archive
 
     def reload(self) -> None:
-        """Re-read the commit files."""
-        self.commits = sorted(
-            (_read_commit(path) for path in self._commit_dir().glob("*.json")),
-            key=lambda commit: commit.seq,
+        """Re-read the commit files, and check the files they list are there as written.
+
+        Cheap: the commit files, the head, and each listed file's size (its Parquet
+        footer for commits that did not record sizes). A commit whose file is missing,
+        truncated or unreadable is left out of :attr:`commits`; it, a commit file that
+        cannot be read, and a gap in the commit numbers go to :attr:`damage`.
+        """
+        damage: list[ArchiveProblem] = []
+        head = self._read_head(damage)  # before listing: a commit is in place before its head
+        parsed: list[Commit] = []
+        numbered: dict[int, str] = {}  # every commit file's number, readable or not
+        lost: list[tuple[int, str, str]] = []  # (number, commit file, why)
+        for path in sorted(self._commit_dir().glob("*.json")):
+            try:
+                commit = _read_commit(path)
+            except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
+                seq = _number_of(path.name)
+                lost.append((seq, str(path), f"unreadable ({type(error).__name__}: {error})"))
+                numbered[seq] = str(path)
+                continue
+            parsed.append(commit)
+            numbered[commit.seq] = str(path)
+        parsed.sort(key=lambda commit: commit.seq)
+        for seq in range(1, max([head, *numbered], default=0) + 1):
+            if seq not in numbered:
+                lost.append((seq, *self._missing_commit(seq)))
+        damage.extend(
+            ArchiveProblem(path, f"commit file {why}: {_lost(seq, parsed)}")
+            for seq, path, why in sorted(lost)
         )
+        for before, after in itertools.pairwise(parsed):
+            if after.seq == before.seq + 1 and after.first_run_order != before.next_run_order:
+                damage.append(
+                    ArchiveProblem(
+                        numbered[after.seq],
+                        f"starts at run_order {after.first_run_order}, but commit "
+                        f"{before.seq} ends at {before.next_run_order - 1}",
+                        after.ingest_date,
+                    )
+                )
+        intact = []
+        for commit in parsed:
+            found = [(file, why) for file in commit.files if (why := self._file_damage(file))]
+            for file, why in found:
+                reason = (
+                    f"{why}: commit {commit.seq} (ingest date {commit.ingest_date}) is left "
+                    f"out, with its {commit.run_count} run(s)"
+                )
+                damage.append(
+                    ArchiveProblem(str(self.root / file.path), reason, commit.ingest_date)
+                )
+            if not found:
+                intact.append(commit)
+        self.commits = intact
+        self.damage = damage
+
+    def _read_head(self, damage: list[ArchiveProblem]) -> int:
+        """The latest commit's number as last written (0: none yet, or an older archive)."""
+        path = self.root / "_manifest" / "head.json"
+        try:
+            return int(json.loads(path.read_bytes())["seq"])
+        except FileNotFoundError:
+            return 0
+        except (OSError, ValueError, KeyError, TypeError) as error:
+            reason = (
+                f"unreadable ({type(error).__name__}: {error}), so a missing last commit "
+                "would go unnoticed; delete it once every commit file is in place"
+            )
+            damage.append(ArchiveProblem(str(path), reason))
+            return 0
+
+    def _missing_commit(self, seq: int) -> tuple[str, str]:
+        """A gap in the commit numbers, named by its orphaned data files: (path, why)."""
+        orphans = sorted(self.root.rglob(f"part-{seq:08d}-*.parquet"))
+        token = orphans[0].name.removesuffix(".parquet").split("-")[-1] if orphans else "*"
+        path = self._commit_dir() / f"{seq:08d}-{token}.json"
+        left = f" ({len(orphans)} of its data files remain, uncounted)" if orphans else ""
+        return str(path), f"missing{left}"
+
+    def _file_damage(self, file: DataFile) -> str | None:
+        """Why a committed file is not as its commit says (None: it is)."""
+        path = self.root / file.path
+        try:
+            size = path.stat().st_size
+        except FileNotFoundError:
+            return "missing"
+        except OSError as error:
+            return f"cannot be read ({error.strerror})"
+        if file.bytes is not None:
+            if size == file.bytes:
+                return None
+            return f"{size:,} bytes, its commit says {file.bytes:,} (truncated or overwritten)"
+        try:
+            rows = pq.read_metadata(path).num_rows
+        except (OSError, pa.ArrowException) as error:
+            return f"not a readable Parquet file ({error})"
+        return None if rows == file.rows else f"{rows} rows, its commit says {file.rows}"
 
     # ── the committed state ────────────────────────────────────────
     @property
@@ -229,19 +369,15 @@ class Archive:
     def writing(self) -> Iterator[int]:
         """Hold the archive's write lock; clean up what a killed writer left.
 
-        Yields how many leftover files were removed.
+        Yields how many leftover files were removed. Raises :class:`ArchiveDamaged`
+        (naming the damage) before touching anything when the archive is damaged: the
+        files of a lost commit must not be taken for leftovers and deleted.
         """
-        self.root.mkdir(parents=True, exist_ok=True)
-        with (self.root / ".lock").open("a+") as handle:
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                raise ArchiveError(f"{self.root} is being written by another process") from None
-            try:
-                self.reload()
-                yield self.remove_uncommitted()
-            finally:
-                fcntl.flock(handle, fcntl.LOCK_UN)
+        with _locked(self.root):
+            self.reload()
+            if self.damage:
+                raise ArchiveDamaged(self.root, self.damage)
+            yield self.remove_uncommitted()
 
     def remove_uncommitted(self) -> int:
         """Delete every data or manifest file no commit lists, and temporary files."""
@@ -269,6 +405,10 @@ class Archive:
         """A batch to fill and commit (under :meth:`writing`)."""
         seq = self.commits[-1].seq + 1 if self.commits else 1
         return Batch(self, seq, secrets.token_hex(4), ingest_date, self.run_count)
+
+    def commit_path(self, commit: Commit) -> Path:
+        """Where ``commit``'s commit file is."""
+        return self._commit_dir() / f"{commit.seq:08d}-{commit.token}.json"
 
     def _commit_dir(self) -> Path:
         return self.root / "_manifest" / "commits"
@@ -320,7 +460,14 @@ class Batch:
         os.replace(temporary, target)
         self.files.append(
             DataFile(
-                table_name, relative, table.num_rows, accounting, partition, first_in_run, source
+                table_name,
+                relative,
+                table.num_rows,
+                accounting,
+                partition,
+                first_in_run,
+                source,
+                target.stat().st_size,
             )
         )
 
@@ -344,8 +491,10 @@ class Batch:
             "run_count": commit.run_count,
             "files": [file.to_json() for file in commit.files],
         }
-        path = self.archive._commit_dir() / f"{self.name}.json"
+        path = self.archive.commit_path(commit)
         write_atomically(path, json.dumps(document, indent=1).encode())
+        head = json.dumps({"seq": commit.seq}).encode()  # after the commit: never ahead of it
+        write_atomically(self.archive.root / "_manifest" / "head.json", head)
         self.archive.commits.append(commit)
         return commit
 
@@ -361,6 +510,111 @@ def _read_commit(path: Path) -> Commit:
         document["run_count"],
         tuple(DataFile(**file) for file in document["files"]),
     )
+
+
+def verify_archive(root: str | Path) -> list[ArchiveProblem]:
+    """Everything found wrong with the archive at ``root``, each naming its file (empty:
+    nothing). Reads every committed file through.
+
+    Beyond what opening an archive checks (:attr:`Archive.damage`: every commit file
+    readable and numbered without a gap up to the head, every file it lists there, with
+    the size it was written with), it checks that every file reads to its last row and
+    holds the rows its commit says, and that each commit's run index, and its runs
+    table under each accounting, hold exactly the runs its commit counts (run orders
+    ``first_run_order`` on, with no gap from the commit before): a run the manifest holds
+    that no commit counts, or the reverse, is named.
+
+    >>> import tempfile
+    >>> from contextledger.archive.ingest import ingest
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     _ = ingest(["data/sample"], folder, workers=1)
+    ...     verify_archive(folder)
+    []
+    """
+    try:
+        archive = Archive.open(root)
+    except ArchiveError as error:
+        return [ArchiveProblem(str(Path(root) / "archive.json"), str(error))]
+    problems = list(archive.damage)
+    modes = {file.accounting for file in archive.files("runs")}
+    for commit in archive.commits:
+        for file in commit.files:
+            why = _unreadable_rows(archive.root / file.path, file.rows)
+            if why is not None:
+                problems.append(
+                    ArchiveProblem(str(archive.root / file.path), why, commit.ingest_date)
+                )
+        expected = list(range(commit.first_run_order, commit.next_run_order))
+        for table, accounting in [("run_index", None), *(("runs", mode) for mode in modes)]:
+            files = [f for f in archive.files(table, [commit]) if f.accounting == accounting]
+            orders = _run_orders(archive.paths(files))
+            if orders is not None and orders != expected:
+                held = f"{table}" + (f" ({accounting})" if accounting else "")
+                reason = (
+                    f"its {held} holds {len(orders)} run(s) ({_span(orders)}), but the commit "
+                    f"counts {commit.run_count} ({_span(expected)})"
+                )
+                problems.append(
+                    ArchiveProblem(str(archive.commit_path(commit)), reason, commit.ingest_date)
+                )
+    return problems
+
+
+def _unreadable_rows(path: Path, rows: int) -> str | None:
+    """Why ``path`` does not read through to ``rows`` rows (None: it does)."""
+    try:
+        found = sum(batch.num_rows for batch in pq.ParquetFile(path).iter_batches(1 << 16))
+    except (OSError, pa.ArrowException) as error:
+        return f"not a readable Parquet file ({error})"
+    return None if found == rows else f"{found} rows, its commit says {rows}"
+
+
+def _run_orders(paths: Sequence[str]) -> list[int] | None:
+    """The sorted run orders ``paths`` hold (None: one cannot be read; named elsewhere)."""
+    try:
+        columns = [pq.read_table(path, columns=["run_order"])["run_order"] for path in paths]
+    except (OSError, pa.ArrowException, KeyError):
+        return None
+    return sorted(value for column in columns for value in column.to_pylist())
+
+
+def _span(orders: Sequence[int]) -> str:
+    """``run_order A-B``, or ``none``."""
+    return f"run_order {orders[0]}-{orders[-1]}" if orders else "none"
+
+
+def _number_of(name: str) -> int:
+    """A commit file's number, from its name ``NNNNNNNN-TOKEN.json`` (0: not so named)."""
+    digits = name.partition("-")[0]
+    return int(digits) if digits.isdigit() else 0
+
+
+def _lost(seq: int, parsed: Sequence[Commit]) -> str:
+    """Which runs went with lost commit ``seq``: the run orders between its neighbours."""
+    before = [c for c in parsed if c.seq < seq]
+    after = [c for c in parsed if c.seq > seq]
+    first = before[-1].next_run_order if before else 0
+    if not after:
+        return f"its runs (run_order {first} on, if it added any) are left out"
+    end = after[0].first_run_order
+    if end <= first:
+        return "it added no runs (its outcome labels and manifest rows are left out)"
+    return f"its {end - first} run(s) (run_order {first}-{end - 1}) are left out"
+
+
+@contextlib.contextmanager
+def _locked(root: Path) -> Iterator[None]:
+    """Hold ``root``'s write lock, or say another process holds it."""
+    root.mkdir(parents=True, exist_ok=True)
+    with (root / ".lock").open("a+") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise ArchiveError(f"{root} is being written by another process") from None
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def write_atomically(path: Path, data: bytes) -> None:

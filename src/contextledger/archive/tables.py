@@ -19,7 +19,13 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from contextledger.archive.store import Archive, ArchiveError, Commit, ingest_date_text
+from contextledger.archive.store import (
+    Archive,
+    ArchiveError,
+    ArchiveProblem,
+    Commit,
+    ingest_date_text,
+)
 from contextledger.ledger.compute import LedgerInputs, SplitRows
 from contextledger.read.identity import DUPLICATES
 from contextledger.tables import schema
@@ -49,9 +55,17 @@ class Selection:
 
     def keeps(self, commit: Commit) -> bool:
         """Whether ``commit``'s files can hold selected runs (the date range)."""
-        if self.since is not None and commit.ingest_date < self.since:
+        return self.keeps_date(commit.ingest_date)
+
+    def keeps_date(self, ingest_date: str) -> bool:
+        """Whether ``ingest_date`` is in the date range.
+
+        >>> Selection(since="2026-11-02").keeps_date("2026-11-01")
+        False
+        """
+        if self.since is not None and ingest_date < self.since:
             return False
-        return self.until is None or commit.ingest_date <= self.until
+        return self.until is None or ingest_date <= self.until
 
 
 def parse_archive_path(text: str) -> tuple[Path, Selection] | None:
@@ -303,7 +317,14 @@ class ArchiveTables(RunTables):
 
     @property
     def problems(self) -> pa.Table:
-        """The quarantine rows of the selected ingest dates (this mode, or every mode)."""
+        """What the selection could not read: the archive's :attr:`damage` it touches, then
+        the quarantine rows (this mode's, or every mode's) that concern it.
+
+        A quarantine row counts when its ingest date is in the selection's date range,
+        and, under a run-level filter (run ids, a label), only when it names a selected
+        run: a row without a run id (a whole file, or a line without one, unreadable)
+        counts only without a run-level filter.
+        """
         if "problems" not in self._cache:
             from contextledger.archive.ingest import current_quarantine
 
@@ -315,9 +336,33 @@ class ArchiveTables(RunTables):
             quarantine = quarantine.filter(
                 pl.col("accounting").is_null() | (pl.col("accounting") == self.mode)
             )
-            table = quarantine.select(schema.PROBLEMS.names).to_arrow()
-            self._cache["problems"] = table.cast(schema.PROBLEMS)
+            ids = self.run_id_filter()
+            if ids is not None:  # a row without a run id is null here, and dropped
+                quarantine = quarantine.filter(pl.col("run_id").is_in(ids))
+            damage = [
+                {"path": p.path, "line": None, "run_id": None, "reason": p.reason}
+                for p in self.damage
+            ]
+            quarantined = quarantine.select(schema.PROBLEMS.names).to_arrow()
+            table = pa.concat_tables(
+                [
+                    pa.Table.from_pylist(damage, schema=schema.PROBLEMS),
+                    quarantined.cast(schema.PROBLEMS),
+                ]
+            )
+            self._cache["problems"] = table
         return self._cache["problems"]
+
+    @property
+    def damage(self) -> list[ArchiveProblem]:
+        """The archive's damage (:attr:`Archive.damage`) that may hide selected runs: in
+        the date range, or of unknown date. Run-level filters do not narrow it: what a
+        lost file held is not known."""
+        return [
+            problem
+            for problem in self.archive.damage
+            if problem.ingest_date is None or self.selection.keeps_date(problem.ingest_date)
+        ]
 
     # ── DuckDB ─────────────────────────────────────────────────────
     def duckdb_sources(self) -> dict[str, str]:

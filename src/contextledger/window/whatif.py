@@ -229,8 +229,9 @@ def whatif_archive(
 
     The rows are those :func:`whatif_table` gives over the snapshots the archive was
     ingested from; a selected run whose stream ingest could not store is left out and
-    named in ``problems``. Raises :class:`~contextledger.archive.ArchiveError` for an
-    archive without message streams.
+    named in ``problems``, after the archive's damage (each damaged commit is left
+    out). Raises :class:`~contextledger.archive.ArchiveError` for an archive without
+    message streams.
     """
     import time
 
@@ -259,7 +260,8 @@ def whatif_archive(
     rows = (
         pl.scan_parquet(parts) if parts else pl.DataFrame(schema.WHATIF_RUNS.empty_table()).lazy()
     )
-    problems = [ReadProblem(**row) for row in unreplayable_runs(archive, selection)]
+    problems = [ReadProblem(p.path, None, None, p.reason) for p in tables.damage]
+    problems += [ReadProblem(**row) for row in unreplayable_runs(archive, selection)]
     return ArchiveReplay(rows, runs, time.perf_counter() - started, problems, spill)
 
 
