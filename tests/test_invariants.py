@@ -1,0 +1,132 @@
+"""The ledger's invariants hold over every source of tables (snapshots, an archive,
+``synth``), and each fires, naming the piece and the runs, on a table broken on purpose."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import polars as pl
+import pyarrow as pa
+import pytest
+
+from contextledger.archive import Archive, ArchiveTables, ingest
+from contextledger.ledger.invariants import check_invariants
+from contextledger.tables.build import ACCOUNTING_MODES, RunTables, read_runs
+
+from .conftest import SAMPLE
+
+ANSWER_SLICE = "answer-slice(slot)"
+
+
+def assert_holds(tables: RunTables) -> None:
+    report = check_invariants(tables)
+    assert report.holds, report.violations.to_dicts()
+    assert report.runs == tables.runs.num_rows > 0
+
+
+@pytest.fixture(scope="module")
+def sample_archive(tmp_path_factory):
+    root = tmp_path_factory.mktemp("sample") / "archive"
+    ingest([str(SAMPLE)], root, workers=1)
+    return root
+
+
+# ── they hold ──────────────────────────────────────────────────────
+@pytest.mark.parametrize("mode", ACCOUNTING_MODES)
+def test_the_invariants_hold_on_the_corpus(corpus, mode):
+    tables = read_runs(corpus / "runs", mode=mode)
+    assert_holds(tables)
+    # ... though the model called tools it was never given (s0254, s0255): a tool call
+    # is what the model did, so use-implies-offer leaves tool calls out
+    offered = pl.DataFrame(tables.offers).select("run_id", "kind", "piece_id").unique()
+    uses = pl.DataFrame(tables.uses).join(offered, on=["run_id", "kind", "piece_id"], how="anti")
+    assert set(uses["signal"]) == {"tool-called"}
+    assert {"s0254-edge-unknown-tool", "s0255-edge-unknown-tool-parallel"} <= set(uses["run_id"])
+
+
+@pytest.mark.parametrize("mode", ACCOUNTING_MODES)
+def test_the_invariants_hold_on_an_archive_of_the_corpus(corpus, tmp_path_factory, mode):
+    root = tmp_path_factory.getbasetemp() / "corpus-archive"
+    if not Archive.is_archive(root):
+        ingest([str(corpus / "runs")], root, workers=2, batch_runs=120)
+    assert_holds(ArchiveTables(Archive.open(root), mode))
+
+
+@pytest.mark.parametrize("mode", ACCOUNTING_MODES)
+def test_the_invariants_hold_on_the_sample(mode):
+    outcomes = pl.read_csv(SAMPLE.parent / "sample-outcomes.csv").to_arrow()
+    assert_holds(read_runs(SAMPLE, mode=mode).with_outcomes(outcomes))
+
+
+# ── each fires on a table broken on purpose ────────────────────────
+def corrected_sample() -> RunTables:
+    return read_runs(SAMPLE, mode="corrected")
+
+
+def only(report, invariant: str) -> dict:
+    assert not report.holds
+    assert set(report.violations["invariant"]) == {invariant}
+    (row,) = report.violations.to_dicts()
+    return row
+
+
+def test_a_run_id_named_twice_is_reported():
+    tables = corrected_sample()
+    twice = tables.runs.slice(2, 1)
+    broken = dataclasses.replace(tables, runs=pa.concat_tables([tables.runs, twice]))
+    found = check_invariants(broken).violations
+    # (its uses, joined to both rows, are counted twice: other invariants may fire too)
+    row = found.filter(pl.col("invariant") == "run-id-unique").row(0, named=True)
+    assert row["runs"] == twice["run_id"].to_pylist() and row["run_count"] == 1
+    assert row["piece_id"] is None and "1 run id(s)" in row["detail"]
+
+
+def test_a_credit_without_an_offer_is_reported():
+    tables = corrected_sample()
+    uses = pl.DataFrame(tables.uses)
+    credit = uses.filter(pl.col("signal") == ANSWER_SLICE).row(0, named=True)
+    offers = pl.DataFrame(tables.offers)
+    lost = (pl.col("run_id") == credit["run_id"]) & (pl.col("piece_id") == credit["piece_id"])
+    broken = dataclasses.replace(tables, offers=offers.filter(~lost).to_arrow())
+    found = check_invariants(broken).violations
+    row = found.filter(pl.col("invariant") == "use-implies-offer").row(0, named=True)
+    assert (row["kind"], row["piece_id"]) == (credit["kind"], credit["piece_id"])
+    assert row["runs"] == [credit["run_id"]] and row["run_count"] == 1
+
+
+def test_runs_seen_beyond_the_metered_runs_is_reported(sample_archive):
+    # an archive whose runs rows were lost: its stored offers still count the runs
+    inputs = ArchiveTables(Archive.open(sample_archive), "corrected").ledger_inputs()
+    kept = "s0001-fact-bench"
+    damaged = dataclasses.replace(inputs, runs=inputs.runs.filter(pl.col("run_id") == kept))
+    report = check_invariants(damaged, "corrected")
+    found = report.violations.filter(pl.col("invariant") == "runs-seen-within-runs")
+    assert found.height > 0 and report.runs == 1
+    for row in found.iter_rows(named=True):
+        assert row["detail"].endswith("> 1 metered run(s)")
+        assert row["run_count"] >= 1 and kept not in row["runs"]
+
+
+def test_a_label_credited_twice_in_one_run_is_reported(tmp_path):
+    # an outcomes file that lists a run's label twice credits each piece twice
+    path = tmp_path / "labels.csv"
+    path.write_text("run_id,label\ns0003-loop,bad\ns0003-loop,bad\n", encoding="utf-8")
+    outcomes = pl.read_csv(path).to_arrow()
+    tables = corrected_sample().with_outcomes(outcomes)
+    row = only(check_invariants(tables), "label-within-runs-seen")
+    assert row["runs"] == ["s0003-loop"] and row["detail"] == "label bad: 2 run(s) > runs_seen 1"
+
+
+def test_answer_slice_credits_beyond_the_offering_runs_are_reported():
+    tables = corrected_sample()
+    uses = pl.DataFrame(tables.uses)
+    credit = uses.filter(pl.col("signal") == ANSWER_SLICE).row(0, named=True)
+    piece = (pl.col("kind") == credit["kind"]) & (pl.col("piece_id") == credit["piece_id"])
+    runs_seen = pl.DataFrame(tables.offers).filter(piece)["run_id"].n_unique()
+    credited = uses.filter(piece & (pl.col("signal") == ANSWER_SLICE)).height
+    extra = runs_seen - credited + 1  # credited again in one run, enough to exceed
+    again = pl.DataFrame([credit] * extra, schema=uses.schema)
+    broken = dataclasses.replace(tables, uses=pl.concat([uses, again]).to_arrow())
+    row = only(check_invariants(broken), "answer-slice-within-offering-runs")
+    assert row["piece_id"] == credit["piece_id"] and row["runs"] == [credit["run_id"]]
+    assert row["detail"] == f"used_answer_slice {runs_seen + 1} > runs_seen {runs_seen}"
