@@ -8,10 +8,12 @@ import dataclasses
 import polars as pl
 import pyarrow as pa
 import pytest
+from click.testing import CliRunner
 
 from contextledger.archive import Archive, ArchiveTables, ingest
 from contextledger.archive.tables import stream_batches
-from contextledger.ledger.invariants import check_invariants
+from contextledger.cli import main
+from contextledger.ledger.invariants import INVARIANTS, check_invariants
 from contextledger.report.frames import wire_check
 from contextledger.synth import synth_archive, synth_snapshots
 from contextledger.tables.build import ACCOUNTING_MODES, RunTables, read_runs
@@ -171,3 +173,38 @@ def test_answer_slice_credits_beyond_the_offering_runs_are_reported():
     row = only(check_invariants(broken), "answer-slice-within-offering-runs")
     assert row["piece_id"] == credit["piece_id"] and row["runs"] == [credit["run_id"]]
     assert row["detail"] == f"used_answer_slice {runs_seen + 1} > runs_seen {runs_seen}"
+
+
+# ── the command ────────────────────────────────────────────────────
+def test_check_says_all_invariants_hold(sample_archive):
+    runner = CliRunner()
+    for path in (str(SAMPLE), f"{sample_archive}?since=2000-01-01"):
+        result = runner.invoke(main, ["check", path])
+        assert result.exit_code == 0, result.output
+        assert result.output == (
+            f"all {len(INVARIANTS)} invariants hold over 14 runs "
+            "(corrected and reference accounting)\n"
+        )
+    result = runner.invoke(main, ["check", str(SAMPLE), "--mode", "reference"])
+    assert result.output.endswith("(reference accounting)\n") and result.exit_code == 0
+
+
+def test_check_prints_each_violation_and_exits_1(tmp_path):
+    path = tmp_path / "labels.csv"
+    path.write_text("run_id,label\ns0003-loop,bad\ns0003-loop,bad\n", encoding="utf-8")
+    result = CliRunner().invoke(main, ["check", str(SAMPLE), "--outcomes", str(path)])
+    assert result.exit_code == 1
+    lines = result.output.splitlines()
+    assert sum("label-within-runs-seen" in line and "s0003-loop" in line for line in lines) == 2
+    assert lines[-1] == (
+        f"1 of {len(INVARIANTS)} invariants violated over 14 runs "
+        "(corrected and reference accounting)"
+    )
+
+
+def test_check_names_an_unreadable_input_once_and_exits_1(tmp_path):
+    (tmp_path / "bad.json").write_text("{not json", encoding="utf-8")
+    result = CliRunner().invoke(main, ["check", str(SAMPLE / "s0003-loop.json.gz"), str(tmp_path)])
+    assert result.exit_code == 1
+    assert result.stderr.count("bad.json") == 1
+    assert result.stdout.startswith("all ")
