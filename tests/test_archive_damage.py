@@ -247,3 +247,15 @@ def test_two_ingests_racing_to_create_an_archive(tmp_path):
         assert verify_archive(root) == []
         assert compute_ledger(ArchiveTables(Archive.open(root), "corrected")).runs_recorded == 14
     assert losses  # they did meet
+
+
+def test_check_names_a_file_garbled_in_place_that_only_reading_every_row_shows(archive):
+    """``check DIR`` runs ``verify_archive``: the damage opening an archive cannot see."""
+    path = data_file(archive, 2, "offers")
+    data = bytearray(path.read_bytes())
+    data[len(data) // 3 : len(data) // 3 + 64] = b"\0" * 64  # same size, garbled pages
+    path.write_bytes(bytes(data))
+    assert CliRunner().invoke(main, ["check", str(SAMPLE)]).exit_code == 0
+    result = CliRunner().invoke(main, ["check", str(archive)])
+    assert result.exit_code == EXIT_UNREADABLE_INPUT
+    assert str(path) in result.stderr and "Traceback" not in result.output

@@ -885,3 +885,87 @@ def synth_command(
         _fail(str(error))
         raise  # unreachable: _fail exits
     click.echo(synth.describe(report))
+
+
+def _archive_damage(tables: RunTables) -> list[str]:
+    """Damage to an archive's files, one line each; none for snapshots.
+
+    The one place ``check`` asks about the archive's files (missing or corrupt
+    Parquet, commits that do not match): archive verification is called from here.
+    """
+    from contextledger.archive import ArchiveTables, verify_archive
+
+    if not isinstance(tables, ArchiveTables):
+        return []
+    return [str(problem) for problem in verify_archive(tables.archive.root)]
+
+
+@main.command(name="check")
+@paths_argument
+@click.option(
+    "--mode",
+    type=click.Choice(ACCOUNTING_MODES),
+    default=None,
+    help="Check one accounting [default: both].",
+)
+@outcomes_option()
+@static_tools_option()
+@strict_option
+def check_command(
+    paths: tuple[str, ...],
+    mode: str | None,
+    outcomes_file: str | None,
+    static_tools_file: str | None,
+    strict: bool,
+) -> None:
+    """Check the ledger's invariants over the runs under PATHS (snapshots or an archive).
+
+    Run ids are unique; a skill activation or answer-slice credit names a piece its
+    run offered; per piece, runs_seen is at most the metered runs, each label's runs
+    at most runs_seen, used_answer_slice at most runs_seen. Prints each violation
+    with the runs that break it and exits 1; else one line saying they all hold.
+    """
+    import contextlib
+    import io
+
+    from contextledger.ledger.invariants import INVARIANTS, check_invariants
+
+    modes = (mode,) if mode else ACCOUNTING_MODES
+    reports, damage, unreadable = [], [], 0
+    for number, accounting in enumerate(modes):
+        # Reading again in another accounting: its unreadable inputs are named once.
+        quiet = contextlib.redirect_stderr(io.StringIO()) if number else contextlib.nullcontext()
+        with quiet:
+            tables = _read_inputs(paths, accounting, static_tools_file, outcomes_file, strict)
+        if number == 0:
+            damage = _archive_damage(tables)
+            unreadable = tables.problems.num_rows
+        reports.append(check_invariants(tables))
+    for line in damage:
+        _warn(line)
+    violations = pl.concat([report.violations for report in reports])
+    accountings = " and ".join(modes)
+    runs = reports[0].runs
+    if violations.height:
+        shown = violations.select(
+            "invariant",
+            "accounting",
+            "kind",
+            "piece_id",
+            "detail",
+            runs=pl.format("{} ({})", "run_count", pl.col("runs").list.join(", ")),
+        )
+        click.echo(_table_text(shown, width=250, str_len=200))
+        broken = violations.select("invariant", "accounting").unique(maintain_order=True)
+        for name, accounting in broken.iter_rows():
+            click.echo(f"violated ({accounting}): {name}: {INVARIANTS[name]}")
+        click.echo(
+            f"{broken['invariant'].n_unique()} of {len(INVARIANTS)} invariants violated "
+            f"over {runs} runs ({accountings} accounting)"
+        )
+    else:
+        click.echo(
+            f"all {len(INVARIANTS)} invariants hold over {runs} runs ({accountings} accounting)"
+        )
+    if violations.height or damage or unreadable:
+        sys.exit(EXIT_UNREADABLE_INPUT)

@@ -13,11 +13,14 @@ About 47 offer rows per run, as in the corpus. Everything follows from ``seed``.
 
 Each run's message stream (for ``whatif DIR``) follows from its tables: its model
 calls, and after each call the tool calls its uses record (a call's uses are one
-parallel batch), with results tiny, typical or huge, some never answered, some
+parallel batch), with results tiny, typical or huge, every call answered (as in
+every recorded run, so a window served under ``none`` is valid on the wire), some
 without their tool's name; assistant text, now and then a user's follow-up, the
 answer after the last call; the findings ledger of 30% of runs files a standing for
 each result. Streams are recorded without a window (the replay's kernel takes them
-all) and drawn apart from the tables, which are the same with or without them.
+all) and drawn apart from the tables, which are the same with or without them. Every
+use is of a piece its run offered (an answer-slice credit, of an injection offered
+before the run ended), so the tables keep ``ledger.invariants``.
 
 ``synth_snapshots`` instead writes agentfootprint snapshot files, copies of real
 recorded runs (the corpus, or the bundled sample) under fresh run ids, for timing
@@ -70,7 +73,11 @@ from contextledger.window.synthetic import (
 from contextledger.window.tables import message_columns, stream_row, with_turn_index
 
 #: Bumped when the model changes, so an archive never mixes two models under one seed.
-MODEL_VERSION = 1
+MODEL_VERSION = 2
+#: Keys the random draws, apart from MODEL_VERSION: version 2 changed what is built from
+#: the draws (only offered injections credited, every tool call answered), not the draws,
+#: so a seed still gives the population and the runs it gave.
+_DRAWS = 1
 #: Runs generated and committed together.
 SYNTH_BATCH_RUNS = 50_000
 #: Runs whose message streams are built (as Python objects) at a time.
@@ -192,7 +199,7 @@ class _Population:
 
 @functools.cache
 def _population(seed: int, agents: int = 400) -> _Population:
-    rng = np.random.default_rng([seed, MODEL_VERSION, 0])
+    rng = np.random.default_rng([seed, _DRAWS, 0])
     tools = [f"{v}_{n}" for v in _VERBS for n in _NOUNS]
     rng.shuffle(tools)
     injections = [
@@ -316,7 +323,7 @@ def synth_tables(seed: int, first: int, count: int) -> tuple[dict[str, RunTables
     (200, True)
     """
     pop = _population(seed)
-    rng = np.random.default_rng([seed, MODEL_VERSION, 1, first])
+    rng = np.random.default_rng([seed, _DRAWS, 1, first])
     run_ids = np.array([f"synth-{seed}-{first + i:09d}" for i in range(count)], dtype=object)
     agent = rng.choice(len(pop.weights), count, p=pop.weights)
     bucket = rng.choice(len(_CALL_BUCKETS), count, p=[b[2] for b in _CALL_BUCKETS])
@@ -378,10 +385,9 @@ def synth_tables(seed: int, first: int, count: int) -> tuple[dict[str, RunTables
     sliced_runs = np.flatnonzero(
         (pop.injection_count[agent] > 0) & ~grouped & (rng.random(count) < 0.9)
     )
-    sliced = pop.piece[
-        pop.agent_ptr[agent[sliced_runs]]
-        + rng.integers(0, np.maximum(pop.injection_count[agent[sliced_runs]], 1))
-    ]
+    drawn = rng.integers(0, np.maximum(pop.injection_count[agent[sliced_runs]], 1))
+    redraw = np.random.default_rng([seed, _DRAWS, 4, first])
+    sliced_runs, sliced = _offered_injection(pop, agent, calls, sliced_runs, drawn, redraw)
     skill_sliced = rng.random(len(skill_runs)) < 0.75
     answer = pl.DataFrame(
         {
@@ -412,6 +418,35 @@ def synth_tables(seed: int, first: int, count: int) -> tuple[dict[str, RunTables
         )
     labels = _labels(rng, run_ids, pop.quality[agent])
     return tables, labels
+
+
+def _offered_injection(
+    pop: _Population,
+    agent: np.ndarray,
+    calls: np.ndarray,
+    runs: np.ndarray,
+    drawn: np.ndarray,
+    redraw: np.random.Generator,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The injection each of ``runs`` credits, as ``(runs, pieces)``: the ``drawn``-th of
+    its agent's when the run offered it, else one drawn from ``redraw`` among those the
+    run offered (whose start call came before the run ended); runs that offered none are
+    left out. An agent's injection slots come first, so slot ``k`` of a run's agent is an
+    injection while ``k`` is below the agent's injection count.
+    """
+    chosen_agent = agent[runs]
+    column = np.arange(max(int(pop.injection_count.max(initial=0)), 1))
+    slot = np.minimum(pop.agent_ptr[chosen_agent][:, None] + column, len(pop.start) - 1)
+    offered = (column < pop.injection_count[chosen_agent][:, None]) & (
+        pop.start[slot] < calls[runs][:, None]
+    )
+    choices = offered.sum(axis=1)
+    pick = (redraw.random(len(runs)) * choices).astype(np.int64)
+    picked = np.argmax(np.cumsum(offered, axis=1) > pick[:, None], axis=1)
+    rows = np.arange(len(runs))
+    picked = np.where(offered[rows, drawn], drawn, picked)
+    some = choices > 0
+    return runs[some], pop.piece[slot[some, picked[some]]]
 
 
 def _mode_tables(
@@ -549,7 +584,7 @@ def synth_scripts(seed: int, first: int, tables: Mapping[str, RunTables]) -> Scr
     """
     corrected, reference = tables["corrected"].runs, tables["reference"].runs
     count = corrected.num_rows
-    rng = np.random.default_rng([seed, MODEL_VERSION, 3, first])
+    rng = np.random.default_rng([seed, _DRAWS, 3, first])
     run_ids = corrected["run_id"].to_pylist()
     calls = corrected["model_call_count"].to_numpy().astype(np.int64)
     numbers = pl.DataFrame({"run_id": run_ids, "number": np.arange(count)})
@@ -562,7 +597,7 @@ def synth_scripts(seed: int, first: int, tables: Mapping[str, RunTables]) -> Scr
     run = uses["number"].to_numpy()
     step = uses["call_index"].to_numpy().astype(np.int64) + 1
     n = len(run)
-    chars, answered = result_sizes(rng, n)
+    chars, _ = result_sizes(rng, n)  # every call answered, as in every recorded run
     named = rng.random(n) < 0.85
     weights = np.array([w for _, w in STANDING_MIX], dtype=np.float64)
     standing = rng.choice(len(STANDING_MIX), p=weights / weights.sum(), size=n)
@@ -601,7 +636,7 @@ def synth_scripts(seed: int, first: int, tables: Mapping[str, RunTables]) -> Scr
         run=run,
         step=step,
         tool=tool,
-        chars=np.where(answered, chars, -1),
+        chars=chars,
         standing=standing,
         named=named,
         files_standings=files_standings,
@@ -877,7 +912,7 @@ def synth_snapshots(
     sources = [p for p in find_snapshot_files([templates]) if not p.name.endswith(".jsonl")]
     if not sources:
         raise ValueError(f"no snapshot files under {templates} to copy")
-    order = np.random.default_rng([seed, MODEL_VERSION, 2]).permutation(len(sources))
+    order = np.random.default_rng([seed, _DRAWS, 2]).permutation(len(sources))
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     written = []

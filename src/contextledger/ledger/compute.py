@@ -136,18 +136,27 @@ def compute_ledger(tables: RunTables | LedgerInputs) -> Ledger:
     >>> ledger.rows().columns[:3]
     ['id', 'kind', 'offered']
     """
-    if isinstance(tables, LedgerInputs):
-        inputs = tables
-    elif isinstance(tables, HasLedgerInputs):
-        inputs = tables.ledger_inputs()
-    else:
-        inputs = LedgerInputs.of(tables)
+    inputs = ledger_inputs(tables)
     rows, recorded = ledger_plan(inputs)
     frame, count = pl.collect_all([rows, recorded], engine=inputs.engine)
     runs_recorded = int(count.item())
     if runs_recorded == 0:
         return Ledger(_empty_frame(), 0)
     return Ledger(frame, runs_recorded)
+
+
+def ledger_inputs(tables: RunTables | LedgerInputs) -> LedgerInputs:
+    """What the ledger reads of ``tables``: an archive's scans, else the tables in memory.
+
+    >>> from contextledger.tables.build import read_runs
+    >>> ledger_inputs(read_runs("data/sample")).engine
+    'in-memory'
+    """
+    if isinstance(tables, LedgerInputs):
+        return tables
+    if isinstance(tables, HasLedgerInputs):
+        return tables.ledger_inputs()
+    return LedgerInputs.of(tables)
 
 
 def ledger_plan(inputs: LedgerInputs) -> tuple[pl.LazyFrame, pl.LazyFrame]:
@@ -186,6 +195,12 @@ def piece_totals(inputs: LedgerInputs) -> pl.LazyFrame:
     """
     _, run_orders, split = _ordered(inputs)
     return _piece_totals(run_orders, split)
+
+
+def split_rows(inputs: LedgerInputs) -> SplitRows:
+    """The metered runs' offers and uses, split by whether the row is its piece's first
+    in the run (as an archive stores them, else split here), in run order."""
+    return _ordered(inputs)[2]
 
 
 def _ordered(inputs: LedgerInputs) -> tuple[pl.LazyFrame, pl.LazyFrame, SplitRows]:
