@@ -7,6 +7,7 @@ command-line mistake or an unreadable option file (outcomes, sidecar, ledger).
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -24,7 +25,12 @@ from contextledger.ledger.stats import (
     used_via_text,
     with_uncertainty,
 )
-from contextledger.read.snapshot import ReadError, ReadProblem
+from contextledger.read.snapshot import (
+    DEFAULT_MAX_DOCUMENT_MB,
+    MAX_DOCUMENT_MB_ENV,
+    ReadError,
+    ReadProblem,
+)
 from contextledger.tables.build import (
     ACCOUNTING_MODES,
     RunTables,
@@ -50,6 +56,35 @@ mode_option = click.option(
     "reference: agentfootprint 9.62's numbers, quirks included.",
 )
 strict_option = click.option("--strict", is_flag=True, help="Stop at the first unreadable input.")
+
+
+def _use_max_document_mb(ctx: click.Context, _: click.Parameter, megabytes: int) -> None:
+    """Set the cap where every reader looks, worker processes too (they inherit the
+    environment), for this command only."""
+    before = os.environ.get(MAX_DOCUMENT_MB_ENV)
+    os.environ[MAX_DOCUMENT_MB_ENV] = str(megabytes)
+
+    def restore() -> None:
+        if before is None:
+            os.environ.pop(MAX_DOCUMENT_MB_ENV, None)
+        else:
+            os.environ[MAX_DOCUMENT_MB_ENV] = before
+
+    ctx.call_on_close(restore)
+
+
+#: ``--max-document-mb N``: refuse a snapshot (a JSON Lines line) larger than this, decompressed.
+max_document_option = click.option(
+    "--max-document-mb",
+    type=click.IntRange(min=1),
+    default=DEFAULT_MAX_DOCUMENT_MB,
+    show_default=True,
+    envvar=MAX_DOCUMENT_MB_ENV,
+    expose_value=False,
+    callback=_use_max_document_mb,
+    help="Refuse a snapshot (a JSON Lines line) larger than this many MiB, decompressed: "
+    "a gzip bomb is stopped there.",
+)
 
 
 def _file_option(name: str, dest: str, default_help: str) -> Callable[..., Callable[[F], F]]:
@@ -207,6 +242,7 @@ def _printable(rows: pl.DataFrame) -> pl.DataFrame:
     help="Rows offered fewer times are marked not yet judged (the gate's minOffers).",
 )
 @strict_option
+@max_document_option
 def ledger(
     paths: tuple[str, ...],
     outcomes_file: str | None,
@@ -249,6 +285,7 @@ def ledger(
     show_default=True,
 )
 @strict_option
+@max_document_option
 def outcomes(
     paths: tuple[str, ...], outcomes_file: str, mode: str, output_format: str, strict: bool
 ) -> None:
@@ -323,6 +360,7 @@ def _nested_as_json(frame: pl.DataFrame) -> pl.DataFrame:
     default="table",
     show_default=True,
 )
+@max_document_option
 def sql(
     paths: tuple[str, ...], query: str, mode: str, outcomes_file: str | None, output_format: str
 ) -> None:
@@ -389,6 +427,7 @@ def sql(
     default="table",
     show_default=True,
 )
+@max_document_option
 def gates(
     paths: tuple[str, ...],
     min_offers: int,
@@ -460,6 +499,7 @@ def gates(
 @click.option(
     "-o", "--output", type=click.Path(dir_okay=False), help="Write here instead of stdout."
 )
+@max_document_option
 def whatif_command(
     paths: tuple[str, ...],
     policies: tuple[str, ...],
@@ -570,6 +610,7 @@ def whatif_command(
     show_default=True,
     help="Also write each chart to DIR/charts/ in these formats, for slides.",
 )
+@max_document_option
 def report_command(
     paths: tuple[str, ...],
     output_dir: str,
@@ -666,6 +707,7 @@ def report_command(
     default=None,
     help="Show a progress line [default: when stderr is a terminal].",
 )
+@max_document_option
 def ingest_command(
     paths: tuple[str, ...],
     archive_dir: str,

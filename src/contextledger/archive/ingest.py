@@ -22,6 +22,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from stat import S_ISREG
 from typing import Any, TextIO
 
 import polars as pl
@@ -30,7 +31,7 @@ import pyarrow as pa
 from contextledger.archive import store
 from contextledger.archive.store import Archive, Batch
 from contextledger.ledger.compute import LedgerInputs, SplitRows, piece_totals
-from contextledger.read.snapshot import ReadProblem, find_snapshot_files
+from contextledger.read.snapshot import ReadProblem, display_path, find_snapshot_files
 from contextledger.tables import schema
 from contextledger.tables.build import (
     ACCOUNTING_MODES,
@@ -228,7 +229,10 @@ def _changed(
         except OSError:
             yield Source(name, None, None, None)  # the reader names the problem
             continue
-        before = known.get(name)
+        if not S_ISREG(stat.st_mode):  # a FIFO, a device, a folder: never opened
+            yield Source(name, None, None, None)  # the reader names the problem
+            continue
+        before = known.get(display_path(path))
         skippable = before is not None and (before.clean or not retry_quarantined)
         if skippable and before is not None and before.size == stat.st_size:
             if before.mtime_ns == stat.st_mtime_ns:
@@ -314,7 +318,7 @@ class _Pending:
             digest = content_hash(path)
         except OSError as error:
             raise store.ArchiveError(f"{path}: cannot be read ({error})") from None
-        before = known.get(str(path))
+        before = known.get(display_path(path))
         if before is not None and before.content_hash == digest:
             return
         source = Source(str(path), stat.st_size, stat.st_mtime_ns, digest)
@@ -555,7 +559,7 @@ def _append_source(
     conflicting: int,
 ) -> None:
     row = {
-        "path": source.path,
+        "path": display_path(source.path),
         "kind": kind,
         "size": source.size,
         "mtime_ns": source.mtime_ns,
