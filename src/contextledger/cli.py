@@ -10,6 +10,7 @@ A reader that closes the pipe early (``| head``) ends the command quietly.
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -29,7 +30,12 @@ from contextledger.ledger.stats import (
 )
 from contextledger.output import CONTROL_ESCAPES, atomic_path, terminal_text
 from contextledger.read.identity import describe_duplicates, describe_unmatched, unmatched_ids
-from contextledger.read.snapshot import ReadError, ReadProblem
+from contextledger.read.snapshot import (
+    DEFAULT_MAX_DOCUMENT_MB,
+    MAX_DOCUMENT_MB_ENV,
+    ReadError,
+    ReadProblem,
+)
 from contextledger.tables.build import (
     ACCOUNTING_MODES,
     RunTables,
@@ -55,6 +61,35 @@ mode_option = click.option(
     "reference: agentfootprint 9.62's numbers, quirks included.",
 )
 strict_option = click.option("--strict", is_flag=True, help="Stop at the first unreadable input.")
+
+
+def _use_max_document_mb(ctx: click.Context, _: click.Parameter, megabytes: int) -> None:
+    """Set the cap where every reader looks, worker processes too (they inherit the
+    environment), for this command only."""
+    before = os.environ.get(MAX_DOCUMENT_MB_ENV)
+    os.environ[MAX_DOCUMENT_MB_ENV] = str(megabytes)
+
+    def restore() -> None:
+        if before is None:
+            os.environ.pop(MAX_DOCUMENT_MB_ENV, None)
+        else:
+            os.environ[MAX_DOCUMENT_MB_ENV] = before
+
+    ctx.call_on_close(restore)
+
+
+#: ``--max-document-mb N``: refuse a snapshot (a JSON Lines line) larger than this, decompressed.
+max_document_option = click.option(
+    "--max-document-mb",
+    type=click.IntRange(min=1),
+    default=DEFAULT_MAX_DOCUMENT_MB,
+    show_default=True,
+    envvar=MAX_DOCUMENT_MB_ENV,
+    expose_value=False,
+    callback=_use_max_document_mb,
+    help="Refuse a snapshot (a JSON Lines line) larger than this many MiB, decompressed: "
+    "a gzip bomb is stopped there.",
+)
 
 
 def _file_option(name: str, dest: str, default_help: str) -> Callable[..., Callable[[F], F]]:
@@ -279,6 +314,7 @@ def _printable(rows: pl.DataFrame) -> pl.DataFrame:
     help="Rows offered fewer times are marked not yet judged (the gate's minOffers).",
 )
 @strict_option
+@max_document_option
 def ledger(
     paths: tuple[str, ...],
     outcomes_file: str | None,
@@ -322,6 +358,7 @@ def ledger(
 )
 @output_option
 @strict_option
+@max_document_option
 def outcomes(
     paths: tuple[str, ...],
     outcomes_file: str,
@@ -402,6 +439,7 @@ def _nested_as_json(frame: pl.DataFrame) -> pl.DataFrame:
     help="For a query from someone else: DuckDB may not touch files, the network or "
     "extensions, nor change settings (an archive is read into memory first).",
 )
+@max_document_option
 def sql(
     paths: tuple[str, ...],
     query: str,
@@ -478,6 +516,7 @@ def sql(
     show_default=True,
 )
 @output_option
+@max_document_option
 def gates(
     paths: tuple[str, ...],
     min_offers: int,
@@ -547,6 +586,7 @@ def gates(
     "(run, policy); parquet: the same rows (needs -o).",
 )
 @output_option
+@max_document_option
 def whatif_command(
     paths: tuple[str, ...],
     policies: tuple[str, ...],
@@ -660,6 +700,7 @@ def whatif_command(
     show_default=True,
     help="Also write each chart to DIR/charts/ in these formats, for slides.",
 )
+@max_document_option
 def report_command(
     paths: tuple[str, ...],
     output_dir: str,
@@ -760,6 +801,7 @@ def report_command(
     default=None,
     help="Show a progress line [default: when stderr is a terminal].",
 )
+@max_document_option
 def ingest_command(
     paths: tuple[str, ...],
     archive_dir: str,
@@ -911,6 +953,7 @@ def _archive_damage(tables: RunTables) -> list[str]:
 @outcomes_option()
 @static_tools_option()
 @strict_option
+@max_document_option
 def check_command(
     paths: tuple[str, ...],
     mode: str | None,

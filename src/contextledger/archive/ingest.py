@@ -24,6 +24,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from stat import S_ISREG
 from typing import Any, TextIO
 
 import polars as pl
@@ -33,7 +34,7 @@ from contextledger.archive import store
 from contextledger.archive.store import Archive, Batch
 from contextledger.ledger.compute import LedgerInputs, SplitRows, piece_totals
 from contextledger.read.identity import DUPLICATES, RunIdentity, describe_duplicates
-from contextledger.read.snapshot import ReadProblem, find_snapshot_files
+from contextledger.read.snapshot import ReadProblem, display_path, find_snapshot_files
 from contextledger.tables import schema
 from contextledger.tables.build import (
     ACCOUNTING_MODES,
@@ -244,7 +245,10 @@ def _changed(
         except OSError:
             yield Source(name, None, None, None)  # the reader names the problem
             continue
-        before = known.get(name)
+        if not S_ISREG(stat.st_mode):  # a FIFO, a device, a folder: never opened
+            yield Source(name, None, None, None)  # the reader names the problem
+            continue
+        before = known.get(display_path(name))
         skippable = before is not None and (before.clean or not retry_quarantined)
         if skippable and before is not None and before.size == stat.st_size:
             if before.mtime_ns == stat.st_mtime_ns:
@@ -268,7 +272,7 @@ def source_name(path: Path, known: Mapping[str, _Known]) -> str:
     True
     """
     given = str(path)
-    return given if given in known else str(path.resolve())
+    return given if display_path(given) in known else str(path.resolve())
 
 
 def retire_deleted_sources(
@@ -279,7 +283,7 @@ def retire_deleted_sources(
     recorded relative (older archives) are left alone: from this folder they may name
     another file. Files ``named`` in this ingest were just read. Returns how many.
     """
-    skip = set(named)
+    skip = {display_path(path) for path in named}
     gone = [
         path
         for path, before in known.items()
@@ -373,7 +377,7 @@ class _Pending:
         except OSError as error:
             raise store.ArchiveError(f"{path}: cannot be read ({error})") from None
         name = source_name(path, known)
-        before = known.get(name)
+        before = known.get(display_path(name))
         if before is not None and before.content_hash == digest:
             return
         source = Source(name, stat.st_size, stat.st_mtime_ns, digest)
@@ -612,7 +616,7 @@ def _append_source(
     conflicting: int,
 ) -> None:
     row = {
-        "path": source.path,
+        "path": display_path(source.path),
         "kind": kind,
         "size": source.size,
         "mtime_ns": source.mtime_ns,

@@ -6,20 +6,76 @@ the rest as raw bytes until something asks for it (REFERENCE.md §5).
 Accepted shapes: a bare ``agent.getLastSnapshot()``, the corpus wrapper
 ``{run_id, static_tool_names, snapshot, ...}``, ``.json`` / ``.json.gz``,
 JSON Lines with one snapshot per line, and directories of any of these.
+
+Hostile inputs are refused by name, never followed into a crash, a hang or
+unbounded memory: a document is decompressed as a stream and refused past a cap
+(``--max-document-mb``), JSON Lines are read a line at a time, anything that is
+not a regular file is never opened, symlinked folders are followed once, and a
+name that is not UTF-8 is shown escaped (:func:`display_path`).
 """
 
 from __future__ import annotations
 
 import gzip
+import os
+import stat
 import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any, cast
 
 import msgspec
 
 _SNAPSHOT_SUFFIXES = (".json", ".json.gz", ".jsonl", ".jsonl.gz", ".ndjson")
+
+#: The default cap on the (decompressed) size of one document: a real snapshot is
+#: about 1 MB, so this only ever stops a gzip bomb or a file that is no snapshot.
+DEFAULT_MAX_DOCUMENT_MB = 256
+#: Where the cap is read from (``--max-document-mb`` sets it, so worker processes see it).
+MAX_DOCUMENT_MB_ENV = "CONTEXTLEDGER_MAX_DOCUMENT_MB"
+_MIB = 1 << 20
+
+
+def max_document_bytes() -> int:
+    """The cap on one document's decompressed size, in bytes: ``$CONTEXTLEDGER_MAX_DOCUMENT_MB``
+    MiB (set by ``--max-document-mb``), else :data:`DEFAULT_MAX_DOCUMENT_MB`.
+
+    >>> max_document_bytes() == DEFAULT_MAX_DOCUMENT_MB << 20 or MAX_DOCUMENT_MB_ENV in os.environ
+    True
+    """
+    configured = os.environ.get(MAX_DOCUMENT_MB_ENV, "").strip()
+    if not configured:
+        return DEFAULT_MAX_DOCUMENT_MB * _MIB
+    try:
+        megabytes = int(configured)
+    except ValueError:
+        megabytes = 0
+    if megabytes < 1:
+        msg = f"${MAX_DOCUMENT_MB_ENV} must be a whole number of MiB, at least 1: {configured!r}"
+        raise ValueError(msg)
+    return megabytes * _MIB
+
+
+def _too_large(cap: int, what: str) -> str:
+    return (
+        f"{what} is larger than the {cap / _MIB:g} MiB cap on one document "
+        "(raise it with --max-document-mb)"
+    )
+
+
+#: The reason given wherever a document nests too deeply for Python to walk.
+TOO_DEEP = "JSON nested too deeply to read (more levels than Python's recursion limit)"
+
+
+def display_path(path: str | os.PathLike[str]) -> str:
+    """A path as text to show and to store in a table: bytes of its name that are not
+    UTF-8 are escaped (``\\xff``), so the text always encodes.
+
+    >>> display_path(os.fsdecode(b"runs/bad\\xff.json"))
+    'runs/bad\\\\xff.json'
+    """
+    return os.fsencode(path).decode("utf-8", "backslashreplace")
 
 
 class TraceEntry(msgspec.Struct, frozen=True, gc=False):
@@ -216,37 +272,155 @@ class ReadProblem:
 
 @dataclass
 class Document:
-    """The bytes of one snapshot document and where they came from."""
+    """The bytes of one snapshot document and where they came from.
+
+    ``refused`` says why the document was not read (too large); :func:`decode_run`
+    raises it, so every reader names it the same way.
+    """
 
     source: RunSource
     payload: bytes = field(repr=False)
+    refused: str | None = None
 
 
 def find_snapshot_files(paths: Sequence[str | Path]) -> list[Path]:
-    """Every snapshot file under ``paths`` (files as given, directories recursively, sorted)."""
+    """Every snapshot file under ``paths``: files as given, directories walked in name order.
+
+    Symlinked folders are followed, each real folder once; a link back to a folder it
+    is inside (a loop) is listed, not followed, as is anything with a snapshot's name
+    that is not a regular file (a FIFO, a device) and a folder that cannot be listed:
+    :func:`iter_documents` names each and never opens it.
+    """
     found: list[Path] = []
     for entry in paths:
         path = Path(entry)
-        if path.is_dir():
-            found.extend(
-                sorted(
-                    p
-                    for p in path.rglob("*")
-                    if p.is_file() and p.name.endswith(_SNAPSHOT_SUFFIXES)
-                )
-            )
-        else:
-            found.append(path)
+        found.extend(_walk(path) if path.is_dir() else [path])
     return found
 
 
-def _read_bytes(path: Path) -> bytes:
-    with path.open("rb") as handle:
-        head = handle.read(2)
-        handle.seek(0)
-        if head == b"\x1f\x8b":
-            return gzip.decompress(handle.read())
-        return handle.read()
+_Identity = tuple[int, int]
+
+
+def _walk(root: Path) -> list[Path]:
+    """Depth first in name order (what sorting the paths gives), following symlinks."""
+    found: list[Path] = []
+    seen: set[_Identity] = set()
+    stack: list[tuple[Path, bool, tuple[_Identity, ...]]] = [(root, True, ())]
+    while stack:
+        path, is_folder, ancestors = stack.pop()
+        if not is_folder:
+            found.append(path)
+            continue
+        try:
+            info = path.stat()
+            with os.scandir(path) as listing:
+                entries = sorted(listing, key=lambda entry: entry.name)
+        except OSError:
+            found.append(path)  # iter_documents says why it cannot be listed
+            continue
+        identity = (info.st_dev, info.st_ino)
+        if identity in ancestors:
+            found.append(path)  # a loop: named once, not followed
+            continue
+        if identity in seen:
+            continue  # reached again through another link: read once
+        seen.add(identity)
+        inside = (*ancestors, identity)
+        children: list[tuple[Path, bool, tuple[_Identity, ...]]] = []
+        for entry in entries:
+            try:
+                child_is_folder = entry.is_dir()
+            except OSError:
+                child_is_folder = False
+            if child_is_folder or entry.name.endswith(_SNAPSHOT_SUFFIXES):
+                children.append((Path(entry.path), child_is_folder, inside))
+        stack.extend(reversed(children))
+    return found
+
+
+_KINDS = (
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def _not_regular(mode: int) -> str:
+    kind = next((name for test, name in _KINDS if test(mode)), "not a file")
+    return f"not a regular file ({kind}), skipped"
+
+
+def _folder_reason(path: Path) -> str:
+    if path.is_symlink():
+        target = display_path(path.resolve())
+        return f"a symlink loop (links back to {target}, a folder it is inside), not followed"
+    try:
+        os.scandir(path).close()
+    except OSError as error:
+        return f"a folder that cannot be listed ({error.strerror or error})"
+    return "is a directory"
+
+
+def _open_regular(path: Path, source: RunSource) -> IO[bytes]:
+    """``path`` opened for reading if it is a regular file; a FIFO or device is never opened."""
+    try:
+        info = path.stat()
+    except FileNotFoundError:
+        raise ReadError(source, "no such file") from None
+    except OSError as error:
+        raise ReadError(source, f"cannot be opened ({error.strerror or error})") from None
+    if stat.S_ISDIR(info.st_mode):
+        raise ReadError(source, _folder_reason(path))
+    if not stat.S_ISREG(info.st_mode):
+        raise ReadError(source, _not_regular(info.st_mode))
+    try:  # non-blocking, in case it became a FIFO since: the check below then refuses it
+        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError as error:
+        raise ReadError(source, f"cannot be opened ({error.strerror or error})") from None
+    mode = os.fstat(descriptor).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(descriptor)
+        raise ReadError(source, _not_regular(mode))
+    return os.fdopen(descriptor, "rb")
+
+
+class _TooLarge(Exception):
+    """A document past the cap (its message is the reason)."""
+
+
+def _read_capped(stream: IO[bytes], cap: int, what: str) -> bytes:
+    """All of ``stream``, a megabyte at a time; raises _TooLarge past ``cap`` bytes."""
+    chunks: list[bytes] = []
+    total = 0
+    while chunk := stream.read(_MIB):
+        total += len(chunk)
+        if total > cap:
+            raise _TooLarge(_too_large(cap, what))
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _json_lines(stream: IO[bytes], name: str, cap: int) -> Iterator[Document]:
+    """One document per non-blank line, each read on its own, a megabyte at a time: a
+    line past ``cap`` bytes is refused as soon as it passes it, and the rest skipped."""
+    number = 0
+    while piece := stream.readline(_MIB):
+        number += 1
+        source = RunSource(name, number)
+        pieces, size = [piece], len(piece)
+        while not piece.endswith(b"\n") and size <= cap and (piece := stream.readline(_MIB)):
+            pieces.append(piece)
+            size += len(piece)
+        if size > cap:
+            pieces.clear()
+            while not piece.endswith(b"\n") and (piece := stream.readline(_MIB)):
+                pass  # the rest of the line
+            yield Document(source, b"", refused=_too_large(cap, "the line"))
+            continue
+        line = pieces[0] if len(pieces) == 1 else b"".join(pieces)
+        if line.strip():
+            yield Document(source, line)
 
 
 def _is_json_lines(path: Path) -> bool:
@@ -254,25 +428,35 @@ def _is_json_lines(path: Path) -> bool:
     return name.endswith((".jsonl", ".jsonl.gz", ".ndjson"))
 
 
-def iter_documents(path: Path) -> Iterator[Document]:
-    """Split one file into snapshot documents; raise ReadError if it cannot be opened."""
-    source = RunSource(str(path))
-    try:
-        payload = _read_bytes(path)
-    except FileNotFoundError:
-        raise ReadError(source, "no such file") from None
-    except IsADirectoryError:
-        raise ReadError(source, "is a directory") from None
-    except (EOFError, gzip.BadGzipFile, zlib.error) as error:
-        raise ReadError(source, f"corrupt or truncated gzip ({error})") from None
-    except OSError as error:
-        raise ReadError(source, f"cannot be opened ({error.strerror or error})") from None
-    if _is_json_lines(path):
-        for number, line in enumerate(payload.splitlines(), start=1):
-            if line.strip():
-                yield Document(RunSource(str(path), number), line)
-    else:
-        yield Document(source, payload)
+def iter_documents(path: Path, max_bytes: int | None = None) -> Iterator[Document]:
+    """Split one file into snapshot documents, reading as it goes; raise ReadError if it
+    cannot be opened (or is no regular file) or breaks off.
+
+    Gzip is detected by content and decompressed as a stream. A document larger than
+    ``max_bytes`` (default :func:`max_document_bytes`), decompressed, is refused: a
+    whole file, or in JSON Lines one line (a :class:`Document` whose ``refused`` says
+    why), and the next line is still read.
+    """
+    cap = max_document_bytes() if max_bytes is None else max_bytes
+    source = RunSource(display_path(path))
+    with _open_regular(path, source) as handle:
+        try:
+            packed = handle.read(2) == b"\x1f\x8b"
+            handle.seek(0)
+            stream = cast(IO[bytes], gzip.GzipFile(fileobj=handle)) if packed else handle
+            if _is_json_lines(path):
+                yield from _json_lines(stream, source.path, cap)
+                return
+            if not packed and os.fstat(handle.fileno()).st_size > cap:
+                raise _TooLarge(_too_large(cap, "the file"))
+            payload = _read_capped(stream, cap, "decompressed, the file" if packed else "the file")
+        except (EOFError, gzip.BadGzipFile, zlib.error) as error:
+            raise ReadError(source, f"corrupt or truncated gzip ({error})") from None
+        except OSError as error:
+            raise ReadError(source, f"cannot be read ({error.strerror or error})") from None
+        except _TooLarge as error:
+            raise ReadError(source, str(error)) from None
+    yield Document(source, payload)
 
 
 _DOCUMENT = msgspec.json.Decoder(_Document)
@@ -288,6 +472,8 @@ def _describe(error: msgspec.MsgspecError) -> str:
 def decode_run(document: Document) -> Run:
     """Decode one document into a :class:`Run`, or raise :class:`ReadError` saying why."""
     source = document.source
+    if document.refused is not None:
+        raise ReadError(source, document.refused)
     try:
         decoded = _DOCUMENT.decode(document.payload)
     except msgspec.ValidationError as error:
@@ -296,6 +482,8 @@ def decode_run(document: Document) -> Run:
         raise ReadError(source, _describe(error)) from None
     except msgspec.DecodeError as error:
         raise ReadError(source, _describe(error)) from None
+    except RecursionError:
+        raise ReadError(source, TOO_DEEP) from None
     snapshot = decoded.inner()
     if snapshot is None:
         reason = "not a snapshot: no commitLog key and no snapshot object"

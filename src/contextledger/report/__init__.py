@@ -41,6 +41,7 @@ from contextledger.ledger.stats import (
     used_via_text,
     with_uncertainty,
 )
+from contextledger.read.snapshot import display_path
 from contextledger.report.differences import DIFFERENCES, HEADERS
 from contextledger.report.frames import (
     TIMELINE_SCHEMA,
@@ -207,7 +208,7 @@ def collect(
         known = timelines(standing_rows).get(run_id)
         timeline = timeline_frame(stream, dict(parsed)[label], known.at if known else None)
     return ReportData(
-        inputs=names,
+        inputs=[display_path(name) for name in names],
         tables=tables,
         rows=rows,
         association=outcome_association(tables),
@@ -217,8 +218,8 @@ def collect(
         per_policy=per_policy(per_run),
         policies=[label for label, _ in parsed],
         timeline=timeline,
-        standings_from=str(standings) if standings is not None else None,
-        outcomes_from=str(outcomes) if outcomes is not None else None,
+        standings_from=display_path(standings) if standings is not None else None,
+        outcomes_from=display_path(outcomes) if outcomes is not None else None,
         reference=reference,
         unreplayed=unreplayed,
         min_offers=min_offers,

@@ -25,6 +25,7 @@ from contextledger.read.facts import RunFacts
 from contextledger.read.identity import DUPLICATES, RunIdentity, content_digest
 from contextledger.read.reference import record_run
 from contextledger.read.snapshot import (
+    TOO_DEEP,
     ReadError,
     ReadProblem,
     Run,
@@ -136,7 +137,10 @@ FOLD_ERRORS = (TypeError, ValueError, KeyError, AttributeError, RecursionError)
 
 
 def fold_failure(error: Exception) -> str:
-    """The reason a problem gives for a run that could not be folded."""
+    """The reason a problem gives for a run that could not be folded (the reading
+    layer's own reason for nesting too deep, so every path words it the same)."""
+    if isinstance(error, RecursionError):
+        return TOO_DEEP
     return f"unreadable snapshot content ({type(error).__name__}: {error})"
 
 

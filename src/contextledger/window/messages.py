@@ -281,10 +281,11 @@ def rebuild_messages(run: Run) -> RunMessages:
         if is_call and bundle.runtime_stage_id not in call_ids:
             call_ids.add(bundle.runtime_stage_id)
             iteration = fold.values["iteration"]
+            counted = isinstance(iteration, int) and not isinstance(iteration, bool)
             calls.append(
                 ModelCall(
                     ordinal=len(calls) + 1,
-                    iteration=iteration if isinstance(iteration, int) else len(calls) + 1,
+                    iteration=iteration if counted else len(calls) + 1,
                     bundle_index=position,
                     runtime_stage_id=bundle.runtime_stage_id,
                     window_stage_id=stage_id,
