@@ -264,15 +264,16 @@ def _changed(
 
 
 def source_name(path: Path, known: Mapping[str, _Known]) -> str:
-    """The manifest's name for ``path``: absolute and resolved, so an ingest from any
-    folder finds it; as given when the manifest already holds it so (an archive written
-    when sources were recorded as given).
+    """The manifest's name for ``path``: absolute (``..`` folded, symlinks kept as named,
+    so a linked file is shown under the name the user gave), so an ingest from any folder
+    finds it; as given when the manifest already holds it so (an archive written when
+    sources were recorded as given).
 
-    >>> source_name(Path("data/sample"), {}) == str(Path("data/sample").resolve())
+    >>> source_name(Path("data/sample"), {}) == str(Path("data/sample").absolute())
     True
     """
     given = str(path)
-    return given if display_path(given) in known else str(path.resolve())
+    return given if display_path(given) in known else os.path.abspath(given)
 
 
 def retire_deleted_sources(
