@@ -109,34 +109,6 @@ class _SubflowResult(msgspec.Struct, rename="camel"):
     tree_context: _TreeContext | None = None
 
 
-class _TreeNode(msgspec.Struct, rename="camel", gc=False):
-    """The fields of an execution-tree node the answer slice reads (only the read KEYS)."""
-
-    runtime_stage_id: Any = None
-    stage_reads: dict[str, msgspec.Raw] | None = None
-    next: _TreeNode | None = None
-    children: list[_TreeNode] | None = None
-
-
-_TREE = msgspec.json.Decoder(_TreeNode)
-
-
-def _typed_keys_read(root: _TreeNode) -> dict[str, list[str]]:
-    """``keysReadFromExecutionTree`` over typed nodes: a stack, ``next`` before ``children``."""
-    by_step: dict[str, list[str]] = {}
-    stack = [root]
-    while stack:
-        node = stack.pop()
-        stage_id = node.runtime_stage_id
-        if isinstance(stage_id, str) and stage_id and node.stage_reads:
-            by_step[stage_id] = list(node.stage_reads)
-        if node.next is not None:
-            stack.append(node.next)
-        if node.children:
-            stack.extend(node.children)
-    return by_step
-
-
 class Snapshot(msgspec.Struct, rename="camel"):
     """The parts of ``agent.getLastSnapshot()`` contextledger reads.
 
@@ -163,22 +135,6 @@ class Snapshot(msgspec.Struct, rename="camel"):
         if not self.execution_tree:
             return None
         return msgspec.json.decode(self.execution_tree)
-
-    def keys_read(self) -> dict[str, list[str]] | None:
-        """Stage read-sets from the execution tree; None when the tree is absent or falsy.
-
-        The common shape decodes typed, reading only what the slice needs (about 15x
-        faster); any other shape goes through the general walk in ``read.slice``.
-        """
-        if memoryview(self.execution_tree)[:1] == b"{":
-            try:
-                return _typed_keys_read(_TREE.decode(self.execution_tree))
-            except msgspec.ValidationError:
-                pass
-        from contextledger.read.slice import js_truthy, keys_read_from_execution_tree
-
-        tree = self.tree()
-        return keys_read_from_execution_tree(tree) if js_truthy(tree) else None
 
 
 class _Document(msgspec.Struct, rename="camel"):
