@@ -41,6 +41,7 @@ import numpy as np
 import polars as pl
 from polars.testing import assert_frame_equal
 
+from contextledger.read.messages import RunMessages
 from contextledger.window.kernel import (
     FINAL_STANDINGS,
     KERNEL_METRICS,
@@ -50,7 +51,6 @@ from contextledger.window.kernel import (
     advance,
     drop_notice_length,
 )
-from contextledger.window.messages import RunMessages
 from contextledger.window.notice import MAX_NAMED_TOOLS
 from contextledger.window.policies import Policy, parse_policy
 from contextledger.window.standings import StandingsTimeline

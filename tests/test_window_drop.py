@@ -6,7 +6,7 @@ Scenarios from agentfootprint's ``window-drop-ladder``, ``window-drop-observatio
 
 from __future__ import annotations
 
-from contextledger.window.messages import Message, ToolCall
+from contextledger.read.messages import Message, ToolCall
 from contextledger.window.notice import (
     drop_notice_text,
     dropped_tool_names,

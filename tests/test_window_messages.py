@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from contextledger.read.messages import rebuild_messages
 from contextledger.read.snapshot import Bundle, Run, RunSource, Snapshot, TraceEntry
-from contextledger.window.messages import rebuild_messages
 from contextledger.window.replay import replay
 
 ASK = {"role": "user", "content": "find it"}

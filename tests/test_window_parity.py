@@ -13,9 +13,9 @@ from functools import cache
 
 import pytest
 
+from contextledger.read.messages import Message, RunMessages, window_json
 from contextledger.read.snapshot import decode_run, iter_documents
 from contextledger.window import policy_from_config, rebuild_messages, replay
-from contextledger.window.messages import Message, RunMessages, window_json
 from contextledger.window.replay import Replay, same_window
 
 from .conftest import oracle_calls, oracle_runs, require_corpus

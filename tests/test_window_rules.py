@@ -6,7 +6,7 @@ restated as data; each test checks one behaviour.
 
 from __future__ import annotations
 
-from contextledger.window.messages import Message, ToolCall
+from contextledger.read.messages import Message, ToolCall
 from contextledger.window.refusals import (
     Guards,
     current_request_index,

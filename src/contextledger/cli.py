@@ -595,9 +595,9 @@ def whatif_command(
     output: str | None,
 ) -> None:
     """Replay the runs under PATHS under each --policy: what would each window have served?"""
+    from contextledger.tables.standings import StandingsFileError, load_standings
     from contextledger.window import whatif as replayed
     from contextledger.window.policies import PolicySpecError
-    from contextledger.window.standings import StandingsFileError, load_standings
 
     if output_format == "parquet" and not output:
         _fail("--format parquet needs -o FILE")
@@ -720,8 +720,8 @@ def report_command(
     """
     from contextledger import report
     from contextledger.archive import ArchiveError
+    from contextledger.tables.standings import StandingsFileError
     from contextledger.window.policies import PolicySpecError
-    from contextledger.window.standings import StandingsFileError
 
     try:
         data = report.collect(

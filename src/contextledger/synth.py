@@ -60,9 +60,9 @@ from contextledger.archive.ingest import (
     write_tables,
 )
 from contextledger.archive.store import Archive
+from contextledger.read.messages import RunMessages, collector_paused
 from contextledger.tables import schema
 from contextledger.tables.build import ACCOUNTING_MODES, RunTables
-from contextledger.window.messages import RunMessages, collector_paused
 from contextledger.window.synthetic import (
     STANDING_MIX,
     Scripts,

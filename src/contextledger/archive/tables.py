@@ -28,9 +28,9 @@ from contextledger.archive.store import (
 )
 from contextledger.ledger.compute import LedgerInputs, SplitRows
 from contextledger.read.identity import DUPLICATES
+from contextledger.read.messages import RunMessages
 from contextledger.tables import schema
 from contextledger.tables.build import ACCOUNTING_MODES, RunTables
-from contextledger.window.messages import RunMessages
 
 
 @dataclass(frozen=True)

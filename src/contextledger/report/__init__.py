@@ -41,6 +41,7 @@ from contextledger.ledger.stats import (
     used_via_text,
     with_uncertainty,
 )
+from contextledger.read.messages import RunMessages
 from contextledger.read.snapshot import display_path
 from contextledger.report.differences import DIFFERENCES, HEADERS
 from contextledger.report.frames import (
@@ -51,8 +52,8 @@ from contextledger.report.frames import (
     wire_check,
 )
 from contextledger.tables.build import RunTables, load_outcomes, read_runs
-from contextledger.window.messages import RunMessages
-from contextledger.window.standings import load_standings, timelines
+from contextledger.tables.standings import load_standings
+from contextledger.window.standings import timelines
 from contextledger.window.whatif import parse_policies, per_policy, read_inputs, whatif_table
 
 #: Window policies the report compares unless told otherwise: no window; agentfootprint

@@ -13,8 +13,8 @@ from typing import Any
 
 import polars as pl
 
+from contextledger.read.messages import Message, RunMessages
 from contextledger.tables.build import RunTables
-from contextledger.window.messages import Message, RunMessages
 from contextledger.window.policies import Policy, parse_policy
 from contextledger.window.replay import Standings, replay
 from contextledger.window.standings import timelines
@@ -143,7 +143,7 @@ def wire_violations(window: Sequence[Message]) -> list[str]:
     tool result whose call is not earlier in the window), ``unanswered-call`` (a
     tool call with no result in the window).
 
-    >>> from contextledger.window.messages import Message, ToolCall
+    >>> from contextledger.read.messages import Message, ToolCall
     >>> call = Message("assistant", "", tool_calls=(ToolCall("c1", "probe"),))
     >>> wire_violations([Message("user", "go"), call, Message("tool", "r", tool_call_id="c1")])
     []

@@ -166,7 +166,7 @@ MESSAGES = pa.schema(
     ]
 )
 
-#: A model call of a run, and the windows around it (``window.messages.ModelCall``).
+#: A model call of a run, and the windows around it (``read.messages.ModelCall``).
 MODEL_CALL = pa.struct(
     [
         pa.field("ordinal", pa.int32()),  # 1-based among the run's model calls

@@ -27,8 +27,8 @@ from typing import Any
 import numpy as np
 
 from contextledger.read.jsjson import utf16_length
+from contextledger.read.messages import Message, RunMessages, collector_paused
 from contextledger.tables.schema import WHATIF_METRICS
-from contextledger.window.messages import Message, RunMessages, collector_paused
 from contextledger.window.notice import _SAFE_TOOL_NAME, MAX_NAMED_TOOLS, drop_notice_text
 from contextledger.window.policies import Policy
 from contextledger.window.refusals import current_request_index, is_result

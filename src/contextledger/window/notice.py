@@ -11,7 +11,7 @@ import re
 from collections.abc import Sequence
 
 from contextledger.read.jsjson import utf16_length
-from contextledger.window.messages import DROP_NOTICE_PREFIX, Message
+from contextledger.read.messages import DROP_NOTICE_PREFIX, Message
 
 #: How many tool names a notice prints before it writes ``…``.
 MAX_NAMED_TOOLS = 4

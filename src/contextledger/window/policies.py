@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from contextledger.window.messages import Message
+from contextledger.read.messages import Message
 from contextledger.window.notice import dropped_tool_names, fitting_notice
 from contextledger.window.refusals import RemovalPlan
 from contextledger.window.turns import Turn, segment_turns, window_chars

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from contextledger.window.messages import Message
+from contextledger.read.messages import Message
 from contextledger.window.notice import tool_name_of
 from contextledger.window.turns import Turn
 
@@ -27,8 +27,6 @@ REFUSAL_ORDER = (
     "last-tool-result",
     "ledger-fact",
 )
-#: Standings the model may file on a tool result, most valuable first.
-STANDINGS = ("fact", "open", "ruled-out", "noise")
 
 # ── the current request ────────────────────────────────────────────
 

@@ -18,8 +18,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from contextledger.read.messages import Message, RunMessages, rebuild_messages
 from contextledger.read.snapshot import Run
-from contextledger.window.messages import Message, RunMessages, rebuild_messages
 from contextledger.window.notice import dropped_tool_names
 from contextledger.window.policies import (
     SLIDING_WINDOW,

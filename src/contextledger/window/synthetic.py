@@ -2,7 +2,7 @@
 
 A script is what happened after each model call: parallel tool batches (a
 result may be missing: an unanswered call), assistant text, user turns. The
-stream is what :func:`~contextledger.window.messages.rebuild_messages` would
+stream is what :func:`~contextledger.read.messages.rebuild_messages` would
 fold out of such a run recorded without a window; the provider's input tokens
 are the mock's estimate (``ceil(chars / 4)``).
 
@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from contextledger.window.messages import Message, ModelCall, RunMessages, ToolCall
+from contextledger.read.messages import Message, ModelCall, RunMessages, ToolCall
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """The ``messages`` table: every message a run put in its window, one row each.
 
-Built from the streams :func:`~contextledger.window.messages.rebuild_messages`
+Built from the streams :func:`~contextledger.read.messages.rebuild_messages`
 folds out of the commit log (a window's ``compact`` write replaces the live
 window, but every appended message is still in the log). Turns are segmented
 over the whole table at once, as one Polars expression.
@@ -16,9 +16,8 @@ from typing import Any
 import polars as pl
 import pyarrow as pa
 
-from contextledger.read.snapshot import Run
-from contextledger.tables import schema
-from contextledger.window.messages import (
+from contextledger.read.findings import standings_from_snapshot
+from contextledger.read.messages import (
     Message,
     ModelCall,
     RunMessages,
@@ -26,7 +25,8 @@ from contextledger.window.messages import (
     collector_paused,
     rebuild_messages,
 )
-from contextledger.window.standings import standings_from_snapshot
+from contextledger.read.snapshot import Run
+from contextledger.tables import schema
 
 
 @dataclass(frozen=True)

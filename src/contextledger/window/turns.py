@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from contextledger.window.messages import Message
+from contextledger.read.messages import Message
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,7 +45,7 @@ class Turn:
 def segment_turns(window: Sequence[Message]) -> list[Turn]:
     """Split a window into turns.
 
-    >>> from contextledger.window.messages import Message
+    >>> from contextledger.read.messages import Message
     >>> w = [Message("user", "go"), Message("assistant", ""), Message("tool", "r"),
     ...      Message("tool", "s"), Message("user", "more")]
     >>> [(t.start, t.length) for t in segment_turns(w)]

@@ -28,7 +28,9 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
+from contextledger.read.findings import standings_from_snapshot
 from contextledger.read.identity import DUPLICATES, RunIdentity
+from contextledger.read.messages import RunMessages, rebuild_messages
 from contextledger.read.snapshot import (
     ReadError,
     ReadProblem,
@@ -39,6 +41,7 @@ from contextledger.read.snapshot import (
 )
 from contextledger.tables import schema
 from contextledger.tables.build import ACCOUNTING_MODES, FOLD_ERRORS, fold_failure
+from contextledger.tables.standings import load_standings
 from contextledger.window.kernel import (
     REFUSAL_REASONS,
     VISIT_FIELDS,
@@ -49,16 +52,10 @@ from contextledger.window.kernel import (
     take_runs,
     turn_arrays,
 )
-from contextledger.window.messages import RunMessages, rebuild_messages
 from contextledger.window.policies import Policy, parse_policy
 from contextledger.window.refusals import is_result
 from contextledger.window.replay import Replay, replay, same_window, window_key
-from contextledger.window.standings import (
-    StandingsTimeline,
-    load_standings,
-    standings_from_snapshot,
-    timelines,
-)
+from contextledger.window.standings import StandingsTimeline, timelines
 from contextledger.window.turns import segment_turns, window_chars
 
 #: Column name suffix per standing, for ``results_dropped_*``.
