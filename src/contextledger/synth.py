@@ -63,6 +63,7 @@ from contextledger.archive.store import Archive
 from contextledger.read.messages import RunMessages, collector_paused
 from contextledger.tables import schema
 from contextledger.tables.build import ACCOUNTING_MODES, RunTables
+from contextledger.tables.windows import message_columns, stream_row, with_turn_index
 from contextledger.window.synthetic import (
     STANDING_MIX,
     Scripts,
@@ -70,7 +71,6 @@ from contextledger.window.synthetic import (
     result_sizes,
     script_streams,
 )
-from contextledger.window.tables import message_columns, stream_row, with_turn_index
 
 #: Bumped when the model changes, so an archive never mixes two models under one seed.
 MODEL_VERSION = 2

@@ -44,7 +44,7 @@ from contextledger.tables.build import (
     TableBuilder,
     read_file,
 )
-from contextledger.window.tables import RunWindow, messages_from_columns
+from contextledger.tables.windows import RunWindow, messages_from_columns
 
 #: Commit a batch once it holds this many runs, or after this many seconds.
 BATCH_RUNS = 5000

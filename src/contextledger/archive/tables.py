@@ -442,7 +442,7 @@ def stream_batches(
     """
     import pyarrow.compute as pc
 
-    from contextledger.window.tables import streams_from_tables
+    from contextledger.tables.windows import streams_from_tables
 
     selection = selection or Selection()
     commits = [commit for commit in archive.commits if selection.keeps(commit)]

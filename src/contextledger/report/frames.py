@@ -15,10 +15,10 @@ import polars as pl
 
 from contextledger.read.messages import Message, RunMessages
 from contextledger.tables.build import RunTables
+from contextledger.tables.windows import messages_table
 from contextledger.window.policies import Policy, parse_policy
 from contextledger.window.replay import Standings, replay
 from contextledger.window.standings import timelines
-from contextledger.window.tables import messages_table
 
 #: What each refusal reason means, for a reader who has not read agentfootprint.
 REASON_TEXT = {

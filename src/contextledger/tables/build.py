@@ -158,7 +158,7 @@ def read_file(
     A document that cannot be read, or that one accounting cannot fold, becomes a
     problem (``strict``: raises :class:`ReadError`); the rest of the file is still read.
     ``windows``: also fold each run's message stream into table rows
-    (:class:`~contextledger.window.tables.RunWindow`; a stream that cannot be folded is
+    (:class:`~contextledger.tables.windows.RunWindow`; a stream that cannot be folded is
     a problem confined to ``whatif``).
 
     >>> read = read_file(Path("data/sample/s0003-loop.json.gz"), ACCOUNTING_MODES, {}, False)
@@ -194,7 +194,7 @@ def read_file(
                     result.problems.append((confined, problem))
             window = None
             if facts and windows:
-                from contextledger.window.tables import run_window
+                from contextledger.tables.windows import run_window
 
                 try:
                     window = run_window(run)

@@ -1,4 +1,6 @@
-"""The ``messages`` table: every message a run put in its window, one row each.
+"""The tables a window replay reads: ``messages`` (every message a run put in its
+window, one row each), ``streams`` (per run: its calls and recorded windows) and
+``standings``; and the streams rebuilt from them.
 
 Built from the streams :func:`~contextledger.read.messages.rebuild_messages`
 folds out of the commit log (a window's ``compact`` write replaces the live
