@@ -25,8 +25,8 @@ from contextledger.ledger.compute import compute_ledger
 from contextledger.read.snapshot import ReadProblem
 from contextledger.synth import synth_archive, synth_streams
 from contextledger.tables import schema
+from contextledger.tables import windows as window_tables
 from contextledger.tables.windows import messages_table, stream_row
-from contextledger.window import tables as window_tables
 from contextledger.window.whatif import parse_policies, whatif, whatif_archive, whatif_table
 
 from .conftest import REPO, SAMPLE, require_corpus
