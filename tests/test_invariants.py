@@ -13,6 +13,7 @@ from click.testing import CliRunner
 from contextledger.archive import Archive, ArchiveTables, ingest
 from contextledger.archive.tables import stream_batches
 from contextledger.cli import main
+from contextledger.ledger.compute import ledger_inputs
 from contextledger.ledger.invariants import INVARIANTS, check_invariants
 from contextledger.report.frames import wire_check
 from contextledger.synth import synth_archive, synth_snapshots
@@ -139,7 +140,7 @@ def test_a_credit_without_an_offer_is_reported():
 
 def test_runs_seen_beyond_the_metered_runs_is_reported(sample_archive):
     # an archive whose runs rows were lost: its stored offers still count the runs
-    inputs = ArchiveTables(Archive.open(sample_archive), "corrected").ledger_inputs()
+    inputs = ledger_inputs(ArchiveTables(Archive.open(sample_archive), "corrected"))
     kept = "s0001-fact-bench"
     damaged = dataclasses.replace(inputs, runs=inputs.runs.filter(pl.col("run_id") == kept))
     report = check_invariants(damaged, "corrected")
@@ -156,7 +157,7 @@ def test_a_label_credited_beyond_runs_seen_is_reported(sample_archive):
     # the first offers the labels are credited from (a totals file out of step).
     outcomes = pa.table({"run_id": ["s0003-loop"], "label": ["bad"]})
     tables = ArchiveTables(Archive.open(sample_archive), "corrected").with_outcomes(outcomes)
-    inputs = tables.ledger_inputs()
+    inputs = ledger_inputs(tables)
     assert inputs.totals is not None
     piece = (pl.col("kind") == "tool") & (pl.col("piece_id") == "geo_locate")
     fewer = inputs.totals.with_columns(

@@ -20,7 +20,7 @@ from polars.testing import assert_frame_equal
 
 from contextledger.archive import Archive, ArchiveTables, ingest
 from contextledger.cli import EXIT_UNREADABLE_INPUT, main
-from contextledger.ledger.compute import compute_ledger
+from contextledger.ledger.compute import compute_ledger, ledger_inputs
 from contextledger.ledger.duckdb_views import ledger_rows_sql
 from contextledger.ledger.gates import gate_what_if
 from contextledger.ledger.stats import outcome_association
@@ -184,7 +184,7 @@ def test_every_command_and_engine_gives_one_ledger_over_messy_inputs(
     assert (report.runs_added, report.runs_already_archived) == (14, 4)
     assert "duplicate" in report.summary()
     archived = ArchiveTables(Archive.open(root), "corrected")
-    inputs = archived.ledger_inputs()
+    inputs = ledger_inputs(archived)
     assert inputs.totals is not None
     assert_frame_equal(compute_ledger(inputs).rows(), expected, check_exact=True)
     rows_path = compute_ledger(replace(inputs, totals=None)).rows()

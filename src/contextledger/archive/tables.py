@@ -26,7 +26,6 @@ from contextledger.archive.store import (
     Commit,
     ingest_date_text,
 )
-from contextledger.ledger.compute import LedgerInputs, SplitRows
 from contextledger.read.identity import DUPLICATES
 from contextledger.read.messages import RunMessages
 from contextledger.tables import schema
@@ -219,24 +218,7 @@ class ArchiveTables(RunTables):
         # a (run, label) pair counts once, whether stored, given again, or both
         return pl.concat(frames).unique(maintain_order=True)
 
-    # ── the ledger's view ──────────────────────────────────────────
-    def ledger_inputs(self) -> LedgerInputs:
-        """Scans in ingest order, with the promises an archive keeps (see LedgerInputs)."""
-        return LedgerInputs(
-            runs=self.scan("runs"),
-            offers=self.scan("offers"),
-            uses=self.scan("uses"),
-            outcomes=self.outcome_scan(),
-            split=SplitRows(
-                first_offers=self.scan("offers", first_in_run=True),
-                later_offers=self.scan("offers", first_in_run=False),
-                first_uses=self.scan("uses", first_in_run=True),
-                later_uses=self.scan("uses", first_in_run=False),
-            ),
-            engine="streaming",
-            totals=self.totals_scan(),
-        )
-
+    # ── what the ledger reads (see ledger.compute.StoredTables) ──────
     def totals_scan(self) -> pl.LazyFrame | None:
         """The stored per-commit piece totals, when they stand for every selected run.
 

@@ -117,10 +117,17 @@ class SplitRows:
 
 
 @runtime_checkable
-class HasLedgerInputs(Protocol):
-    """Tables that know a faster way to be read (an archive answers with scans)."""
+class StoredTables(Protocol):
+    """Tables stored as files (an archive): lazy scans of each table in ingest order,
+    offers and uses split by ``first_in_run``, and the stored piece totals where they
+    stand for every selected run (None: read the rows). The ledger builds its inputs
+    from these; storage never needs to know the ledger."""
 
-    def ledger_inputs(self) -> LedgerInputs: ...
+    def scan(self, table: str, first_in_run: bool | None = None) -> pl.LazyFrame: ...
+
+    def outcome_scan(self) -> pl.LazyFrame: ...
+
+    def totals_scan(self) -> pl.LazyFrame | None: ...
 
 
 def compute_ledger(tables: RunTables | LedgerInputs) -> Ledger:
@@ -154,8 +161,21 @@ def ledger_inputs(tables: RunTables | LedgerInputs) -> LedgerInputs:
     """
     if isinstance(tables, LedgerInputs):
         return tables
-    if isinstance(tables, HasLedgerInputs):
-        return tables.ledger_inputs()
+    if isinstance(tables, StoredTables):
+        return LedgerInputs(
+            runs=tables.scan("runs"),
+            offers=tables.scan("offers"),
+            uses=tables.scan("uses"),
+            outcomes=tables.outcome_scan(),
+            split=SplitRows(
+                first_offers=tables.scan("offers", first_in_run=True),
+                later_offers=tables.scan("offers", first_in_run=False),
+                first_uses=tables.scan("uses", first_in_run=True),
+                later_uses=tables.scan("uses", first_in_run=False),
+            ),
+            engine="streaming",
+            totals=tables.totals_scan(),
+        )
     return LedgerInputs.of(tables)
 
 
