@@ -41,6 +41,7 @@ import numpy as np
 import polars as pl
 from polars.testing import assert_frame_equal
 
+from contextledger.jobs.whatif import whatif
 from contextledger.read.messages import RunMessages
 from contextledger.window.kernel import (
     FINAL_STANDINGS,
@@ -61,7 +62,7 @@ from contextledger.window.synthetic import (
     script_streams,
     tool_batches,
 )
-from contextledger.window.whatif import whatif, whatif_table, whatif_table_exact
+from contextledger.window.whatif import whatif_table, whatif_table_exact
 
 POLICIES = (
     "none",

@@ -4,7 +4,7 @@ streams replayed from memory.
 What is measured, each in a fresh process (so peak memory is its own), repeated
 ``--reps`` times interleaved, reported as the median (peak memory: the largest):
 
-- ``archive``: :func:`contextledger.window.whatif.whatif_archive` over the archive, what
+- ``archive``: :func:`contextledger.jobs.whatif.whatif_archive` over the archive, what
   ``contextledger whatif DIR --policy ...`` runs: one commit's window tables read at a
   time, 2,000 runs' streams rebuilt from them at a time and replayed (the vectorized
   kernel), each batch's rows written to a Parquet file, then the per-policy table (the
@@ -60,7 +60,8 @@ def measure_archive(archive_dir: str, policies: list[str]) -> dict[str, Any]:
     """``whatif`` over the archive, in this process."""
     import polars as pl
 
-    from contextledger.window.whatif import parse_policies, per_policy, whatif_archive
+    from contextledger.jobs.whatif import whatif_archive
+    from contextledger.window.whatif import parse_policies, per_policy
 
     parsed = parse_policies(policies)
     started = time.perf_counter()

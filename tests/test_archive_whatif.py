@@ -21,13 +21,14 @@ from contextledger import synth
 from contextledger.archive import Archive, ArchiveTables, ingest
 from contextledger.archive.tables import NO_STREAM
 from contextledger.cli import EXIT_UNREADABLE_INPUT, EXIT_USAGE, main
+from contextledger.jobs.whatif import whatif, whatif_archive
 from contextledger.ledger.compute import compute_ledger
 from contextledger.read.snapshot import ReadProblem
 from contextledger.synth import synth_archive, synth_streams
 from contextledger.tables import schema
 from contextledger.tables import windows as window_tables
 from contextledger.tables.windows import messages_table, stream_row
-from contextledger.window.whatif import parse_policies, whatif, whatif_archive, whatif_table
+from contextledger.window.whatif import parse_policies, whatif_table
 
 from .conftest import REPO, SAMPLE, require_corpus
 

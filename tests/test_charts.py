@@ -11,12 +11,12 @@ import pytest
 from polars.testing import assert_frame_equal
 
 from contextledger import charts
+from contextledger.jobs.whatif import read_inputs, whatif
 from contextledger.ledger.compute import compute_ledger
 from contextledger.ledger.gates import gate_what_if
 from contextledger.ledger.stats import outcome_association, with_uncertainty
 from contextledger.report.frames import timeline_frame
 from contextledger.tables.build import RunTables, load_outcomes, read_runs
-from contextledger.window.whatif import read_inputs, whatif
 
 from .conftest import REPO, SAMPLE
 

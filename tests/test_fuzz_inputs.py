@@ -20,9 +20,10 @@ from typing import Any
 import pytest
 
 from contextledger.archive import archive_tables, ingest
+from contextledger.jobs.whatif import read_inputs
 from contextledger.read.snapshot import ReadError, decode_run, iter_documents
 from contextledger.tables.build import ACCOUNTING_MODES, read_runs
-from contextledger.window.whatif import parse_policies, read_inputs, whatif_table
+from contextledger.window.whatif import parse_policies, whatif_table
 
 from .conftest import SAMPLE, corpus_dir
 

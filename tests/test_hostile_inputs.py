@@ -24,6 +24,7 @@ import pytest
 from click.testing import CliRunner
 
 from contextledger.cli import EXIT_UNREADABLE_INPUT, main
+from contextledger.jobs.whatif import read_inputs
 from contextledger.read.snapshot import (
     DEFAULT_MAX_DOCUMENT_MB,
     MAX_DOCUMENT_MB_ENV,
@@ -31,7 +32,6 @@ from contextledger.read.snapshot import (
     iter_documents,
 )
 from contextledger.tables.build import ACCOUNTING_MODES, read_runs
-from contextledger.window.whatif import read_inputs
 
 from .conftest import SAMPLE
 

@@ -16,6 +16,7 @@ from polars.testing import assert_frame_equal
 
 from contextledger.archive import ingest
 from contextledger.cli import EXIT_UNREADABLE_INPUT, EXIT_USAGE, main
+from contextledger.jobs.whatif import read_inputs
 from contextledger.report import (
     CHART_NAMES,
     DEFAULT_POLICIES,
@@ -27,7 +28,7 @@ from contextledger.report import (
 from contextledger.report.differences import DIFFERENCES, markdown_table
 from contextledger.report.frames import accounting_comparison, wire_check
 from contextledger.tables.build import read_runs
-from contextledger.window.whatif import parse_policies, read_inputs
+from contextledger.window.whatif import parse_policies
 
 from .conftest import REPO, SAMPLE
 

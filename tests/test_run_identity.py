@@ -20,6 +20,7 @@ from polars.testing import assert_frame_equal
 
 from contextledger.archive import Archive, ArchiveTables, ingest
 from contextledger.cli import EXIT_UNREADABLE_INPUT, main
+from contextledger.jobs.whatif import read_inputs
 from contextledger.ledger.compute import compute_ledger, ledger_inputs
 from contextledger.ledger.duckdb_views import ledger_rows_sql
 from contextledger.ledger.gates import gate_what_if
@@ -28,7 +29,7 @@ from contextledger.read.identity import RunIdentity, content_digest
 from contextledger.read.snapshot import ReadError, RunSource
 from contextledger.report import collect, render_html
 from contextledger.tables.build import ACCOUNTING_MODES, load_outcomes, read_runs
-from contextledger.window.whatif import parse_policies, read_inputs, whatif_table
+from contextledger.window.whatif import parse_policies, whatif_table
 
 from .conftest import SAMPLE
 

@@ -14,13 +14,14 @@ from click.testing import CliRunner
 from polars.testing import assert_frame_equal
 
 from contextledger.cli import main
+from contextledger.jobs.whatif import read_inputs, whatif
 from contextledger.read.snapshot import decode_run, iter_documents
 from contextledger.tables import schema
 from contextledger.tables.windows import messages_table
 from contextledger.window import rebuild_messages, replay
 from contextledger.window.policies import PolicySpecError, policy_from_config
 from contextledger.window.turns import segment_turns
-from contextledger.window.whatif import parse_policies, per_policy, read_inputs, whatif
+from contextledger.window.whatif import parse_policies, per_policy
 from tests.conftest import SAMPLE, oracle_runs, require_corpus
 
 FACT_BENCH = SAMPLE / "s0001-fact-bench.json.gz"

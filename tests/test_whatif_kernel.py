@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from polars.testing import assert_frame_equal
 
+from contextledger.jobs.whatif import read_inputs
 from contextledger.window.kernel import (
     KERNEL_METRICS,
     MAX_TURNS,
@@ -32,7 +33,6 @@ from contextledger.window.standings import StandingsTimeline, timelines
 from contextledger.window.synthetic import Batch, Result, Said, build_stream
 from contextledger.window.whatif import (
     parse_policies,
-    read_inputs,
     whatif_row,
     whatif_table,
     whatif_table_exact,

@@ -10,13 +10,13 @@ import copy
 
 import pytest
 
+from contextledger.jobs.whatif import whatif
 from contextledger.read.findings import standings_from_snapshot
 from contextledger.read.snapshot import Bundle, TraceEntry, decode_run, iter_documents
 from contextledger.tables import schema
 from contextledger.tables.standings import StandingsFileError, load_standings
 from contextledger.window import rebuild_messages, replay
 from contextledger.window.standings import StandingsTimeline, timelines
-from contextledger.window.whatif import whatif
 
 from .conftest import SAMPLE
 

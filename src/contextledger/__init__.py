@@ -26,7 +26,7 @@ _EXPORTS = {
     "outcome_association": "contextledger.ledger.stats",
     "gate_what_if": "contextledger.ledger.gates",
     "connect": "contextledger.ledger.duckdb_views",
-    "whatif": "contextledger.window.whatif",
+    "whatif": "contextledger.jobs.whatif",
     "ingest": "contextledger.archive",
     "archive_tables": "contextledger.archive",
 }
@@ -50,12 +50,12 @@ __all__ = [
 
 if TYPE_CHECKING:
     from contextledger.archive import archive_tables, ingest
+    from contextledger.jobs.whatif import whatif
     from contextledger.ledger.compute import Ledger, compute_ledger, merge_ledgers
     from contextledger.ledger.duckdb_views import connect
     from contextledger.ledger.gates import gate_what_if
     from contextledger.ledger.stats import outcome_association, with_uncertainty
     from contextledger.tables.build import RunTables, load_outcomes, load_static_tools, read_runs
-    from contextledger.window.whatif import whatif
 
 
 def __getattr__(name: str) -> Any:

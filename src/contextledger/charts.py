@@ -240,12 +240,12 @@ def policy_chart(per_run: pl.DataFrame, *, per_run_points: bool = False) -> alt.
     """Facts reaching the answer turn against input tokens, one point per window policy.
 
     ``per_run`` is the what-if's per-(run, policy) frame
-    (:func:`contextledger.window.whatif.whatif`), optionally with a
+    (:func:`contextledger.jobs.whatif.whatif`), optionally with a
     ``wire_violations`` column (:func:`contextledger.report.frames.wire_check`):
     a policy whose windows a provider would reject is drawn as a red cross and named.
     ``per_run_points`` draws one point per run and policy instead.
 
-    >>> from contextledger.window.whatif import whatif
+    >>> from contextledger.jobs.whatif import whatif
     >>> per_run, _ = whatif("data/sample/s0001-fact-bench.json.gz", ["none", "sliding:keep=6"])
     >>> policy_chart(per_run).to_dict()["layer"][0]["encoding"]["x"]["field"]
     'input_tokens'
@@ -363,7 +363,7 @@ def timeline_chart(cells: pl.DataFrame) -> alt.Chart:
     earlier) and the ``reason`` shown on hover.
 
     >>> from contextledger.report.frames import timeline_frame
-    >>> from contextledger.window.whatif import read_inputs
+    >>> from contextledger.jobs.whatif import read_inputs
     >>> stream = read_inputs("data/sample/s0001-fact-bench.json.gz").streams[0]
     >>> timeline_chart(timeline_frame(stream, "sliding:keep=6")).to_dict()["mark"]["type"]
     'rect'

@@ -595,6 +595,7 @@ def whatif_command(
     output: str | None,
 ) -> None:
     """Replay the runs under PATHS under each --policy: what would each window have served?"""
+    from contextledger.jobs import whatif as sourced
     from contextledger.tables.standings import StandingsFileError, load_standings
     from contextledger.window import whatif as replayed
     from contextledger.window.policies import PolicySpecError
@@ -611,7 +612,7 @@ def whatif_command(
 
     archived = None
     try:
-        archived = replayed.whatif_archive(paths, parsed, standings)
+        archived = sourced.whatif_archive(paths, parsed, standings)
     except ArchiveError as error:
         _fail(str(error))
     per_run: pl.DataFrame | pl.LazyFrame
@@ -626,7 +627,7 @@ def whatif_command(
             err=True,
         )
     else:
-        inputs = replayed.read_inputs(paths)
+        inputs = sourced.read_inputs(paths)
         problems = list(inputs.problems)
         _name_duplicates(inputs.duplicates)
         _name_unmatched(

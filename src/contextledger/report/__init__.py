@@ -32,6 +32,7 @@ from contextledger.archive.tables import (
     stream_batches,
     unreplayable_runs,
 )
+from contextledger.jobs.whatif import read_inputs
 from contextledger.ledger.compute import compute_ledger
 from contextledger.ledger.gates import describe_total, gate_what_if
 from contextledger.ledger.stats import (
@@ -54,7 +55,7 @@ from contextledger.report.frames import (
 from contextledger.tables.build import RunTables, load_outcomes, read_runs
 from contextledger.tables.standings import load_standings
 from contextledger.window.standings import timelines
-from contextledger.window.whatif import parse_policies, per_policy, read_inputs, whatif_table
+from contextledger.window.whatif import parse_policies, per_policy, whatif_table
 
 #: Window policies the report compares unless told otherwise: no window; agentfootprint
 #: 9.62's sliding window (recency pin only); the same with the newer fact pin; a tighter

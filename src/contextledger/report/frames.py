@@ -82,7 +82,7 @@ def timeline_frame(
     it), ``refused`` (another rule kept it), ``dropped`` (it left at this call) or
     ``dropped earlier``; ``reason`` says why. A turn has no row before it entered.
 
-    >>> from contextledger.window.whatif import read_inputs
+    >>> from contextledger.jobs.whatif import read_inputs
     >>> stream = read_inputs("data/sample/s0001-fact-bench.json.gz").streams[0]
     >>> cells = timeline_frame(stream, "sliding:keep=6")
     >>> cells.group_by("status").len().sort("status").rows()
@@ -172,7 +172,8 @@ def wire_check(
     """Per (run, policy): how many problems :func:`wire_violations` finds in the windows
     the policy would have served, and which kinds, replayed as the what-if replays them.
 
-    >>> from contextledger.window.whatif import read_inputs, parse_policies
+    >>> from contextledger.jobs.whatif import read_inputs
+    >>> from contextledger.window.whatif import parse_policies
     >>> streams = read_inputs("data/sample/s0003-loop.json.gz").streams
     >>> wire_check(streams, parse_policies(["sliding:keep=1"])).row(0)
     ('s0003-loop', 'sliding:keep=1', 0, [])

@@ -1,0 +1,230 @@
+"""What-if over a source: snapshot files, runs in memory, or an archive.
+
+Reads the runs (through the one run-identity rule), hands their message streams
+to the window engine (:func:`~contextledger.window.whatif.whatif_table`) and, over
+an archive, replays a batch of runs at a time, writing each batch's rows to
+Parquet so memory does not grow with the archive.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import warnings
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pyarrow as pa
+
+from contextledger.read.findings import standings_from_snapshot
+from contextledger.read.identity import DUPLICATES, RunIdentity
+from contextledger.read.messages import RunMessages, rebuild_messages
+from contextledger.read.snapshot import (
+    ReadError,
+    ReadProblem,
+    Run,
+    decode_run,
+    find_snapshot_files,
+    iter_documents,
+)
+from contextledger.tables import schema
+from contextledger.tables.build import ACCOUNTING_MODES, FOLD_ERRORS, fold_failure
+from contextledger.tables.standings import load_standings
+from contextledger.window.policies import Policy
+from contextledger.window.whatif import parse_policies, per_policy, whatif_table
+
+
+@dataclass
+class WhatIfInputs:
+    """Runs read for a what-if: their streams, the standings their snapshots hold,
+    and what could not be read."""
+
+    streams: list[RunMessages] = field(default_factory=list)
+    standings: list[dict[str, Any]] = field(default_factory=list)
+    problems: list[ReadProblem] = field(default_factory=list)
+    #: Copies of a run already read (:mod:`~contextledger.read.identity`), not replayed again.
+    duplicates: pa.Table = field(default_factory=lambda: schema.empty(DUPLICATES))
+
+
+def read_inputs(paths_or_runs: Any) -> WhatIfInputs:
+    """Read snapshot paths (files, directories) or take runs as given, in order.
+
+    Accepts a path, a :class:`Run`, a :class:`RunMessages`, or a sequence of them.
+    An unreadable file is listed in ``problems``; the rest is still read. A run read
+    twice is replayed once, as every command counts it (see :class:`RunIdentity`).
+    """
+    items = (
+        [paths_or_runs]
+        if isinstance(paths_or_runs, str | Path | Run | RunMessages)
+        else paths_or_runs
+    )
+    inputs = WhatIfInputs()
+    identity = RunIdentity()
+    for item in items:
+        if isinstance(item, RunMessages):
+            inputs.streams.append(item)
+        elif isinstance(item, Run):
+            _take(inputs, item, identity)
+        else:
+            for path in find_snapshot_files([item]):
+                try:
+                    for document in iter_documents(path):
+                        try:
+                            run = decode_run(document)
+                        except ReadError as error:
+                            inputs.problems.append(_problem(error))
+                            continue
+                        try:
+                            _take(inputs, run, identity)
+                        except FOLD_ERRORS as error:  # a stream no replay can hold
+                            source = run.source
+                            reason = fold_failure(error)
+                            inputs.problems.append(
+                                ReadProblem(source.path, source.line, run.run_id, reason)
+                            )
+                except ReadError as error:
+                    inputs.problems.append(_problem(error))
+    inputs.problems.extend(identity.conflicts)
+    inputs.duplicates = identity.duplicate_table()
+    return inputs
+
+
+def _take(inputs: WhatIfInputs, run: Run, identity: RunIdentity) -> None:
+    """Fold ``run``'s stream; keep it if it is the first readable copy of its id."""
+    stream, standings = rebuild_messages(run), standings_from_snapshot(run)
+    if identity.admit(run.run_id, run.source):
+        inputs.streams.append(stream)
+        inputs.standings.extend(standings)
+
+
+def _problem(error: ReadError) -> ReadProblem:
+    return ReadProblem(error.source.path, error.source.line, error.run_id, error.reason)
+
+
+def _standing_rows(standings: Any) -> list[dict[str, Any]]:
+    if standings is None:
+        return []
+    if isinstance(standings, str | Path):
+        return load_standings(standings).to_pylist()
+    if isinstance(standings, pl.DataFrame):
+        standings = standings.to_arrow()
+    if isinstance(standings, pa.Table):
+        rows = standings.to_pylist()
+        for row in rows:
+            row.setdefault("source", "table")
+            row["iteration"] = row.get("iteration") or 0
+        return rows
+    msg = f"standings must be a file path, a Polars frame or an Arrow table, not {type(standings)}"
+    raise TypeError(msg)
+
+
+def whatif(
+    paths_or_runs: Any,
+    policies: Sequence[str | Policy] | str,
+    standings: Any = None,
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Replay every run under every policy: ``(per_run, per_policy)``.
+
+    ``standings`` (a CSV / JSON Lines file, or a frame with ``run_id,
+    tool_call_id, standing, iteration``) adds to the findings ledgers the
+    snapshots hold and arms the ledger-fact pin for the runs it names.
+    ``paths_or_runs`` may name an archive (``DIR``, ``DIR?since=..&label=..``): its
+    runs are read back from their stored message streams, a batch at a time.
+
+    >>> per_run, per_policy = whatif("data/sample/s0001-fact-bench.json.gz",
+    ...                              ["none", "sliding:keep=6"])
+    >>> per_policy.select("policy", "runs", "answer_results_verbatim_total").rows()
+    [('none', 1, 20), ('sliding:keep=6', 1, 6)]
+    """
+    specs = [policies] if isinstance(policies, str | Policy) else list(policies)
+    parsed = parse_policies(specs)
+    if isinstance(paths_or_runs, str | Path):
+        archived = whatif_archive(paths_or_runs, parsed, _standing_rows(standings))
+        if archived is not None:
+            for problem in archived.problems:
+                warnings.warn(f"skipped {problem.where}: {problem.reason}", stacklevel=2)
+            per_run = archived.per_run
+            return per_run, per_policy(per_run)
+    inputs = read_inputs(paths_or_runs)
+    for problem in inputs.problems:
+        warnings.warn(f"skipped {problem.where}: {problem.reason}", stacklevel=2)
+    per_run = whatif_table(inputs.streams, parsed, [*inputs.standings, *_standing_rows(standings)])
+    return per_run, per_policy(per_run)
+
+
+@dataclass
+class ArchiveReplay:
+    """``whatif`` over an archive: the per-run rows, how fast they came, and the selected
+    runs it could not replay (archived without a message stream: ingest could not fold
+    it, and quarantined it for ``whatif``), each with where it came from and why.
+
+    The rows are written to Parquet a batch at a time as they are replayed, and
+    ``rows`` scans them, so the replay's memory does not grow with the archive;
+    ``per_run`` collects them all. The files are deleted with this object: scan
+    ``rows`` while it is alive.
+    """
+
+    rows: pl.LazyFrame
+    runs: int
+    seconds: float
+    problems: list[ReadProblem] = field(default_factory=list)
+    spill: tempfile.TemporaryDirectory[str] | None = field(default=None, repr=False)
+
+    @property
+    def per_run(self) -> pl.DataFrame:
+        return self.rows.collect()
+
+    @property
+    def runs_per_second(self) -> float:
+        return self.runs / self.seconds if self.seconds else 0.0
+
+
+def whatif_archive(
+    paths: str | Path | Sequence[str | Path],
+    policies: Sequence[tuple[str, Policy]],
+    standings_rows: Sequence[Mapping[str, Any]] = (),
+    batch_runs: int | None = None,
+) -> ArchiveReplay | None:
+    """:func:`whatif_table` over the archive ``paths`` name (``DIR`` or ``DIR?since=..``),
+    reading and replaying a batch of runs at a time; None when no path is an archive
+    (an archive must be the only path, as :func:`~contextledger.archive.archive_tables`
+    requires).
+
+    The rows are those :func:`whatif_table` gives over the snapshots the archive was
+    ingested from; a selected run whose stream ingest could not store is left out and
+    named in ``problems``, after the archive's damage (each damaged commit is left
+    out). Raises :class:`~contextledger.archive.ArchiveError` for an archive without
+    message streams.
+    """
+    import time
+
+    from contextledger.archive.tables import (
+        STREAM_BATCH_RUNS,
+        archive_tables,
+        stream_batches,
+        unreplayable_runs,
+    )
+
+    named = [paths] if isinstance(paths, str | Path) else paths
+    tables = archive_tables([str(path) for path in named], ACCOUNTING_MODES[0])
+    if tables is None:
+        return None
+    started = time.perf_counter()
+    archive, selection = tables.archive, tables.selection
+    spill = tempfile.TemporaryDirectory(prefix="contextledger-whatif-")
+    parts: list[str] = []
+    runs = 0
+    batches = stream_batches(archive, selection, batch_runs or STREAM_BATCH_RUNS)
+    for streams, snapshot_standings in batches:
+        frame = whatif_table(streams, policies, [*snapshot_standings, *standings_rows])
+        parts.append(str(Path(spill.name) / f"part-{len(parts):06d}.parquet"))
+        frame.write_parquet(parts[-1])
+        runs += len(streams)
+    rows = (
+        pl.scan_parquet(parts) if parts else pl.DataFrame(schema.WHATIF_RUNS.empty_table()).lazy()
+    )
+    problems = [ReadProblem(p.path, None, None, p.reason) for p in tables.damage]
+    problems += [ReadProblem(**row) for row in unreplayable_runs(archive, selection)]
+    return ArchiveReplay(rows, runs, time.perf_counter() - started, problems, spill)
