@@ -17,9 +17,10 @@ import pytest
 from click.testing import CliRunner
 from polars.testing import assert_frame_equal
 
-from contextledger.archive import Archive, ArchiveError, ArchiveTables, ingest
+from contextledger.archive import Archive, ArchiveError, ArchiveTables
 from contextledger.archive.tables import parse_archive_path
 from contextledger.cli import EXIT_UNREADABLE_INPUT, EXIT_USAGE, main
+from contextledger.jobs.ingest import ingest
 from contextledger.ledger.compute import compute_ledger, ledger_inputs
 from contextledger.ledger.duckdb_views import ledger_rows_sql
 from contextledger.tables.build import ACCOUNTING_MODES, load_outcomes, read_runs

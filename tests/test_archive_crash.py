@@ -24,16 +24,18 @@ from pathlib import Path
 import pytest
 from polars.testing import assert_frame_equal
 
-from contextledger.archive import Archive, ArchiveTables, ingest
+from contextledger.archive import Archive, ArchiveTables
+from contextledger.jobs.ingest import ingest
+from contextledger.jobs.synth import synth_snapshots
 from contextledger.ledger.compute import compute_ledger
-from contextledger.synth import synth_snapshots
 from contextledger.tables.build import ACCOUNTING_MODES, read_runs
 
 from .conftest import SAMPLE
 
 HOOKED_INGEST = """
 import os, signal, sys
-from contextledger.archive import ingest, store
+from contextledger.archive import store
+from contextledger.jobs.ingest import ingest
 
 snapshots, archive, point, when = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 seen = {"n": 0}

@@ -21,8 +21,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from contextledger.archive import Archive, ArchiveDamaged, ArchiveTables, ingest, verify_archive
+from contextledger.archive import Archive, ArchiveDamaged, ArchiveTables, verify_archive
 from contextledger.cli import EXIT_UNREADABLE_INPUT, EXIT_USAGE, main
+from contextledger.jobs.ingest import ingest
 from contextledger.ledger.compute import compute_ledger
 
 from .conftest import SAMPLE

@@ -17,12 +17,13 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from contextledger.archive import Archive, ArchiveTables, ingest
+from contextledger.archive import Archive, ArchiveTables
 from contextledger.cli import EXIT_UNREADABLE_INPUT, main
+from contextledger.jobs.ingest import ingest
 
 from .conftest import SAMPLE
 
-ingest_module = importlib.import_module("contextledger.archive.ingest")  # not the function
+ingest_module = importlib.import_module("contextledger.jobs.ingest")  # not the function
 
 
 def quarantined(root: Path) -> list[str]:

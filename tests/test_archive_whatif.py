@@ -17,14 +17,15 @@ import pytest
 from click.testing import CliRunner
 from polars.testing import assert_frame_equal
 
-from contextledger import synth
-from contextledger.archive import Archive, ArchiveTables, ingest
+from contextledger.archive import Archive, ArchiveTables
 from contextledger.archive.tables import NO_STREAM
 from contextledger.cli import EXIT_UNREADABLE_INPUT, EXIT_USAGE, main
+from contextledger.jobs import synth
+from contextledger.jobs.ingest import ingest
+from contextledger.jobs.synth import synth_archive, synth_streams
 from contextledger.jobs.whatif import whatif, whatif_archive
 from contextledger.ledger.compute import compute_ledger
 from contextledger.read.snapshot import ReadProblem
-from contextledger.synth import synth_archive, synth_streams
 from contextledger.tables import schema
 from contextledger.tables import windows as window_tables
 from contextledger.tables.windows import messages_table, stream_row

@@ -19,7 +19,8 @@ from typing import Any
 
 import pytest
 
-from contextledger.archive import archive_tables, ingest
+from contextledger.archive import archive_tables
+from contextledger.jobs.ingest import ingest
 from contextledger.jobs.whatif import read_inputs
 from contextledger.read.snapshot import ReadError, decode_run, iter_documents
 from contextledger.tables.build import ACCOUNTING_MODES, read_runs

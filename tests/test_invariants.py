@@ -10,13 +10,14 @@ import pyarrow as pa
 import pytest
 from click.testing import CliRunner
 
-from contextledger.archive import Archive, ArchiveTables, ingest
+from contextledger.archive import Archive, ArchiveTables
 from contextledger.archive.tables import stream_batches
 from contextledger.cli import main
+from contextledger.jobs.ingest import ingest
+from contextledger.jobs.synth import synth_archive, synth_snapshots
 from contextledger.ledger.compute import ledger_inputs
 from contextledger.ledger.invariants import INVARIANTS, check_invariants
 from contextledger.report.frames import wire_check
-from contextledger.synth import synth_archive, synth_snapshots
 from contextledger.tables.build import ACCOUNTING_MODES, RunTables, read_runs
 from contextledger.window.whatif import parse_policies
 

@@ -18,8 +18,9 @@ import pytest
 from click.testing import CliRunner
 from polars.testing import assert_frame_equal
 
-from contextledger.archive import Archive, ArchiveTables, ingest
+from contextledger.archive import Archive, ArchiveTables
 from contextledger.cli import EXIT_UNREADABLE_INPUT, main
+from contextledger.jobs.ingest import ingest
 from contextledger.jobs.whatif import read_inputs
 from contextledger.ledger.compute import compute_ledger, ledger_inputs
 from contextledger.ledger.duckdb_views import ledger_rows_sql

@@ -8,10 +8,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from contextledger.archive import ArchiveTables, Selection, ingest
+from contextledger.archive import ArchiveTables, Selection
 from contextledger.archive.store import Archive
 from contextledger.cli import EXIT_USAGE, main
-from contextledger.synth import synth_archive
+from contextledger.jobs.ingest import ingest
+from contextledger.jobs.synth import synth_archive
 
 from .conftest import SAMPLE
 

@@ -7,10 +7,11 @@ import pyarrow as pa
 import pytest
 from polars.testing import assert_frame_equal
 
-from contextledger.archive import Archive, ArchiveTables, ingest
+from contextledger.archive import Archive, ArchiveTables
+from contextledger.jobs.ingest import ingest
+from contextledger.jobs.synth import synth_archive, synth_snapshots, synth_tables
 from contextledger.ledger.compute import compute_ledger
 from contextledger.ledger.duckdb_views import ledger_rows_sql
-from contextledger.synth import synth_archive, synth_snapshots, synth_tables
 from contextledger.tables.build import ACCOUNTING_MODES, RunTables, read_runs
 
 from .conftest import SAMPLE

@@ -27,7 +27,7 @@ _EXPORTS = {
     "gate_what_if": "contextledger.ledger.gates",
     "connect": "contextledger.ledger.duckdb_views",
     "whatif": "contextledger.jobs.whatif",
-    "ingest": "contextledger.archive",
+    "ingest": "contextledger.jobs.ingest",
     "archive_tables": "contextledger.archive",
 }
 
@@ -49,7 +49,8 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from contextledger.archive import archive_tables, ingest
+    from contextledger.archive import archive_tables
+    from contextledger.jobs.ingest import ingest
     from contextledger.jobs.whatif import whatif
     from contextledger.ledger.compute import Ledger, compute_ledger, merge_ledgers
     from contextledger.ledger.duckdb_views import connect

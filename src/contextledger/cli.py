@@ -823,8 +823,8 @@ def ingest_command(
     DIR/quarantine.json) and retried once they change. Then `ledger DIR`, `sql DIR`
     read the archive; `DIR?since=D&until=D&label=L&run_id=A,B` selects from it.
     """
-    from contextledger.archive import ArchiveError, ingest
-    from contextledger.archive.ingest import progress_stream
+    from contextledger.archive import ArchiveError
+    from contextledger.jobs.ingest import ingest, progress_stream
 
     try:
         sidecar = load_static_tools(static_tools_file) if static_tools_file else None
@@ -905,8 +905,8 @@ def synth_command(
     for timing `ingest`. The same seed gives the same runs; running the command again
     adds only what is missing.
     """
-    from contextledger import synth
     from contextledger.archive import ArchiveError
+    from contextledger.jobs import synth
 
     if (archive_dir is None) == (snapshots_dir is None):
         _fail("give exactly one of --archive DIR and --snapshots DIR")

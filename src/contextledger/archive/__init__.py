@@ -1,12 +1,11 @@
-"""Parquet archives of the run tables: ingest snapshots once, recompute from the tables.
+"""Parquet archives of the run tables: the layout, its commits and manifest, selection.
 
-``ingest`` appends both accountings' tables to a hive-partitioned dataset with a
-manifest that makes it idempotent and crash-safe; ``ArchiveTables`` reads it lazily
-for the ledger and the DuckDB views; ``verify_archive`` names what is damaged. See
-``store`` for the layout.
+Storage only: it knows the schema, not the engines. ``jobs.ingest`` writes an
+archive (idempotent, crash-safe); ``ArchiveTables`` reads it lazily for the ledger
+and the DuckDB views; ``verify_archive`` names what is damaged. See ``store`` for
+the layout.
 """
 
-from contextledger.archive.ingest import IngestReport, ingest
 from contextledger.archive.store import (
     Archive,
     ArchiveDamaged,
@@ -22,9 +21,7 @@ __all__ = [
     "ArchiveError",
     "ArchiveProblem",
     "ArchiveTables",
-    "IngestReport",
     "Selection",
     "archive_tables",
-    "ingest",
     "verify_archive",
 ]

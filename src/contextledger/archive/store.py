@@ -525,7 +525,7 @@ def verify_archive(root: str | Path) -> list[ArchiveProblem]:
     that no commit counts, or the reverse, is named.
 
     >>> import tempfile
-    >>> from contextledger.archive.ingest import ingest
+    >>> from contextledger.jobs.ingest import ingest
     >>> with tempfile.TemporaryDirectory() as folder:
     ...     _ = ingest(["data/sample"], folder, workers=1)
     ...     verify_archive(folder)

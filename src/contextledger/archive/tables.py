@@ -135,7 +135,7 @@ class ArchiveTables(RunTables):
     """``RunTables`` over an archive: scans for the ledger and SQL, Arrow on demand.
 
     >>> import tempfile
-    >>> from contextledger.archive.ingest import ingest
+    >>> from contextledger.jobs.ingest import ingest
     >>> from contextledger.ledger.compute import compute_ledger
     >>> with tempfile.TemporaryDirectory() as folder:
     ...     _ = ingest(["data/sample"], folder, workers=1)
@@ -308,7 +308,7 @@ class ArchiveTables(RunTables):
         counts only without a run-level filter.
         """
         if "problems" not in self._cache:
-            from contextledger.archive.ingest import current_quarantine
+            from contextledger.archive.manifest import current_quarantine
 
             quarantine = current_quarantine(self.archive)
             if self.selection.since is not None:
@@ -415,7 +415,7 @@ def stream_batches(
     stream could not be stored is left out: :func:`unreplayable_runs` names them.
 
     >>> import tempfile
-    >>> from contextledger.archive.ingest import ingest
+    >>> from contextledger.jobs.ingest import ingest
     >>> with tempfile.TemporaryDirectory() as folder:
     ...     _ = ingest(["data/sample"], folder, workers=1)
     ...     sizes = [len(s) for s, _ in stream_batches(Archive.open(folder), batch_runs=10)]

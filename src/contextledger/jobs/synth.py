@@ -50,16 +50,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from contextledger.archive import store
-from contextledger.archive.ingest import (
-    IngestReport,
-    Source,
-    _append_source,
+from contextledger.archive.manifest import (
     archived_digests,
     committed_sources,
     write_quarantine_listing,
-    write_tables,
 )
 from contextledger.archive.store import Archive
+from contextledger.jobs.ingest import IngestReport, Source, _append_source, write_tables
 from contextledger.read.messages import RunMessages, collector_paused
 from contextledger.tables import schema
 from contextledger.tables.build import ACCOUNTING_MODES, RunTables

@@ -31,6 +31,12 @@ import polars as pl
 import pyarrow as pa
 
 from contextledger.archive import store
+from contextledger.archive.manifest import (
+    KnownSource,
+    archived_digests,
+    committed_sources,
+    write_quarantine_listing,
+)
 from contextledger.archive.store import Archive, Batch
 from contextledger.ledger.compute import LedgerInputs, SplitRows, piece_totals
 from contextledger.read.identity import DUPLICATES, RunIdentity, describe_duplicates
@@ -196,42 +202,9 @@ def ingest(
 
 
 # ── which files to read ────────────────────────────────────────────
-@dataclass(frozen=True)
-class _Known:
-    size: int | None
-    mtime_ns: int | None
-    content_hash: str | None
-    clean: bool  # read, and nothing in it was quarantined
-    kind: str = "snapshots"
-
-
-def committed_sources(archive: Archive) -> dict[str, _Known]:
-    """The latest manifest entry of every source path."""
-    files = archive.paths(archive.files("sources"))
-    if not files:
-        return {}
-    latest = (
-        pl.scan_parquet(files, hive_partitioning=False)
-        .select("path", "kind", "size", "mtime_ns", "content_hash", "status", "problem_count")
-        .group_by("path", maintain_order=True)
-        .last()
-        .collect()
-    )
-    return {
-        row["path"]: _Known(
-            row["size"],
-            row["mtime_ns"],
-            row["content_hash"],
-            row["status"] == "read" and row["problem_count"] == 0,
-            row["kind"],
-        )
-        for row in latest.iter_rows(named=True)
-    }
-
-
 def _changed(
     files: Sequence[Path],
-    known: Mapping[str, _Known],
+    known: Mapping[str, KnownSource],
     retry_quarantined: bool,
     report: IngestReport,
 ) -> Iterator[Source]:
@@ -263,7 +236,7 @@ def _changed(
         yield Source(name, stat.st_size, stat.st_mtime_ns, _safe_hash(path))
 
 
-def source_name(path: Path, known: Mapping[str, _Known]) -> str:
+def source_name(path: Path, known: Mapping[str, KnownSource]) -> str:
     """The manifest's name for ``path``: absolute (``..`` folded, symlinks kept as named,
     so a linked file is shown under the name the user gave), so an ingest from any folder
     finds it; as given when the manifest already holds it so (an archive written when
@@ -277,7 +250,7 @@ def source_name(path: Path, known: Mapping[str, _Known]) -> str:
 
 
 def retire_deleted_sources(
-    archive: Archive, known: Mapping[str, _Known], named: Iterable[str], date: str
+    archive: Archive, known: Mapping[str, KnownSource], named: Iterable[str], date: str
 ) -> int:
     """Commit a manifest row for each quarantined snapshot file since deleted, so its
     quarantine clears: status ``deleted``, no problems (the runs it added stay). Paths
@@ -369,7 +342,7 @@ class _Pending:
         self.report.bytes_read += source.size or 0
         self.report.runs_read += len(read.runs)
 
-    def add_outcomes(self, path: Path, known: Mapping[str, _Known]) -> None:
+    def add_outcomes(self, path: Path, known: Mapping[str, KnownSource]) -> None:
         from contextledger.tables.build import load_outcomes
 
         try:
@@ -397,24 +370,6 @@ class _Pending:
         batch.commit()
         self.report.commits += 1
         self.reads, self.outcomes, self.run_count = [], [], 0
-
-
-def archived_digests(
-    archive: Archive, run_ids: Iterable[str]
-) -> dict[str, tuple[str, str, int | None]]:
-    """``run_id -> (digest, source_path, source_line)`` for those of ``run_ids`` the
-    archive holds."""
-    files = archive.paths(archive.files("run_index"))
-    wanted = list(set(run_ids))
-    if not files or not wanted:
-        return {}
-    found = (
-        pl.scan_parquet(files, hive_partitioning=False)
-        .filter(pl.col("run_id").is_in(wanted))
-        .select("run_id", "digest", "source_path", "source_line")
-        .collect()
-    )
-    return {run_id: (digest, path, line) for run_id, digest, path, line in found.iter_rows()}
 
 
 def write_batch(
@@ -634,39 +589,6 @@ def _append_source(
 
 
 # ── the quarantine ─────────────────────────────────────────────────
-def current_quarantine(archive: Archive) -> pl.DataFrame:
-    """What is quarantined now: the problems of each source's latest ingest."""
-    empty = pl.DataFrame(pa.Table.from_pylist([], schema=store.QUARANTINE))
-    rows = []
-    latest: dict[str, int] = {}
-    for commit in archive.commits:
-        for file in commit.files:
-            if file.table == "sources":
-                paths = pl.read_parquet(archive.root / file.path, columns=["path"])["path"]
-                latest.update(dict.fromkeys(paths.to_list(), commit.seq))
-    for commit in archive.commits:
-        for file in commit.files:
-            if file.table == "quarantine":
-                table = pl.read_parquet(archive.root / file.path)
-                rows.append(
-                    table.filter(
-                        pl.col("path").replace_strict(latest, default=-1, return_dtype=pl.Int64)
-                        == commit.seq
-                    )
-                )
-    return pl.concat([empty, *rows]) if rows else empty
-
-
-def write_quarantine_listing(archive: Archive) -> None:
-    """``quarantine.json``: the current quarantine, for people and scripts."""
-    import json
-
-    rows = current_quarantine(archive).to_dicts()
-    text = json.dumps({"quarantined": rows}, indent=1, ensure_ascii=False) + "\n"
-    store.write_atomically(archive.root / "quarantine.json", text.encode())
-
-
-# ── progress ───────────────────────────────────────────────────────
 class _Progress:
     """A one-line progress bar on a terminal: files done, runs/s, MB/s, bad files."""
 

@@ -1,0 +1,105 @@
+"""The archive's manifest, read back: which sources were read, which runs are held,
+and what is quarantined now.
+
+Every ingest (and ``synth``) appends manifest rows in its commit; these readers
+answer from them without reading any run's tables.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import polars as pl
+import pyarrow as pa
+
+from contextledger.archive import store
+from contextledger.archive.store import Archive
+
+
+@dataclass(frozen=True)
+class KnownSource:
+    """What the manifest last recorded of a source file."""
+
+    size: int | None
+    mtime_ns: int | None
+    content_hash: str | None
+    clean: bool  # read, and nothing in it was quarantined
+    kind: str = "snapshots"
+
+
+def committed_sources(archive: Archive) -> dict[str, KnownSource]:
+    """The latest manifest entry of every source path."""
+    files = archive.paths(archive.files("sources"))
+    if not files:
+        return {}
+    latest = (
+        pl.scan_parquet(files, hive_partitioning=False)
+        .select("path", "kind", "size", "mtime_ns", "content_hash", "status", "problem_count")
+        .group_by("path", maintain_order=True)
+        .last()
+        .collect()
+    )
+    return {
+        row["path"]: KnownSource(
+            row["size"],
+            row["mtime_ns"],
+            row["content_hash"],
+            row["status"] == "read" and row["problem_count"] == 0,
+            row["kind"],
+        )
+        for row in latest.iter_rows(named=True)
+    }
+
+
+def archived_digests(
+    archive: Archive, run_ids: Iterable[str]
+) -> dict[str, tuple[str, str, int | None]]:
+    """``run_id -> (digest, source_path, source_line)`` for those of ``run_ids`` the
+    archive holds."""
+    files = archive.paths(archive.files("run_index"))
+    wanted = list(set(run_ids))
+    if not files or not wanted:
+        return {}
+    found = (
+        pl.scan_parquet(files, hive_partitioning=False)
+        .filter(pl.col("run_id").is_in(wanted))
+        .select("run_id", "digest", "source_path", "source_line")
+        .collect()
+    )
+    return {run_id: (digest, path, line) for run_id, digest, path, line in found.iter_rows()}
+
+
+def current_quarantine(archive: Archive) -> pl.DataFrame:
+    """What is quarantined now: the problems of each source's latest ingest."""
+    empty = pl.DataFrame(pa.Table.from_pylist([], schema=store.QUARANTINE))
+    rows = []
+    latest: dict[str, int] = {}
+    for commit in archive.commits:
+        for file in commit.files:
+            if file.table == "sources":
+                paths = pl.read_parquet(archive.root / file.path, columns=["path"])["path"]
+                latest.update(dict.fromkeys(paths.to_list(), commit.seq))
+    for commit in archive.commits:
+        for file in commit.files:
+            if file.table == "quarantine":
+                table = pl.read_parquet(archive.root / file.path)
+                rows.append(
+                    table.filter(
+                        pl.col("path").replace_strict(latest, default=-1, return_dtype=pl.Int64)
+                        == commit.seq
+                    )
+                )
+    return pl.concat([empty, *rows]) if rows else empty
+
+
+def write_quarantine_listing(archive: Archive) -> None:
+    """``quarantine.json``: the current quarantine, for people and scripts."""
+    import json
+
+    rows = current_quarantine(archive).to_dicts()
+    text = json.dumps({"quarantined": rows}, indent=1, ensure_ascii=False) + "\n"
+    store.write_atomically(archive.root / "quarantine.json", text.encode())
+
+
+# ── progress ───────────────────────────────────────────────────────
