@@ -169,17 +169,20 @@ FROM piece_totals
 WHERE first_use IS NOT NULL
 GROUP BY kind, piece_id;
 
+-- outcome_rows: the outcomes table's rows, each with its 0-based row position. A window
+-- with an empty OVER () over a single table keeps the table's row order (DuckDB's order
+-- preservation), so the position is the row's place in the Arrow table. DuckDB only:
+-- Spark keeps no row order, so it registers these rows numbered by the archive's explicit
+-- keys (file, row in file) instead (contextledger.spark.views).
+CREATE OR REPLACE VIEW outcome_rows AS
+SELECT run_id, label, row_number() OVER () - 1 AS row_position
+FROM outcomes;
+
 -- outcome_positions: each (run, label) pair once, with the 0-based row position of its
--- first row in the outcomes table: a pair listed twice still counts once. A window with an
--- empty OVER () over a single table keeps the table's row order (DuckDB's order
--- preservation), so the position is the row's place in the Arrow table.
+-- first row in the outcomes table (outcome_rows): a pair listed twice still counts once.
 CREATE OR REPLACE VIEW outcome_positions AS
-WITH numbered AS (
-    SELECT run_id, label, row_number() OVER () - 1 AS row_position
-    FROM outcomes
-)
 SELECT run_id, label, min(row_position) AS label_position
-FROM numbered
+FROM outcome_rows
 GROUP BY run_id, label;
 
 -- piece_outcomes: per piece, [{label, runs}] over the labelled metered runs that offered it

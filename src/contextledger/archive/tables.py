@@ -189,16 +189,21 @@ class ArchiveTables(RunTables):
         Labels are not filtered by date: a label may arrive after its run. Each (run,
         label) pair is listed once.
         """
-        latest: dict[str, str] = {}
-        for file in self.archive.files("outcomes"):
-            latest[file.source or file.path] = str(self.archive.root / file.path)
-        frames = [pl.scan_parquet(path, hive_partitioning=False) for path in latest.values()]
+        frames = [pl.scan_parquet(path, hive_partitioning=False) for path in self.outcome_files()]
         if self.extra_outcomes is not None:
             frames.append(pl.DataFrame(self.extra_outcomes.cast(schema.OUTCOMES)).lazy())
         if not frames:
             return _empty(schema.OUTCOMES)
         # a (run, label) pair counts once, whether stored, given again, or both
         return pl.concat(frames).unique(maintain_order=True)
+
+    def outcome_files(self) -> list[str]:
+        """Absolute paths of the archived outcomes files that count: each source's latest
+        version, sources in the order they first arrived (labels are read in this order)."""
+        latest: dict[str, str] = {}
+        for file in self.archive.files("outcomes"):
+            latest[file.source or file.path] = str(self.archive.root / file.path)
+        return list(latest.values())
 
     # ── the ledger's view ──────────────────────────────────────────
     def ledger_inputs(self) -> LedgerInputs:
