@@ -16,9 +16,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    import polars as pl
     from pyspark.sql import SparkSession
 
-__all__ = ["available", "session"]
+    from contextledger.archive.tables import ArchiveTables
+    from contextledger.ledger.compute import Ledger
+
+__all__ = ["available", "ledger", "ledger_rows", "register_views", "session", "sql"]
 
 
 def available() -> str | None:
@@ -39,3 +43,51 @@ def session(master: str | None = None, app_name: str = "contextledger") -> Spark
     from contextledger.spark.session import get_session
 
     return get_session(master, app_name)
+
+
+def register_views(
+    source: str | ArchiveTables, mode: str | None = None, spark: SparkSession | None = None
+) -> SparkSession:
+    """A Spark session with the archive's tables and the ledger views registered as
+    temporary views (see :mod:`contextledger.spark.views`)."""
+    from contextledger.spark.views import register
+
+    return register(source, mode, spark)
+
+
+def ledger(
+    source: str | ArchiveTables,
+    mode: str | None = None,
+    spark: SparkSession | None = None,
+    *,
+    use_totals: bool | None = None,
+) -> Ledger:
+    """``compute_ledger(ArchiveTables(...))``, computed by Spark SQL."""
+    from contextledger.spark.views import spark_ledger
+
+    return spark_ledger(source, mode, spark, use_totals=use_totals)
+
+
+def ledger_rows(
+    source: str | ArchiveTables,
+    mode: str | None = None,
+    spark: SparkSession | None = None,
+    *,
+    use_totals: bool | None = None,
+) -> pl.DataFrame:
+    """``compute_ledger(ArchiveTables(...)).rows()``, computed by Spark SQL's ``ledger_rows``."""
+    from contextledger.spark.views import spark_ledger_rows
+
+    return spark_ledger_rows(source, mode, spark, use_totals=use_totals)
+
+
+def sql(
+    source: str | ArchiveTables,
+    query: str,
+    mode: str | None = None,
+    spark: SparkSession | None = None,
+) -> pl.DataFrame:
+    """Run ``query`` (Spark SQL) over the archive's tables and the ledger views."""
+    from contextledger.spark.views import spark_sql
+
+    return spark_sql(source, query, mode, spark)
