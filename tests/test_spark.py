@@ -19,14 +19,16 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from click.testing import CliRunner
 from polars.testing import assert_frame_equal
 
 from contextledger.archive import Archive, ArchiveTables, ingest
+from contextledger.cli import EXIT_USAGE, main
 from contextledger.ledger.compute import compute_ledger
 from contextledger.ledger.duckdb_views import BASE_VIEWS, PIECE_VIEWS, VIEWS, view_sql
 from contextledger.tables.build import ACCOUNTING_MODES
 
-from .conftest import REPO, oracle_runs, require_corpus
+from .conftest import REPO, SAMPLE, oracle_runs, require_corpus
 from .test_duckdb_ledger import corpus_outcomes
 
 SPARK_PACKAGE = REPO / "src" / "contextledger" / "spark"
@@ -167,6 +169,18 @@ def test_an_ordered_list_keeps_its_order_on_spark():
     assert "ARRAY_SORT(COLLECT_LIST(STRUCT(k AS k0, j AS k1, x AS v)))" in query
 
 
+def test_engine_spark_is_refused_for_snapshots_and_without_pyspark(monkeypatch):
+    runner = CliRunner()
+    result = runner.invoke(main, ["ledger", str(SAMPLE), "--engine", "spark"])
+    assert result.exit_code == EXIT_USAGE and "archive" in result.output
+    import contextledger.spark
+
+    monkeypatch.setattr(contextledger.spark, "available", lambda: "pyspark not installed: ...")
+    for command in (["ledger", str(SAMPLE)], ["sql", str(SAMPLE), "SELECT 1"]):
+        result = runner.invoke(main, [*command, "--engine", "spark"])
+        assert result.exit_code == EXIT_USAGE and "pyspark not installed" in result.output
+
+
 # ── on Spark ─────────────────────────────────────────────────────────
 @pytest.mark.parametrize("use_totals", [None, False], ids=["totals", "rows"])
 @pytest.mark.parametrize("mode", ACCOUNTING_MODES)
@@ -228,6 +242,25 @@ def test_files_no_commit_lists_are_not_counted(spark, archive, tmp_path):
         got = on_spark.ledger(tables, spark=spark)
         assert_frame_equal(got.frame, compute_ledger(clean).frame, check_exact=True)
         assert got.runs_recorded == 301 - (9 if mode == "reference" else 0)
+
+
+def test_cli_engine_spark_prints_what_the_local_engine_prints(spark, archive):
+    runner = CliRunner()
+    for args in (
+        ["ledger", str(archive), "--format", "csv"],
+        ["ledger", f"{archive}?label=bad", "--mode", "reference", "--format", "json"],
+        [
+            "sql",
+            str(archive),
+            "SELECT kind, count(*) AS pieces FROM ledger_rows GROUP BY kind ORDER BY kind",
+        ],
+    ):
+        local = runner.invoke(main, args)
+        on_spark = runner.invoke(main, [*args, "--engine", "spark"])
+        assert local.exit_code == on_spark.exit_code == 0, on_spark.output
+        assert on_spark.stdout == local.stdout
+    bad = runner.invoke(main, ["sql", str(archive), "SELECT nope FROM runs", "--engine", "spark"])
+    assert bad.exit_code == EXIT_USAGE and "SQL error" in bad.output
 
 
 def test_an_empty_selection_gives_an_empty_ledger(spark, archive):

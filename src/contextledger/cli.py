@@ -51,6 +51,16 @@ mode_option = click.option(
     "reference: agentfootprint 9.62's numbers, quirks included.",
 )
 strict_option = click.option("--strict", is_flag=True, help="Stop at the first unreadable input.")
+#: ``--engine``: compute here, or on Spark SQL over an archive (see :func:`_spark_engine`).
+engine_option = click.option(
+    "--engine",
+    type=click.Choice(["local", "spark"]),
+    default="local",
+    show_default=True,
+    help="local: Polars/DuckDB on this machine; spark: Spark SQL over an archive, the same "
+    "views and numbers (pip install 'contextledger[spark]'; master from spark-submit, "
+    "else $SPARK_MASTER, else local[*]).",
+)
 
 
 def _file_option(name: str, dest: str, default_help: str) -> Callable[..., Callable[[F], F]]:
@@ -92,6 +102,37 @@ def main() -> None:
 def _fail(message: str) -> None:
     click.echo(f"contextledger: {message}", err=True)
     sys.exit(EXIT_USAGE)
+
+
+def _spark_engine(engine: str, paths: Sequence[str]) -> Any:
+    """None for ``--engine local``; for ``spark``, the call running a Spark function that
+    exits 2 with Spark's message when it fails (checked first: the extra is installed and
+    PATHS name one archive)."""
+    if engine != "spark":
+        return None
+    import contextledger.spark as on_spark
+    from contextledger.archive import ArchiveError
+    from contextledger.archive.tables import parse_archive_path
+
+    missing = on_spark.available()
+    if missing:
+        _fail(f"--engine spark: {missing}")
+    try:
+        archive = len(paths) == 1 and parse_archive_path(paths[0]) is not None
+    except ArchiveError:
+        archive = True  # a bad filter: _read_inputs names it
+    if not archive:
+        _fail("--engine spark reads one archive: contextledger ingest PATH... --archive DIR")
+
+    def run(function: str, *args: Any, failure: str = "Spark") -> Any:
+        from pyspark.errors import PySparkException
+
+        try:
+            return getattr(on_spark, function)(*args)
+        except PySparkException as error:
+            _fail(f"{failure}: {str(error).strip().splitlines()[0]}")
+
+    return run
 
 
 def _read_inputs(
@@ -223,6 +264,7 @@ def _printable(rows: pl.DataFrame) -> pl.DataFrame:
     help="Rows offered fewer times are marked not yet judged (the gate's minOffers).",
 )
 @strict_option
+@engine_option
 def ledger(
     paths: tuple[str, ...],
     outcomes_file: str | None,
@@ -233,6 +275,7 @@ def ledger(
     merge_files: tuple[str, ...],
     min_offers: int,
     strict: bool,
+    engine: str,
 ) -> None:
     """Print the context ledger of the runs under PATHS, worst earn rate first.
 
@@ -241,8 +284,9 @@ def ledger(
     piece was used more often than offered) and whether it rests on enough
     offers to be judged; JSON is LedgerJSON v1, as the reference writes it.
     """
+    on_spark = _spark_engine(engine, paths)
     tables = _read_inputs(paths, mode, static_tools_file, outcomes_file, strict)
-    result = compute_ledger(tables)
+    result = on_spark("ledger", tables) if on_spark else compute_ledger(tables)
     try:
         merged = [ledgerjson.load(path) for path in merge_files]
     except (OSError, ValueError) as error:
@@ -339,10 +383,17 @@ def _nested_as_json(frame: pl.DataFrame) -> pl.DataFrame:
     default="table",
     show_default=True,
 )
+@engine_option
 def sql(
-    paths: tuple[str, ...], query: str, mode: str, outcomes_file: str | None, output_format: str
+    paths: tuple[str, ...],
+    query: str,
+    mode: str,
+    outcomes_file: str | None,
+    output_format: str,
+    engine: str,
 ) -> None:
-    """Run QUERY (DuckDB SQL, the last argument) over the runs under PATHS and print the result.
+    """Run QUERY (DuckDB SQL, the last argument) over the runs under PATHS and print the result
+    (Spark SQL with --engine spark).
 
     Tables: runs, offers, uses, outcomes. Views: ledger (insertion order), ledger_rows
     (worst earn rate first), and the steps between them (see contextledger/ledger/sql).
@@ -351,16 +402,20 @@ def sql(
 
     from contextledger.ledger.duckdb_views import connect
 
+    on_spark = _spark_engine(engine, paths)
     tables = _read_inputs(paths, mode, None, outcomes_file, False)
-    con = connect(tables)
     result: pl.DataFrame | None = None
-    try:
-        relation = con.sql(query)
-        result = relation.pl() if relation is not None else None
-    except duckdb.Error as error:
-        _fail(f"SQL error: {error}")
-    finally:
-        con.close()
+    if on_spark:
+        result = on_spark("sql", tables, query, failure="SQL error")
+    else:
+        con = connect(tables)
+        try:
+            relation = con.sql(query)
+            result = relation.pl() if relation is not None else None
+        except duckdb.Error as error:
+            _fail(f"SQL error: {error}")
+        finally:
+            con.close()
     if result is not None:
         if output_format == "json":
             text = result.write_json() + "\n"
