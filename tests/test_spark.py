@@ -64,7 +64,8 @@ def spark():
         .appName("contextledger-tests")
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.sql.shuffle.partitions", "2")  # more than one: order must not hang on it
+        .config("spark.sql.adaptive.enabled", "false")  # else tiny shuffles coalesce to one
         .config("spark.default.parallelism", "2")
         .getOrCreate()
     )
