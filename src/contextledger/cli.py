@@ -531,12 +531,14 @@ def gates(
 @click.option(
     "-o", "--output", type=click.Path(dir_okay=False), help="Write here instead of stdout."
 )
+@engine_option
 def whatif_command(
     paths: tuple[str, ...],
     policies: tuple[str, ...],
     standings_file: str | None,
     output_format: str,
     output: str | None,
+    engine: str,
 ) -> None:
     """Replay the runs under PATHS under each --policy: what would each window have served?"""
     from contextledger.window import whatif as replayed
@@ -545,6 +547,7 @@ def whatif_command(
 
     if output_format == "parquet" and not output:
         _fail("--format parquet needs -o FILE")
+    on_spark = _spark_engine(engine, paths)
     try:
         parsed = replayed.parse_policies(policies)
         standings = load_standings(standings_file).to_pylist() if standings_file else []
@@ -555,7 +558,10 @@ def whatif_command(
 
     archived = None
     try:
-        archived = replayed.whatif_archive(paths, parsed, standings)
+        if on_spark:
+            archived = on_spark("whatif_archive", paths[0], parsed, standings)
+        else:
+            archived = replayed.whatif_archive(paths, parsed, standings)
     except ArchiveError as error:
         _fail(str(error))
     per_run: pl.DataFrame | pl.LazyFrame

@@ -145,6 +145,11 @@ class ArchiveTables(RunTables):
         self._selected_known = False
 
     # ── what is selected ───────────────────────────────────────────
+    @property
+    def commits(self) -> list[Commit]:
+        """The commits whose files the selection reads (its ingest date range)."""
+        return list(self._commits)
+
     def files(self, table: str, first_in_run: bool | None = None) -> list[str]:
         """Absolute paths of the selected files of ``table`` (this accounting), commit order."""
         chosen = [
@@ -401,19 +406,7 @@ def stream_batches(
 
     selection = selection or Selection()
     commits = [commit for commit in archive.commits if selection.keeps(commit)]
-    without = [
-        commit
-        for commit in commits
-        if commit.run_count and not any(file.table == "streams" for file in commit.files)
-    ]
-    if without:
-        raise ArchiveError(
-            f"{archive.root}: {sum(c.run_count for c in without)} archived run(s) have no "
-            "message streams (ingested before archives stored them, or written by "
-            "synth --archive --no-streams), so whatif cannot replay them; ingest the "
-            "snapshots again into a new archive (contextledger ingest PATH... --archive "
-            "NEW_DIR) and point whatif at that"
-        )
+    require_streams(archive, commits)
     ids = ArchiveTables(archive, ACCOUNTING_MODES[0], selection).run_id_filter()
     wanted = pa.array(ids, type=pa.string()) if ids is not None else None
 
@@ -440,6 +433,24 @@ def stream_batches(
                 chosen_messages = messages.filter(pc.is_in(messages["run_id"], value_set=chosen))
                 chosen_standings = standings.filter(pc.is_in(standings["run_id"], value_set=chosen))
             yield streams_from_tables(part, chosen_messages), chosen_standings.to_pylist()
+
+
+def require_streams(archive: Archive, commits: Sequence[Commit]) -> None:
+    """Raise :class:`ArchiveError` (saying what to do) when one of ``commits`` holds runs
+    but no message streams: ``whatif`` cannot replay them."""
+    without = [
+        commit
+        for commit in commits
+        if commit.run_count and not any(file.table == "streams" for file in commit.files)
+    ]
+    if without:
+        raise ArchiveError(
+            f"{archive.root}: {sum(c.run_count for c in without)} archived run(s) have no "
+            "message streams (ingested before archives stored them, or written by "
+            "synth --archive --no-streams), so whatif cannot replay them; ingest the "
+            "snapshots again into a new archive (contextledger ingest PATH... --archive "
+            "NEW_DIR) and point whatif at that"
+        )
 
 
 _WINDOW_SCHEMAS = {

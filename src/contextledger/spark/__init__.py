@@ -13,16 +13,29 @@ builds one from the usual conventions (``spark-submit``'s settings, else
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
     import polars as pl
     from pyspark.sql import SparkSession
 
     from contextledger.archive.tables import ArchiveTables
     from contextledger.ledger.compute import Ledger
+    from contextledger.window.policies import Policy
+    from contextledger.window.whatif import ArchiveReplay
 
-__all__ = ["available", "ledger", "ledger_rows", "register_views", "session", "sql"]
+__all__ = [
+    "available",
+    "ledger",
+    "ledger_rows",
+    "register_views",
+    "session",
+    "sql",
+    "whatif_archive",
+    "whatif_rows",
+]
 
 
 def available() -> str | None:
@@ -91,3 +104,29 @@ def sql(
     from contextledger.spark.views import spark_sql
 
     return spark_sql(source, query, mode, spark)
+
+
+def whatif_rows(
+    source: str | ArchiveTables,
+    policies: Sequence[tuple[str, Policy]] | Sequence[str | Policy],
+    standings_rows: Sequence[Mapping[str, Any]] = (),
+    spark: SparkSession | None = None,
+) -> pl.DataFrame:
+    """The what-if's per-run rows over an archive (``schema.WHATIF_RUNS``, runs in ingest
+    order, policies as given), replayed on the executors a batch of runs at a time."""
+    from contextledger.spark.whatif import whatif_rows as rows
+
+    return rows(source, policies, standings_rows, spark)
+
+
+def whatif_archive(
+    source: str | ArchiveTables,
+    policies: Sequence[tuple[str, Policy]] | Sequence[str | Policy],
+    standings_rows: Sequence[Mapping[str, Any]] = (),
+    spark: SparkSession | None = None,
+) -> ArchiveReplay:
+    """``contextledger.window.whatif.whatif_archive`` on Spark (rows, speed, runs it could
+    not replay): what ``whatif --engine spark`` prints from."""
+    from contextledger.spark.whatif import whatif_archive as replay
+
+    return replay(source, policies, standings_rows, spark)

@@ -2,12 +2,16 @@
 
 Under ``spark-submit`` (or ``pyspark``) the master and every setting come from the
 command line, so nothing is overridden; a Spark Connect URL in ``$SPARK_REMOTE`` is
-left to pyspark; otherwise the master is ``$SPARK_MASTER``, else ``local[*]``.
+left to pyspark; otherwise the master is ``$SPARK_MASTER``, else ``local[*]``. A local
+master runs its Python workers with this interpreter (``$PYSPARK_PYTHON`` unless set),
+which has contextledger: the what-if replays on the executors. On a cluster, install
+contextledger where the executors run.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -46,4 +50,6 @@ def get_session(master: str | None = None, app_name: str = "contextledger") -> S
     chosen = master or master_from_environment()
     if chosen is not None:
         builder = builder.master(chosen)
+        if chosen.startswith("local"):  # pyspark reads only the environment for this
+            os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     return builder.getOrCreate()

@@ -100,27 +100,17 @@ def register(
 def _sources(
     spark: SparkSession, tables: ArchiveTables, totals: list[str] | None
 ) -> dict[str, DataFrame]:
-    from pyspark.sql import functions as F
-
-    ids = tables.run_id_filter()
-    chosen = None
-    if ids is not None:
-        chosen = F.broadcast(
-            spark.createDataFrame(pa.table({"run_id": pa.array(ids, pa.string())}))
-        )
-    root = tables.archive.root
-
-    def read(files: Sequence[str], table_schema: pa.Schema, positioned: bool = False) -> DataFrame:
-        frame = _read(spark, root, files, table_schema, positioned)
-        return frame if chosen is None else frame.join(chosen, "run_id", "left_semi")
+    def read(table: str, table_schema: pa.Schema, positioned: bool = False) -> DataFrame:
+        return read_table(spark, tables, table, table_schema, positioned)
 
     sources = {
-        "runs": read(tables.files("runs"), schema.RUNS),
-        "offers": read(tables.files("offers"), schema.OFFERS),
-        "uses": read(tables.files("uses"), schema.USES),
-        "offers_first_in_run": read(tables.files("offers", True), schema.OFFERS, True),
-        "uses_first_in_run": read(tables.files("uses", True), schema.USES, True),
+        "runs": read("runs", schema.RUNS),
+        "offers": read("offers", schema.OFFERS),
+        "uses": read("uses", schema.USES),
+        "offers_first_in_run": read("offers", schema.OFFERS, True),
+        "uses_first_in_run": read("uses", schema.USES, True),
     }
+    root = tables.archive.root
     if totals is not None:
         sources["piece_totals"] = _read(spark, root, totals, schema.PIECE_TOTALS, False)
     rows = _outcome_rows(spark, tables)
@@ -172,6 +162,28 @@ def _read(
     for part in parts[1:]:
         frame = frame.unionByName(part)
     return frame.select(*names, "file_index", "file_row_number")
+
+
+def read_table(
+    spark: SparkSession,
+    tables: ArchiveTables,
+    table: str,
+    table_schema: pa.Schema,
+    positioned: bool = False,
+) -> DataFrame:
+    """The selected files of ``table`` (committed only), the selection's run ids kept;
+    ``positioned`` (offers and uses: their first_in_run=true files) adds each row's
+    ``file_index`` and ``file_row_number``."""
+    from pyspark.sql import functions as F
+
+    first_in_run = True if positioned and table in ("offers", "uses") else None
+    files = tables.files(table, first_in_run)
+    frame = _read(spark, tables.archive.root, files, table_schema, positioned)
+    ids = tables.run_id_filter()
+    if ids is None:
+        return frame
+    chosen = spark.createDataFrame(pa.table({"run_id": pa.array(ids, pa.string())}))
+    return frame.join(F.broadcast(chosen), "run_id", "left_semi")
 
 
 def _outcome_rows(spark: SparkSession, tables: ArchiveTables) -> DataFrame:
