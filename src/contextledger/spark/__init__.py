@@ -2,7 +2,8 @@
 
 A team that already runs Spark points it at an archive's Parquet files; the views are
 the DuckDB views' own SQL (``ledger/sql/*.sql``), transpiled with sqlglot, so there is
-no second implementation to drift. Nothing here imports ``pyspark`` (or ``sqlglot``)
+no second implementation to drift; the window what-if runs the local replay code on
+the executors (:mod:`contextledger.spark.whatif`). Nothing here imports ``pyspark`` (or ``sqlglot``)
 until a function is called: importing contextledger, and every local command, works
 without the ``spark`` extra. Install it with ``pip install 'contextledger[spark]'``.
 
