@@ -21,13 +21,17 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from contextledger.archive.tables import ArchiveTables, require_streams, unreplayable_runs
-from contextledger.read.snapshot import ReadProblem
 from contextledger.spark.session import get_session
 from contextledger.spark.views import archive_of, read_table, to_polars
 from contextledger.tables import schema
 from contextledger.window.policies import Policy
 from contextledger.window.tables import streams_from_tables
-from contextledger.window.whatif import ArchiveReplay, parse_policies, whatif_table
+from contextledger.window.whatif import (  # ReadProblem: as window.whatif names problems
+    ArchiveReplay,
+    ReadProblem,
+    parse_policies,
+    whatif_table,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
