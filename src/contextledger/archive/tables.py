@@ -335,9 +335,7 @@ class ArchiveTables(RunTables):
             sources[table] = _read_parquet_sql(self.files(table), schema.TABLES[table], ids)
         for table in ("offers", "uses"):  # each row its piece's first in the run
             files = self.files(table, first_in_run=True)
-            located = schema.TABLES[table].append(pa.field("file_index", pa.int64()))
-            located = located.append(pa.field("file_row_number", pa.int64()))
-            sources[f"{table}_first_in_run"] = _read_parquet_sql(files, located, ids)
+            sources[f"{table}_first_in_run"] = _read_parquet_sql(files, schema.TABLES[table], ids)
         totals = self.totals_files()
         if totals is not None:
             sources["piece_totals"] = _read_parquet_sql(totals, schema.PIECE_TOTALS, None)
@@ -345,9 +343,7 @@ class ArchiveTables(RunTables):
 
 
 def _read_parquet_sql(files: Sequence[str], table_schema: pa.Schema, ids: list[str] | None) -> str:
-    """A query of ``files``' columns in ``table_schema`` (which may name DuckDB's virtual
-    columns ``file_index`` and ``file_row_number``: the file's place in ``files``, the
-    row's in its file)."""
+    """A query of ``files``' columns in ``table_schema``, rows of ``ids`` only (if given)."""
     columns = ", ".join(f'"{name}"' for name in table_schema.names)
     if not files:
         return f"SELECT {columns} FROM ({_empty_sql(table_schema)})"
