@@ -3,16 +3,12 @@
 The tables Spark reads are exactly those the DuckDB path reads (``ArchiveTables``
 picks the committed files of the selection, so a crashed ingest's leftovers are never
 counted); the views are the DuckDB views' SQL, transpiled (:mod:`.dialect`). Spark keeps
-no row order, so where DuckDB relies on it this module supplies explicit keys instead:
-
-- ``offers_first_in_run`` and ``uses_first_in_run`` carry ``file_index`` (the file's
-  place in the selection's file list, commit order) and ``file_row_number`` (the row's
-  place in its file, from Spark's ``_metadata.row_index``), the columns DuckDB's
-  ``read_parquet`` gives; ``archive_first_offers.sql`` turns them into positions;
-- ``outcome_rows`` (DuckDB numbers the outcomes table's rows in insertion order, see
-  ``outcome_rows.sql``) is registered from the same order made explicit: outcomes files
-  as :meth:`ArchiveTables.outcome_files` lists them, rows in each file, then labels given
-  in Python; each (run, label) pair once, numbered by its first row.
+no row order; the views order by stored keys (``run_order``, ``seq``) throughout, except
+``outcome_rows``: DuckDB numbers the outcomes table's rows in insertion order (see
+``outcome_rows.sql``), so Spark registers them with the same order made explicit:
+outcomes files as :meth:`ArchiveTables.outcome_files` lists them, each row's place in its
+file (``file_index``, and ``file_row_number`` from Spark's ``_metadata.row_index``), then
+the labels given in Python; each (run, label) pair once, numbered by its first row.
 """
 
 from __future__ import annotations
@@ -40,7 +36,7 @@ DUCKDB_ONLY = {
     "outcome_rows": "numbers the outcomes rows in insertion order, which Spark does not keep",
 }
 
-#: The positioned columns DuckDB's ``read_parquet`` adds to the first-in-run tables.
+#: A row's place: its file's in the list read, and its own in the file.
 _POSITIONED = pa.schema(
     [pa.field("file_index", pa.int64()), pa.field("file_row_number", pa.int64())]
 )
@@ -100,15 +96,15 @@ def register(
 def _sources(
     spark: SparkSession, tables: ArchiveTables, totals: list[str] | None
 ) -> dict[str, DataFrame]:
-    def read(table: str, table_schema: pa.Schema, positioned: bool = False) -> DataFrame:
-        return read_table(spark, tables, table, table_schema, positioned)
+    def read(table: str, table_schema: pa.Schema) -> DataFrame:
+        return read_table(spark, tables, table, table_schema)
 
     sources = {
         "runs": read("runs", schema.RUNS),
         "offers": read("offers", schema.OFFERS),
         "uses": read("uses", schema.USES),
-        "offers_first_in_run": read("offers", schema.OFFERS, True),
-        "uses_first_in_run": read("uses", schema.USES, True),
+        "offers_first_in_run": read_table(spark, tables, "offers", schema.OFFERS, True),
+        "uses_first_in_run": read_table(spark, tables, "uses", schema.USES, True),
     }
     root = tables.archive.root
     if totals is not None:
@@ -169,14 +165,14 @@ def read_table(
     tables: ArchiveTables,
     table: str,
     table_schema: pa.Schema,
+    first_in_run: bool | None = None,
     positioned: bool = False,
 ) -> DataFrame:
-    """The selected files of ``table`` (committed only), the selection's run ids kept;
-    ``positioned`` (offers and uses: their first_in_run=true files) adds each row's
-    ``file_index`` and ``file_row_number``."""
+    """The selected files of ``table`` (committed only; offers and uses: those of
+    ``first_in_run`` if given), the selection's run ids kept; ``positioned`` adds each
+    row's ``file_index`` and ``file_row_number``."""
     from pyspark.sql import functions as F
 
-    first_in_run = True if positioned and table in ("offers", "uses") else None
     files = tables.files(table, first_in_run)
     frame = _read(spark, tables.archive.root, files, table_schema, positioned)
     ids = tables.run_id_filter()
