@@ -26,9 +26,10 @@ from contextledger.archive import Archive, ArchiveTables, ingest
 from contextledger.cli import EXIT_USAGE, main
 from contextledger.ledger.compute import compute_ledger
 from contextledger.ledger.duckdb_views import BASE_VIEWS, PIECE_VIEWS, VIEWS, view_sql
-from contextledger.tables.build import ACCOUNTING_MODES
+from contextledger.tables.build import ACCOUNTING_MODES, read_runs
 
 from .conftest import REPO, SAMPLE, oracle_runs, require_corpus
+from .test_archive import interleaved_archive
 from .test_duckdb_ledger import corpus_outcomes
 
 SPARK_PACKAGE = REPO / "src" / "contextledger" / "spark"
@@ -214,6 +215,17 @@ def test_each_selection_filter_gives_the_local_ledger(spark, archive, filters):
     tables = ArchiveTables(Archive.open(archive), "corrected").select(**filters)
     assert tables.runs.num_rows < 301
     both(spark, tables)
+
+
+@pytest.mark.parametrize("use_totals", [None, False], ids=["totals", "rows"])
+def test_partitions_interleaving_run_order_give_the_direct_ledger(spark, tmp_path, use_totals):
+    """Pieces shared across partitions whose files split one commit's runs out of order:
+    first offers and label credit follow run_order on Spark too."""
+    root, paths, labels = interleaved_archive(tmp_path)
+    tables = ArchiveTables(Archive.open(root), "corrected").with_outcomes(labels)
+    expected = compute_ledger(read_runs(paths).with_outcomes(labels))
+    assert_frame_equal(compute_ledger(tables).frame, expected.frame, check_exact=True)
+    both(spark, tables, use_totals)
 
 
 def test_the_public_api_reads_an_archive_path_with_filters(spark, archive):
