@@ -60,13 +60,17 @@ def session(master: str | None = None, app_name: str = "contextledger") -> Spark
 
 
 def register_views(
-    source: str | ArchiveTables, mode: str | None = None, spark: SparkSession | None = None
+    source: str | ArchiveTables,
+    mode: str | None = None,
+    spark: SparkSession | None = None,
+    *,
+    use_totals: bool | None = None,
 ) -> SparkSession:
     """A Spark session with the archive's tables and the ledger views registered as
     temporary views (see :mod:`contextledger.spark.views`)."""
     from contextledger.spark.views import register
 
-    return register(source, mode, spark)
+    return register(source, mode, spark, use_totals=use_totals)
 
 
 def ledger(
