@@ -254,3 +254,45 @@ def test_an_empty_selection_gives_an_empty_ledger(tmp_path):
     assert compute_ledger(tables).runs_recorded == 0
     assert ledger_rows_sql(tables).height == 0
     assert tables.runs.num_rows == 0 and isinstance(tables.offers, pa.Table)
+
+
+def interleaved_archive(tmp_path: Path) -> tuple[Path, list[Path], pa.Table]:
+    """The sample in one commit, partitioned by source_dir with the runs alternating
+    between two folders (so each partition's file holds every other run), and labels:
+    ``(archive, snapshot paths in run order, labels)``."""
+    paths = []
+    for position, path in enumerate(sorted(SAMPLE.glob("*.json.gz"))):
+        folder = tmp_path / ("a" if position % 2 else "b")
+        folder.mkdir(exist_ok=True)
+        paths.append(Path(shutil.copy(path, folder / path.name)))
+    root = tmp_path / "archive"
+    ingest(paths, root, partition_by="source_dir", workers=1)
+    run_ids = [path.name.removesuffix(".json.gz") for path in paths]
+    labels = pa.table(
+        {
+            "run_id": [*run_ids, *run_ids[::-3]],
+            "label": ["good" if i % 3 else "bad" for i in range(len(run_ids))]
+            + ["reviewed"] * len(run_ids[::-3]),
+        }
+    )
+    return root, paths, labels
+
+
+def test_partitions_interleaving_run_order_give_the_direct_ledger_on_every_path(tmp_path):
+    """A partition key that splits one commit's runs into files out of run order: a
+    piece's first offer and the order its labels are credited follow run_order, not the
+    order of the files, from the totals and from every row, in Polars and DuckDB."""
+    root, paths, labels = interleaved_archive(tmp_path)
+    run_ids = [path.name.removesuffix(".json.gz") for path in paths]
+    for mode in ACCOUNTING_MODES:
+        tables = ArchiveTables(Archive.open(root), mode).with_outcomes(labels)
+        files = [Path(path).parent.parent.name for path in tables.files("offers", True)]
+        assert files == ["source_dir=b", "source_dir=a"]  # b holds the first run
+        expected = compute_ledger(read_runs(paths, mode=mode).with_outcomes(labels))
+        inputs = ledger_inputs(tables)
+        for path in (inputs, replace(inputs, totals=None)):
+            assert_frame_equal(compute_ledger(path).frame, expected.frame, check_exact=True)
+        assert_frame_equal(ledger_rows_sql(tables), expected.rows(), check_exact=True)
+        by_rows = tables.select(run_ids=tuple(run_ids))  # a run-level filter reads rows
+        assert by_rows.totals_scan() is None
+        assert_frame_equal(ledger_rows_sql(by_rows), expected.rows(), check_exact=True)

@@ -86,6 +86,7 @@ SKIPPING_HELPERS = {
     ("conftest.py", "require_corpus"),
     ("test_report_browser.py", "chromium"),
     ("test_output.py", "test_a_full_tmpfs_leaves_nothing"),
+    ("test_spark.py", "require"),
 }
 
 
@@ -121,7 +122,7 @@ def test_no_test_skips_except_through_a_helper_that_fails_under_ci():
 # ── .ci/run ───────────────────────────────────────────────────────────────────
 
 #: The stubs on PATH, and those the README's command creates in .venv/bin.
-PATH_PROGRAMS = ("python3", "apt-get", "chromium")
+PATH_PROGRAMS = ("python3", "apt-get", "chromium", "java")
 VENV_PROGRAMS = ("pip", "python", "ruff", "mypy")
 
 
@@ -135,7 +136,9 @@ def stub(path: Path, name: str) -> None:
     path.chmod(0o755)
 
 
-def run_ci(tmp_path: Path, *, chromium: bool = True, **fail: int) -> tuple[int, list[str]]:
+def run_ci(
+    tmp_path: Path, *, chromium: bool = True, java: bool = True, **fail: int
+) -> tuple[int, list[str]]:
     """Run a copy of ``.ci/run`` among stubs; ``fail`` maps a program to its exit status.
     Returns the script's exit status and the steps it ran, in order."""
     tmp_path.mkdir(parents=True, exist_ok=True)
@@ -149,7 +152,7 @@ def run_ci(tmp_path: Path, *, chromium: bool = True, **fail: int) -> tuple[int, 
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     for name in PATH_PROGRAMS:
-        if name != "chromium" or chromium:
+        if {"chromium": chromium, "java": java}.get(name, True):
             stub(bin_dir / name, name)
     dirname = shutil.which("dirname")
     assert dirname is not None
@@ -168,7 +171,7 @@ def run_ci(tmp_path: Path, *, chromium: bool = True, **fail: int) -> tuple[int, 
 
 ALL_STEPS = [
     "python3 -m venv .venv",
-    "pip install -q -e .[dev]",
+    "pip install -q -e .[dev,spark]",
     "python -m pytest",
     "ruff check",
     "ruff format --check",
@@ -179,7 +182,7 @@ ALL_STEPS = [
 def test_ci_runs_the_readmes_test_command_verbatim():
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     command = (
-        'python3 -m venv .venv && .venv/bin/pip install -q -e ".[dev]" '
+        'python3 -m venv .venv && .venv/bin/pip install -q -e ".[dev,spark]" '
         "&& .venv/bin/python -m pytest"
     )
     assert f"\n{command}\n" in readme
@@ -209,3 +212,13 @@ def test_ci_stops_when_chromium_cannot_be_installed(tmp_path):
     status, steps = run_ci(tmp_path / "installs", chromium=False)
     assert status == 0
     assert steps == ["apt-get update -qq", "apt-get install -y -qq chromium", *ALL_STEPS]
+
+
+def test_ci_installs_java_for_spark_when_it_is_missing(tmp_path):
+    status, steps = run_ci(tmp_path, java=False)
+    assert status == 0
+    assert steps == [
+        "apt-get update -qq",
+        "apt-get install -y -qq openjdk-17-jre-headless",
+        *ALL_STEPS,
+    ]

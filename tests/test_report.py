@@ -138,7 +138,7 @@ def test_the_readme_quick_start_runs_the_report_first():
     assert len(commands) == 2
     assert "contextledger report" in commands[0]
     assert commands[1] == (
-        'python3 -m venv .venv && .venv/bin/pip install -q -e ".[dev]" '
+        'python3 -m venv .venv && .venv/bin/pip install -q -e ".[dev,spark]" '
         "&& .venv/bin/python -m pytest"
     )
 

@@ -61,6 +61,16 @@ mode_option = click.option(
     "reference: agentfootprint 9.62's numbers, quirks included.",
 )
 strict_option = click.option("--strict", is_flag=True, help="Stop at the first unreadable input.")
+#: ``--engine``: compute here, or on Spark SQL over an archive (see :func:`_spark_engine`).
+engine_option = click.option(
+    "--engine",
+    type=click.Choice(["local", "spark"]),
+    default="local",
+    show_default=True,
+    help="local: Polars/DuckDB on this machine; spark: Spark SQL over an archive, the same "
+    "views and numbers (pip install 'contextledger[spark]'; master from spark-submit, "
+    "else $SPARK_MASTER, else local[*]).",
+)
 
 
 def _use_max_document_mb(ctx: click.Context, _: click.Parameter, megabytes: int) -> None:
@@ -178,6 +188,37 @@ def _emit(text: str, output: str | None) -> None:
         return
     with _writing(output) as temporary:
         temporary.write_text(text, encoding="utf-8")
+
+
+def _spark_engine(engine: str, paths: Sequence[str]) -> Any:
+    """None for ``--engine local``; for ``spark``, the call running a Spark function that
+    exits 2 with Spark's message when it fails (checked first: the extra is installed and
+    PATHS name one archive)."""
+    if engine != "spark":
+        return None
+    import contextledger.jobs.spark as on_spark
+    from contextledger.archive import ArchiveError
+    from contextledger.archive.tables import parse_archive_path
+
+    missing = on_spark.available()
+    if missing:
+        _fail(f"--engine spark: {missing}")
+    try:
+        archive = len(paths) == 1 and parse_archive_path(paths[0]) is not None
+    except ArchiveError:
+        archive = True  # a bad filter: _read_inputs names it
+    if not archive:
+        _fail("--engine spark reads one archive: contextledger ingest PATH... --archive DIR")
+
+    def run(function: str, *args: Any, failure: str = "Spark") -> Any:
+        from pyspark.errors import PySparkException
+
+        try:
+            return getattr(on_spark, function)(*args)
+        except PySparkException as error:
+            _fail(f"{failure}: {str(error).strip().splitlines()[0]}")
+
+    return run
 
 
 def _read_inputs(
@@ -315,6 +356,7 @@ def _printable(rows: pl.DataFrame) -> pl.DataFrame:
 )
 @strict_option
 @max_document_option
+@engine_option
 def ledger(
     paths: tuple[str, ...],
     outcomes_file: str | None,
@@ -325,6 +367,7 @@ def ledger(
     merge_files: tuple[str, ...],
     min_offers: int,
     strict: bool,
+    engine: str,
 ) -> None:
     """Print the context ledger of the runs under PATHS, worst earn rate first.
 
@@ -333,8 +376,9 @@ def ledger(
     piece was used more often than offered) and whether it rests on enough
     offers to be judged; JSON is LedgerJSON v1, as the reference writes it.
     """
+    on_spark = _spark_engine(engine, paths)
     tables = _read_inputs(paths, mode, static_tools_file, outcomes_file, strict)
-    result = compute_ledger(tables)
+    result = on_spark("ledger", tables) if on_spark else compute_ledger(tables)
     try:
         merged = [ledgerjson.load(path) for path in merge_files]
     except (OSError, ValueError) as error:
@@ -440,6 +484,7 @@ def _nested_as_json(frame: pl.DataFrame) -> pl.DataFrame:
     "extensions, nor change settings (an archive is read into memory first).",
 )
 @max_document_option
+@engine_option
 def sql(
     paths: tuple[str, ...],
     query: str,
@@ -448,8 +493,10 @@ def sql(
     output_format: str,
     output: str | None,
     no_external_access: bool,
+    engine: str,
 ) -> None:
-    """Run QUERY (DuckDB SQL, the last argument) over the runs under PATHS and print the result.
+    """Run QUERY (DuckDB SQL, the last argument) over the runs under PATHS and print the result
+    (Spark SQL with --engine spark).
 
     Tables: runs, offers, uses, outcomes. Views: ledger (insertion order), ledger_rows
     (worst earn rate first), and the steps between them (see contextledger/ledger/sql).
@@ -460,17 +507,21 @@ def sql(
 
     from contextledger.ledger.duckdb_views import connect, result_frame
 
+    on_spark = _spark_engine(engine, paths)
     tables = _read_inputs(paths, mode, None, outcomes_file, False)
-    con = connect(tables, external_access=not no_external_access)
     result: pl.DataFrame | None = None
-    try:
-        relation = con.sql(query)
-        result = result_frame(relation) if relation is not None else None
-    except (duckdb.Error, pl.exceptions.PolarsError) as error:
-        lines = (line.strip() for line in str(error).splitlines())  # DuckDB's are several
-        _fail(f"SQL error: {'; '.join(line for line in lines if line and line != '^')}")
-    finally:
-        con.close()
+    if on_spark:
+        result = on_spark("sql", tables, query, failure="SQL error")
+    else:
+        con = connect(tables, external_access=not no_external_access)
+        try:
+            relation = con.sql(query)
+            result = result_frame(relation) if relation is not None else None
+        except (duckdb.Error, pl.exceptions.PolarsError) as error:
+            lines = (line.strip() for line in str(error).splitlines())  # DuckDB's are several
+            _fail(f"SQL error: {'; '.join(line for line in lines if line and line != '^')}")
+        finally:
+            con.close()
     if result is not None:
         if output_format == "json":
             text = result.write_json() + "\n"
@@ -587,12 +638,14 @@ def gates(
 )
 @output_option
 @max_document_option
+@engine_option
 def whatif_command(
     paths: tuple[str, ...],
     policies: tuple[str, ...],
     standings_file: str | None,
     output_format: str,
     output: str | None,
+    engine: str,
 ) -> None:
     """Replay the runs under PATHS under each --policy: what would each window have served?"""
     from contextledger.jobs import whatif as sourced
@@ -602,6 +655,7 @@ def whatif_command(
 
     if output_format == "parquet" and not output:
         _fail("--format parquet needs -o FILE")
+    on_spark = _spark_engine(engine, paths)
     try:
         parsed = replayed.parse_policies(policies)
         standings = load_standings(standings_file).to_pylist() if standings_file else []
@@ -612,7 +666,10 @@ def whatif_command(
 
     archived = None
     try:
-        archived = sourced.whatif_archive(paths, parsed, standings)
+        if on_spark:
+            archived = on_spark("whatif_archive", paths[0], parsed, standings)
+        else:
+            archived = sourced.whatif_archive(paths, parsed, standings)
     except ArchiveError as error:
         _fail(str(error))
     per_run: pl.DataFrame | pl.LazyFrame

@@ -48,16 +48,17 @@ CREATE OR REPLACE VIEW metered_uses AS
 SELECT * FROM uses;
 
 -- first_offers over an archive: its first_in_run=true offer files (each row a piece's first
--- offer in its run). They list runs in run_order, each run's rows by seq, the files in
--- commit order, so a row's place (file, row in file) is its position.
+-- offer in its run), positioned by run_order, then seq, as in first_offers. The files'
+-- order is not relied on: a partition key can split one commit's runs across files.
 CREATE OR REPLACE VIEW first_offers AS
 SELECT
     run_id,
     kind,
     piece_id,
     seq,
-    CAST(file_index AS BIGINT) * 1099511627776 + file_row_number AS position
-FROM offers_first_in_run;
+    CAST(runs.run_order AS BIGINT) * 4294967296 + seq AS position
+FROM offers_first_in_run
+JOIN runs USING (run_id);
 
 -- first_uses over an archive: its first_in_run=true use files, positioned as first_offers.
 CREATE OR REPLACE VIEW first_uses AS
@@ -66,8 +67,9 @@ SELECT
     kind,
     piece_id,
     seq,
-    CAST(file_index AS BIGINT) * 1099511627776 + file_row_number AS position
-FROM uses_first_in_run;
+    CAST(runs.run_order AS BIGINT) * 4294967296 + seq AS position
+FROM uses_first_in_run
+JOIN runs USING (run_id);
 
 -- piece_offers: per piece, how often it was offered, its estimated token cost, the metered
 -- runs that offered it, and its first offer. first_seen orders every offer and use the way
@@ -169,17 +171,20 @@ FROM piece_totals
 WHERE first_use IS NOT NULL
 GROUP BY kind, piece_id;
 
+-- outcome_rows: the outcomes table's rows, each with its 0-based row position. A window
+-- with an empty OVER () over a single table keeps the table's row order (DuckDB's order
+-- preservation), so the position is the row's place in the Arrow table. DuckDB only:
+-- Spark keeps no row order, so it registers these rows numbered by the archive's explicit
+-- keys (file, row in file) instead (contextledger.jobs.spark.views).
+CREATE OR REPLACE VIEW outcome_rows AS
+SELECT run_id, label, row_number() OVER () - 1 AS row_position
+FROM outcomes;
+
 -- outcome_positions: each (run, label) pair once, with the 0-based row position of its
--- first row in the outcomes table: a pair listed twice still counts once. A window with an
--- empty OVER () over a single table keeps the table's row order (DuckDB's order
--- preservation), so the position is the row's place in the Arrow table.
+-- first row in the outcomes table (outcome_rows): a pair listed twice still counts once.
 CREATE OR REPLACE VIEW outcome_positions AS
-WITH numbered AS (
-    SELECT run_id, label, row_number() OVER () - 1 AS row_position
-    FROM outcomes
-)
 SELECT run_id, label, min(row_position) AS label_position
-FROM numbered
+FROM outcome_rows
 GROUP BY run_id, label;
 
 -- piece_outcomes: per piece, [{label, runs}] over the labelled metered runs that offered it

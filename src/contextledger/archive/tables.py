@@ -163,6 +163,11 @@ class ArchiveTables(RunTables):
         self._selected_known = False
 
     # ── what is selected ───────────────────────────────────────────
+    @property
+    def commits(self) -> list[Commit]:
+        """The commits whose files the selection reads (its ingest date range)."""
+        return list(self._commits)
+
     def files(self, table: str, first_in_run: bool | None = None) -> list[str]:
         """Absolute paths of the selected files of ``table`` (this accounting), commit order."""
         chosen = [
@@ -207,16 +212,21 @@ class ArchiveTables(RunTables):
         Labels are not filtered by date: a label may arrive after its run. Each (run,
         label) pair is listed once.
         """
-        latest: dict[str, str] = {}
-        for file in self.archive.files("outcomes"):
-            latest[file.source or file.path] = str(self.archive.root / file.path)
-        frames = [pl.scan_parquet(path, hive_partitioning=False) for path in latest.values()]
+        frames = [pl.scan_parquet(path, hive_partitioning=False) for path in self.outcome_files()]
         if self.extra_outcomes is not None:
             frames.append(pl.DataFrame(self.extra_outcomes.cast(schema.OUTCOMES)).lazy())
         if not frames:
             return _empty(schema.OUTCOMES)
         # a (run, label) pair counts once, whether stored, given again, or both
         return pl.concat(frames).unique(maintain_order=True)
+
+    def outcome_files(self) -> list[str]:
+        """Absolute paths of the archived outcomes files that count: each source's latest
+        version, sources in the order they first arrived (labels are read in this order)."""
+        latest: dict[str, str] = {}
+        for file in self.archive.files("outcomes"):
+            latest[file.source or file.path] = str(self.archive.root / file.path)
+        return list(latest.values())
 
     # ── what the ledger reads (see ledger.compute.StoredTables) ──────
     def totals_scan(self) -> pl.LazyFrame | None:
@@ -357,9 +367,7 @@ class ArchiveTables(RunTables):
             sources[table] = _read_parquet_sql(self.files(table), schema.TABLES[table], ids)
         for table in ("offers", "uses"):  # each row its piece's first in the run
             files = self.files(table, first_in_run=True)
-            located = schema.TABLES[table].append(pa.field("file_index", pa.int64()))
-            located = located.append(pa.field("file_row_number", pa.int64()))
-            sources[f"{table}_first_in_run"] = _read_parquet_sql(files, located, ids)
+            sources[f"{table}_first_in_run"] = _read_parquet_sql(files, schema.TABLES[table], ids)
         totals = self.totals_files()
         if totals is not None:
             sources["piece_totals"] = _read_parquet_sql(totals, schema.PIECE_TOTALS, None)
@@ -367,9 +375,7 @@ class ArchiveTables(RunTables):
 
 
 def _read_parquet_sql(files: Sequence[str], table_schema: pa.Schema, ids: list[str] | None) -> str:
-    """A query of ``files``' columns in ``table_schema`` (which may name DuckDB's virtual
-    columns ``file_index`` and ``file_row_number``: the file's place in ``files``, the
-    row's in its file)."""
+    """A query of ``files``' columns in ``table_schema``, rows of ``ids`` only (if given)."""
     columns = ", ".join(f'"{name}"' for name in table_schema.names)
     if not files:
         return f"SELECT {columns} FROM ({_empty_sql(table_schema)})"
@@ -428,19 +434,7 @@ def stream_batches(
 
     selection = selection or Selection()
     commits = [commit for commit in archive.commits if selection.keeps(commit)]
-    without = [
-        commit
-        for commit in commits
-        if commit.run_count and not any(file.table == "streams" for file in commit.files)
-    ]
-    if without:
-        raise ArchiveError(
-            f"{archive.root}: {sum(c.run_count for c in without)} archived run(s) have no "
-            "message streams (ingested before archives stored them, or written by "
-            "synth --archive --no-streams), so whatif cannot replay them; ingest the "
-            "snapshots again into a new archive (contextledger ingest PATH... --archive "
-            "NEW_DIR) and point whatif at that"
-        )
+    require_streams(archive, commits)
     ids = ArchiveTables(archive, ACCOUNTING_MODES[0], selection).run_id_filter()
     wanted = pa.array(ids, type=pa.string()) if ids is not None else None
 
@@ -467,6 +461,24 @@ def stream_batches(
                 chosen_messages = messages.filter(pc.is_in(messages["run_id"], value_set=chosen))
                 chosen_standings = standings.filter(pc.is_in(standings["run_id"], value_set=chosen))
             yield streams_from_tables(part, chosen_messages), chosen_standings.to_pylist()
+
+
+def require_streams(archive: Archive, commits: Sequence[Commit]) -> None:
+    """Raise :class:`ArchiveError` (saying what to do) when one of ``commits`` holds runs
+    but no message streams: ``whatif`` cannot replay them."""
+    without = [
+        commit
+        for commit in commits
+        if commit.run_count and not any(file.table == "streams" for file in commit.files)
+    ]
+    if without:
+        raise ArchiveError(
+            f"{archive.root}: {sum(c.run_count for c in without)} archived run(s) have no "
+            "message streams (ingested before archives stored them, or written by "
+            "synth --archive --no-streams), so whatif cannot replay them; ingest the "
+            "snapshots again into a new archive (contextledger ingest PATH... --archive "
+            "NEW_DIR) and point whatif at that"
+        )
 
 
 _WINDOW_SCHEMAS = {

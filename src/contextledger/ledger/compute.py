@@ -196,9 +196,10 @@ def ledger_plan(inputs: LedgerInputs) -> tuple[pl.LazyFrame, pl.LazyFrame]:
             pl.col("first_offer").min(),
             pl.col("first_use").min(),
         )
+    credit = _outcomes_per_piece(inputs.outcomes, split.first_offers, run_orders)
     rows = (
         totals.with_columns(first=pl.min_horizontal("first_offer", "first_use"))
-        .join(_outcomes_per_piece(inputs.outcomes, split.first_offers), on=piece, how="left")
+        .join(credit, on=piece, how="left")
         .with_columns(outcomes=pl.col("outcomes").fill_null(pl.lit([], dtype=_OUTCOMES_DTYPE)))
         .sort("first")
         .rename({"piece_id": "id"})
@@ -234,47 +235,45 @@ def _ordered(inputs: LedgerInputs) -> tuple[pl.LazyFrame, pl.LazyFrame, SplitRow
 
 def _piece_totals(run_orders: pl.LazyFrame, split: SplitRows) -> pl.LazyFrame:
     piece = ["kind", "piece_id"]
-    # First rows are in (run_order, seq) order: a piece's first row is its first offer.
-    firsts = split.first_offers.group_by(piece).agg(
-        runs_seen=pl.len(),
-        first_tokens=pl.col("approx_tokens").sum(),
-        offer_run=pl.col("run_id").first(),
-        offer_seq=pl.col("seq").first(),
+    # A piece's first offer is its first-in-run row of the lowest (run_order, seq): the
+    # rows' order is not relied on (an archive's files split a commit's runs by partition).
+    firsts = (
+        split.first_offers.join(run_orders, on="run_id", how="left")
+        .group_by(piece)
+        .agg(
+            runs_seen=pl.len(),
+            first_tokens=pl.col("approx_tokens").sum(),
+            first_offer=(pl.col("run_order") * 2 * _STEP + pl.col("seq")).min(),
+        )
     )
     laters = split.later_offers.group_by(piece).agg(
         later_offered=pl.len(), later_tokens=pl.col("approx_tokens").sum()
     )
-    offered = (
-        firsts.join(laters, on=piece, how="left")
-        .join(
-            run_orders.select(offer_run="run_id", offer_order="run_order"),
-            on="offer_run",
-            how="left",
-        )
-        .select(
-            *piece,
-            "runs_seen",
-            offered=pl.col("runs_seen") + pl.col("later_offered").fill_null(0),
-            approx_tokens_spent=pl.col("first_tokens") + pl.col("later_tokens").fill_null(0),
-            first_offer=pl.col("offer_order") * 2 * _STEP + pl.col("offer_seq"),
-        )
+    offered = firsts.join(laters, on=piece, how="left").select(
+        *piece,
+        "runs_seen",
+        "first_offer",
+        offered=pl.col("runs_seen") + pl.col("later_offered").fill_null(0),
+        approx_tokens_spent=pl.col("first_tokens") + pl.col("later_tokens").fill_null(0),
     )
+    first_uses = split.first_uses.join(run_orders, on="run_id", how="left")
     used_by_signal = pl.concat(
         [
-            split.first_uses.group_by(*piece, "signal").agg(
-                uses=pl.len(), use_run=pl.col("run_id").first(), use_seq=pl.col("seq").first()
+            first_uses.group_by(*piece, "signal").agg(
+                uses=pl.len(),
+                first_use=((pl.col("run_order") * 2 + 1) * _STEP + pl.col("seq")).min(),
             ),
             split.later_uses.group_by(*piece, "signal").agg(uses=pl.len()),
         ],
         how="diagonal_relaxed",
-    ).join(run_orders.select(use_run="run_id", use_order="run_order"), on="use_run", how="left")
+    )
     used = used_by_signal.group_by(piece).agg(
         used=pl.col("uses").sum(),
         **{
             column: pl.col("uses").filter(pl.col("signal") == signal).sum()
             for signal, column in schema.USED_SIGNAL_COLUMNS.items()
         },
-        first_use=((pl.col("use_order") * 2 + 1) * _STEP + pl.col("use_seq")).min(),
+        first_use=pl.col("first_use").min(),
     )
     return (
         offered.join(used, on=piece, how="full", coalesce=True)
@@ -297,21 +296,29 @@ def _split(offers: pl.LazyFrame, uses: pl.LazyFrame, metered: pl.LazyFrame) -> S
     return SplitRows(*parts)
 
 
-def _outcomes_per_piece(outcomes: pl.LazyFrame, first_offers: pl.LazyFrame) -> pl.LazyFrame:
+def _outcomes_per_piece(
+    outcomes: pl.LazyFrame, first_offers: pl.LazyFrame, run_orders: pl.LazyFrame
+) -> pl.LazyFrame:
     """Per piece, ``[{label, runs}]`` over the labelled runs that offered it.
 
     Labels are listed in the order the reference would have recorded them: by the
     first run (in run order) that carried the label and offered the piece, then by
     the label's row in the outcomes table. ``first_offers`` holds one row per run and
-    piece, in run order; the join keeps that order, then each run's labels in order.
-    A (run, label) pair counts once, however often the outcomes table lists it.
+    piece (in any order); each labelled metered run's labels carry that (run_order,
+    row) key. A (run, label) pair counts once, however often the outcomes table lists it.
     """
-    labels = outcomes.select("run_id", "label").unique(maintain_order=True)
-    credited = (
-        first_offers.select("run_id", "kind", "piece_id")
-        .join(labels, on="run_id", maintain_order="left_right")
-        .with_row_index("credit")
+    labels = (
+        outcomes.select("run_id", "label")
+        .unique(maintain_order=True)
+        .with_row_index("label_position")
+        .join(run_orders, on="run_id")
+        .select(
+            "run_id",
+            "label",
+            credit=pl.col("run_order") * (1 << 32) + pl.col("label_position").cast(pl.Int64),
+        )
     )
+    credited = first_offers.select("run_id", "kind", "piece_id").join(labels, on="run_id")
     per_label = credited.group_by("kind", "piece_id", "label").agg(
         runs=pl.len().cast(pl.Int64), first=pl.col("credit").min()
     )

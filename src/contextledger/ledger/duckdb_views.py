@@ -45,7 +45,7 @@ PIECE_VIEWS = {
 }
 
 #: The views over those, in creation order (each reads only the views before it).
-VIEWS = ("outcome_positions", "piece_outcomes", "ledger", "ledger_rows")
+VIEWS = ("outcome_rows", "outcome_positions", "piece_outcomes", "ledger", "ledger_rows")
 
 #: The registered tables the views read.
 TABLES = ("runs", "offers", "uses", "outcomes")

@@ -5,5 +5,6 @@ SELECT
     kind,
     piece_id,
     seq,
-    CAST(file_index AS BIGINT) * 1099511627776 + file_row_number AS position
-FROM uses_first_in_run;
+    CAST(runs.run_order AS BIGINT) * 4294967296 + seq AS position
+FROM uses_first_in_run
+JOIN runs USING (run_id);
