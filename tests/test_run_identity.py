@@ -45,8 +45,9 @@ def run_cli(*args: str):
 
 @pytest.fixture
 def messy(tmp_path: Path) -> Path:
-    """The sample, with s0003-loop reached four more times: a copy beside it, a copy in
-    an overlapping export, its pretty-printed JSON, and its JSON Lines twin."""
+    """The sample, with s0003-loop reached five more times: a copy beside it, a copy in
+    an overlapping export, its pretty-printed JSON, its JSON with sorted keys, and its
+    JSON Lines twin."""
     folder = tmp_path / "messy"
     shutil.copytree(SAMPLE, folder / "export-1")
     (folder / "export-2").mkdir()
@@ -55,6 +56,8 @@ def messy(tmp_path: Path) -> Path:
     document = json.loads(gzip.decompress(LOOP.read_bytes()))
     (folder / "export-2" / "pretty.json").write_text(json.dumps(document, indent=2))
     (folder / "twin.jsonl").write_text(json.dumps(document, separators=(",", ":")) + "\n")
+    sorted_keys = json.dumps(document, sort_keys=True, ensure_ascii=False)  # as jq -S writes
+    (folder / "export-2" / "sorted.json").write_text(sorted_keys, encoding="utf-8")
     return folder
 
 
@@ -73,13 +76,13 @@ def clean_ledger(mode: str) -> pl.DataFrame:
 
 
 @pytest.mark.parametrize("mode", ACCOUNTING_MODES)
-def test_a_run_reached_five_times_is_counted_once(messy, mode):
+def test_a_run_reached_six_times_is_counted_once(messy, mode):
     tables = read_runs(messy, mode=mode).with_outcomes(load_outcomes(OUTCOMES))
     assert_frame_equal(compute_ledger(tables).rows(), clean_ledger(mode), check_exact=True)
     assert tables.runs.num_rows == len(list(SAMPLE.glob("*.json.gz")))
     assert tables.problems.num_rows == 0
     duplicates = pl.DataFrame(tables.duplicates)
-    assert duplicates["run_id"].to_list() == ["s0003-loop"] * 4
+    assert duplicates["run_id"].to_list() == ["s0003-loop"] * 5
     assert set(duplicates["kept_path"]) == {str(messy / "export-1" / "s0003-loop (copy).json.gz")}
 
 
@@ -119,7 +122,7 @@ def test_identity_compares_content_only_when_an_id_repeats():
 def test_whatif_replays_a_run_reached_twice_once(messy):
     clean, doubled = read_inputs(SAMPLE), read_inputs(messy)
     assert [s.run_id for s in doubled.streams] == [s.run_id for s in clean.streams]
-    assert doubled.duplicates.num_rows == 4 and not doubled.problems
+    assert doubled.duplicates.num_rows == 5 and not doubled.problems
     assert_frame_equal(
         whatif_table(doubled.streams, POLICIES, doubled.standings),
         whatif_table(clean.streams, POLICIES, clean.standings),
@@ -169,7 +172,7 @@ def test_every_command_and_engine_gives_one_ledger_over_messy_inputs(
     args = ["--outcomes", str(repeated_labels), "--format", "parquet", "-o", str(parquet)]
     result = run_cli("ledger", str(messy), *args)
     assert result.exit_code == 0, result.stderr
-    assert result.stderr.count("duplicate ") == 4
+    assert result.stderr.count("duplicate ") == 5
     command = pl.read_parquet(parquet).select(expected.columns)
     assert_frame_equal(command, expected, check_exact=True)
 
@@ -183,7 +186,7 @@ def test_every_command_and_engine_gives_one_ledger_over_messy_inputs(
 
     root = tmp_path / "archive"
     report = ingest([messy], root, outcomes=repeated_labels, workers=1)
-    assert (report.runs_added, report.runs_already_archived) == (14, 4)
+    assert (report.runs_added, report.runs_already_archived) == (14, 5)
     assert "duplicate" in report.summary()
     archived = ArchiveTables(Archive.open(root), "corrected")
     inputs = ledger_inputs(archived)
@@ -195,9 +198,9 @@ def test_every_command_and_engine_gives_one_ledger_over_messy_inputs(
 
     data = collect([messy], outcomes=repeated_labels, policies=["none"], compare_reference=False)
     assert_frame_equal(data.rows.select(expected.columns), expected, check_exact=True)
-    assert data.tables.duplicates.num_rows == 4
+    assert data.tables.duplicates.num_rows == 5
     page = render_html(data)
-    assert "4 input(s) held a run already read, and were counted once" in page
+    assert "5 input(s) held a run already read, and were counted once" in page
     assert "pretty.json" in page
 
 

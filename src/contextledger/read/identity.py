@@ -51,16 +51,17 @@ def content_digest(payload: bytes) -> str:
 
 
 def value_digest(payload: bytes) -> str:
-    """blake2b-128 of a JSON document's value: escapes and number spellings aside
-    (``"\\u00e9"`` and ``"é"``, ``1.50`` and ``1.5`` hash the same). Slower than
-    :func:`content_digest`; asked for only when two copies' content digests differ.
+    """blake2b-128 of a JSON document's value: escapes, number spellings and key order
+    aside (``"\\u00e9"`` and ``"é"``, ``1.50`` and ``1.5``, ``jq -S``'s sorted keys hash
+    the same). Slower than :func:`content_digest`; asked for only when two copies'
+    content digests differ.
 
     >>> escaped = b'{"name": "caf\\\\u00e9", "x": 1.50}'
-    >>> value_digest(escaped) == value_digest('{"name":"café","x":1.5}'.encode())
+    >>> value_digest(escaped) == value_digest('{"x":1.5,"name":"café"}'.encode())
     True
     """
     try:
-        return _hash(msgspec.json.encode(msgspec.json.decode(payload)))
+        return _hash(msgspec.json.encode(msgspec.json.decode(payload), order="sorted"))
     except msgspec.MsgspecError:
         return _hash(payload.strip())
 
