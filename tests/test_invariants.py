@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import dataclasses
+import json
+import shutil
 
 import polars as pl
 import pyarrow as pa
@@ -165,8 +167,40 @@ def test_a_label_credited_beyond_runs_seen_is_reported(sample_archive):
         runs_seen=pl.when(piece).then(0).otherwise(pl.col("runs_seen"))
     )
     broken = check_invariants(dataclasses.replace(inputs, totals=fewer), "corrected")
-    row = only(broken, "label-within-runs-seen")
+    assert set(broken.violations["invariant"]) == {"label-within-runs-seen", "totals-equal-rows"}
+    row = broken.violations.filter(pl.col("invariant") == "label-within-runs-seen").row(
+        0, named=True
+    )
     assert row["runs"] == ["s0003-loop"] and row["detail"] == "label bad: 1 run(s) > runs_seen 0"
+
+
+def test_stored_totals_out_of_step_with_the_rows_are_reported(sample_archive, tmp_path):
+    """A totals file rewritten (or bit-flipped at the same size) gives the fast path a
+    ledger the rows do not: named per piece with both counts, through the command too."""
+    inputs = ledger_inputs(ArchiveTables(Archive.open(sample_archive), "corrected"))
+    assert inputs.totals is not None
+    probe = (pl.col("kind") == "tool") & (pl.col("piece_id") == "probe_fact")
+    more = inputs.totals.with_columns(offered=pl.when(probe).then(29).otherwise("offered"))
+    row = only(
+        check_invariants(dataclasses.replace(inputs, totals=more), "corrected"), "totals-equal-rows"
+    )
+    assert (row["kind"], row["piece_id"]) == ("tool", "probe_fact")
+    assert row["detail"] == "offered: stored 29, rows 21" and row["run_count"] == 0
+
+    root = tmp_path / "archive"
+    shutil.copytree(sample_archive, root)
+    [path] = (root / "piece_totals" / "accounting=corrected").rglob("*.parquet")
+    stored = pl.read_parquet(path)
+    stored.with_columns(offered=pl.when(probe).then(29).otherwise("offered")).write_parquet(path)
+    for commit_file in (root / "_manifest" / "commits").glob("*.json"):  # same size on record
+        commit = json.loads(commit_file.read_text())
+        for entry in commit["files"]:
+            if (root / entry["path"]) == path:
+                entry["bytes"] = path.stat().st_size
+        commit_file.write_text(json.dumps(commit))
+    result = CliRunner().invoke(main, ["check", str(root), "--mode", "corrected"])
+    assert result.exit_code == 1
+    assert "totals-equal-rows" in result.stdout and "offered: stored 29, rows 21" in result.stdout
 
 
 def test_answer_slice_credits_beyond_the_offering_runs_are_reported():

@@ -11,7 +11,7 @@ violation names the invariant, the piece and the runs that break it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import polars as pl
 
@@ -20,6 +20,7 @@ from contextledger.ledger.compute import (
     SplitRows,
     ledger_inputs,
     ledger_plan,
+    piece_totals,
     split_rows,
 )
 from contextledger.tables.build import RunTables
@@ -34,6 +35,9 @@ INVARIANTS = {
     "label-within-runs-seen": "a piece's runs per outcome label are at most its runs_seen",
     "answer-slice-within-offering-runs": (
         "a piece's used_answer_slice is at most the runs that offered it (its runs_seen)"
+    ),
+    "totals-equal-rows": (
+        "an archive's stored piece totals are the totals of its offer and use rows"
     ),
 }
 #: The signal ``use-implies-offer`` leaves out: a tool call is what the model did, and a
@@ -146,6 +150,8 @@ def check_invariants(
             )
         )
     found += _count_violations(inputs, split, orders, counts, metered, examples)
+    if inputs.totals is not None:
+        found += _totals_violations(inputs)
     violations = (
         pl.concat(
             [frame.with_columns(accounting=pl.lit(accounting)) for frame in found],
@@ -157,6 +163,57 @@ def check_invariants(
         else pl.DataFrame(schema=VIOLATION_SCHEMA)
     )
     return InvariantReport(accounting, run_count, violations)
+
+
+#: The stored totals' columns compared with the rows': counts add up, first keys take the min.
+_TOTAL_COUNTS = (
+    "offered",
+    "approx_tokens_spent",
+    "runs_seen",
+    "used",
+    "used_tool_called",
+    "used_skill_activated",
+    "used_answer_slice",
+)
+_TOTAL_FIRSTS = ("first_offer", "first_use")
+
+
+def _totals_violations(inputs: LedgerInputs) -> list[pl.DataFrame]:
+    """Pieces whose stored totals (the ledger's fast path) differ from their rows' totals.
+
+    The rows path is what a run-id or label filter reads; a totals file out of step with
+    the rows (rewritten, or a bit flipped at the same size) would make the two paths give
+    two ledgers. No run is named: totals do not say which runs they counted.
+    """
+    assert inputs.totals is not None
+    aggregate = [
+        *(pl.col(c).sum() for c in _TOTAL_COUNTS),
+        *(pl.col(c).min() for c in _TOTAL_FIRSTS),
+    ]
+    stored = inputs.totals.group_by(_PIECE).agg(aggregate)
+    rows = piece_totals(replace(inputs, totals=None)).group_by(_PIECE).agg(aggregate)
+    both = stored.join(rows, on=_PIECE, how="full", suffix="_rows", coalesce=True, nulls_equal=True)
+    columns = (*_TOTAL_COUNTS, *_TOTAL_FIRSTS)
+    differ = [~pl.col(c).eq_missing(pl.col(f"{c}_rows")) for c in columns]
+    found = both.filter(pl.any_horizontal(differ)).collect(engine=inputs.engine)
+    if not found.height:
+        return []
+    details = [
+        "; ".join(
+            f"{c}: stored {row[c]}, rows {row[f'{c}_rows']}"
+            for c in columns
+            if row[c] != row[f"{c}_rows"]
+        )
+        for row in found.iter_rows(named=True)
+    ]
+    return [
+        found.select(_PIECE).with_columns(
+            invariant=pl.lit("totals-equal-rows"),
+            detail=pl.Series(details, dtype=pl.String),
+            run_count=pl.lit(0, dtype=pl.Int64),
+            runs=pl.lit([], dtype=pl.List(pl.String)),
+        )
+    ]
 
 
 def _duplicate_run_ids(runs: pl.LazyFrame) -> pl.LazyFrame:
