@@ -88,3 +88,22 @@ def test_each_pieces_label_shares_add_up_to_one(labelled_reference):
         .agg(pl.col("share_with_label").sum())
     )
     assert totals["share_with_label"].to_list() == pytest.approx([1.0] * totals.height)
+
+
+def test_csv_holds_the_interval_as_numbers_and_the_bounds_are_exact_at_the_ends():
+    """The CSV has numeric earn_rate_low / earn_rate_high (not a rounded string), and a
+    piece never used has a lower bound of exactly 0 (not a rounding residue like 1e-17)."""
+    from click.testing import CliRunner
+
+    from contextledger.cli import main
+
+    result = CliRunner().invoke(main, ["ledger", "data/sample", "--format", "csv"])
+    assert result.exit_code == 0
+    frame = pl.read_csv(result.stdout.encode())
+    assert frame.schema["earn_rate_low"] == frame.schema["earn_rate_high"] == pl.Float64
+    assert "earn_rate_95ci" not in frame.columns and "used_answer_slice" in frame.columns
+    never = frame.filter(pl.col("used") == 0)
+    assert never.height > 0 and (never["earn_rate_low"] == 0.0).all()
+    always = frame.filter((pl.col("used") == pl.col("offered")) & (pl.col("offered") > 0))
+    assert (always["earn_rate_high"] == 1.0).all()
+    assert wilson_interval(0, 7) is not None and wilson_interval(0, 7)[0] == 0.0

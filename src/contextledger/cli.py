@@ -43,6 +43,7 @@ from contextledger.tables.build import (
     load_static_tools,
     read_runs,
 )
+from contextledger.tables.schema import USED_SIGNAL_COLUMNS
 
 EXIT_UNREADABLE_INPUT = 1
 EXIT_USAGE = 2
@@ -306,24 +307,39 @@ def _table_text(frame: pl.DataFrame, *, width: int = 200, str_len: int | None = 
         return terminal_text(str(frame), keep="\n")
 
 
-def _printable(rows: pl.DataFrame) -> pl.DataFrame:
-    """Nested and per-signal columns as short text, for the table and CSV."""
+def _printable(rows: pl.DataFrame, *, for_csv: bool = False) -> pl.DataFrame:
+    """Nested columns as short text, for the table and CSV. The table shows the interval
+    rounded as ``[low, high]``; CSV keeps ``earn_rate_low`` / ``earn_rate_high`` as numbers
+    (and the per-signal counts), as Parquet does."""
+    interval = (
+        [pl.col("earn_rate_low"), pl.col("earn_rate_high")]
+        if for_csv
+        else [
+            pl.when(pl.col("earn_rate_low").is_not_null())
+            .then(
+                pl.format(
+                    "[{}, {}]",
+                    pl.col("earn_rate_low").round(2),
+                    pl.col("earn_rate_high").round(2),
+                )
+            )
+            .alias("earn_rate_95ci")
+        ]
+    )
+    signals = list(USED_SIGNAL_COLUMNS.values()) if for_csv else []
     return rows.select(
         "id",
         "kind",
         "offered",
         "approx_tokens_spent",
         "used",
-        used_via=used_via_text(),
-        runs_seen="runs_seen",
-        outcomes=outcomes_text(),
-        earn_rate="earn_rate",
-        earn_rate_95ci=pl.when(pl.col("earn_rate_low").is_not_null()).then(
-            pl.format(
-                "[{}, {}]", pl.col("earn_rate_low").round(2), pl.col("earn_rate_high").round(2)
-            )
-        ),
-        judged="judged",
+        *signals,
+        used_via_text().alias("used_via"),
+        "runs_seen",
+        outcomes_text().alias("outcomes"),
+        "earn_rate",
+        *interval,
+        "judged",
     )
 
 
@@ -442,7 +458,7 @@ def _write_ledger(
     if output_format == "json":
         text = ledgerjson.dumps(result) + "\n"
     elif output_format == "csv":
-        text = _printable(rows).write_csv()
+        text = _printable(rows, for_csv=True).write_csv()
     else:
         text = f"{_table_text(_printable(rows))}\n{summary}\n"
     _emit(text, output)

@@ -36,7 +36,10 @@ def wilson_interval(used: int, offered: int, z: float = Z_95) -> tuple[float, fl
     z2 = z * z
     centre = (share + z2 / (2 * offered)) / (1 + z2 / offered)
     half = z / (1 + z2 / offered) * math.sqrt(share * (1 - share) / offered + z2 / (4 * offered**2))
-    return max(0.0, centre - half), min(1.0, centre + half)
+    # the bound at 0 (never used) or 1 (used at every offer) is exact, not a rounding residue
+    low = 0.0 if used == 0 else max(0.0, centre - half)
+    high = 1.0 if used == offered else min(1.0, centre + half)
+    return low, high
 
 
 def with_uncertainty(rows: pl.DataFrame, *, min_offers: int = DEFAULT_MIN_OFFERS) -> pl.DataFrame:
@@ -57,9 +60,16 @@ def with_uncertainty(rows: pl.DataFrame, *, min_offers: int = DEFAULT_MIN_OFFERS
         Z_95 / (1 + z2 / offered) * (share * (1 - share) / offered + z2 / (4 * offered**2)).sqrt()
     )
     is_proportion = (pl.col("offered") > 0) & (pl.col("used") <= pl.col("offered"))
+    # exact at the ends: 0 when never used (not 1.4e-17), 1 when used at every offer
+    low = pl.when(pl.col("used") == 0).then(0.0).otherwise(pl.max_horizontal(centre - half, 0.0))
+    high = (
+        pl.when(pl.col("used") == pl.col("offered"))
+        .then(1.0)
+        .otherwise(pl.min_horizontal(centre + half, 1.0))
+    )
     return rows.with_columns(
-        earn_rate_low=pl.when(is_proportion).then(pl.max_horizontal(centre - half, 0.0)),
-        earn_rate_high=pl.when(is_proportion).then(pl.min_horizontal(centre + half, 1.0)),
+        earn_rate_low=pl.when(is_proportion).then(low),
+        earn_rate_high=pl.when(is_proportion).then(high),
         judged=pl.col("offered") >= min_offers,
     )
 
