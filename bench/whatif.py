@@ -44,11 +44,9 @@ from polars.testing import assert_frame_equal
 from contextledger.jobs.whatif import whatif
 from contextledger.read.messages import RunMessages
 from contextledger.window.kernel import (
-    FINAL_STANDINGS,
     KERNEL_METRICS,
     VISIT_FIELDS,
     KernelResult,
-    TurnArrays,
     advance,
     drop_notice_length,
 )
@@ -62,6 +60,7 @@ from contextledger.window.synthetic import (
     script_streams,
     tool_batches,
 )
+from contextledger.window.turn_arrays import FINAL_STANDINGS, TurnArrays
 from contextledger.window.whatif import whatif_table, whatif_table_exact
 
 POLICIES = (

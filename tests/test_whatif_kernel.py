@@ -19,18 +19,17 @@ from polars.testing import assert_frame_equal
 from contextledger.jobs.whatif import read_inputs
 from contextledger.window.kernel import (
     KERNEL_METRICS,
-    MAX_TURNS,
     VISIT_FIELDS,
     _as_bits,
     _runs_as_bits,
     advance,
     refusal_rows,
-    turn_arrays,
 )
 from contextledger.window.policies import parse_policy
 from contextledger.window.replay import replay
 from contextledger.window.standings import StandingsTimeline, timelines
 from contextledger.window.synthetic import Batch, Result, Said, build_stream
+from contextledger.window.turn_arrays import MAX_TURNS, turn_arrays
 from contextledger.window.whatif import (
     parse_policies,
     whatif_row,

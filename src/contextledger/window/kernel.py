@@ -3,43 +3,31 @@
 A replayed window only ever loses whole turns of the run's own conversation and
 gains at most one drop notice at its head, so its state is one bit per turn (a
 uint64: runs of up to 64 turns) plus a notice slot. :func:`advance` keeps that
-state for every (policy, run) in NumPy arrays and applies ``window_visit``'s
-rules to all of them per call. It reproduces
-:func:`~contextledger.window.replay.replay` visit for visit on the runs
-:func:`turn_arrays` accepts; ``fallback`` names the others (a request that
-changes, a turn entering over several calls, an answer or a name in another
-turn, a fact re-filed as something else, more than 64 turns), and a windowed
-policy over a run recorded with a window (``windowed``) is not comparable
-either: ``whatif`` replays those exactly. Each engaged visit keeps what its
+state for every (policy, run) in NumPy arrays over the runs laid out by
+:mod:`~contextledger.window.turn_arrays`, and applies ``window_visit``'s rules
+to all of them per call. It reproduces :func:`~contextledger.window.replay.replay`
+visit for visit on the runs :func:`~contextledger.window.turn_arrays.turn_arrays`
+accepts (its ``fallback`` names the others). Each engaged visit keeps what its
 record's refusals need (the window's turns, the candidates, the pins), and
 :func:`refusal_rows` lists them as ``window_visit`` does.
 """
 
 from __future__ import annotations
 
-import bisect
-import itertools
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
 import numpy as np
 
 from contextledger.read.jsjson import utf16_length
-from contextledger.read.messages import Message, RunMessages, collector_paused
 from contextledger.tables.schema import WHATIF_METRICS
-from contextledger.window.notice import _SAFE_TOOL_NAME, MAX_NAMED_TOOLS, drop_notice_text
+from contextledger.window.notice import MAX_NAMED_TOOLS, drop_notice_text
 from contextledger.window.policies import Policy
-from contextledger.window.refusals import current_request_index, is_result
-from contextledger.window.standings import StandingsTimeline
+from contextledger.window.turn_arrays import MAX_TURNS, NEVER, TurnArrays
 
-#: Final standings, in the order of ``TurnArrays.final_counts``' last axis.
-FINAL_STANDINGS = ("fact", "open", "noise", "ruled-out", None)
-_NEVER = np.iinfo(np.int16).max
 _BIG = 1 << 20
-#: Most turns a run may have for the kernel (one bit each).
-MAX_TURNS = 64
 
 # The notice's length is its fixed text plus what varies (JavaScript lengths).
 _PLAIN_FIXED = utf16_length(drop_notice_text(0, 0, "")) - 2
@@ -74,336 +62,6 @@ def drop_notice_length(
 def _digits(values: np.ndarray) -> np.ndarray:
     """Decimal digits of non-negative integers (``len(str(v))``)."""
     return np.searchsorted(_POWERS_OF_TEN, values, side="right") + 1
-
-
-@dataclass
-class TurnArrays:
-    """Runs as turns: ``[run, turn]`` arrays padded with empty turns that never enter."""
-
-    run_ids: list[str]
-    calls: np.ndarray  # [R] model calls
-    iterations: np.ndarray  # [R, K] iteration of each call (K = most calls)
-    msgs: np.ndarray  # [R, T] messages in the turn
-    chars: np.ndarray  # [R, T] content chars
-    entered: np.ndarray  # [R, T] the first call it is offered to (_NEVER: none)
-    user_head: np.ndarray  # [R, T] its first message is a user message
-    refuses: np.ndarray  # [R, T] a system message, or a call never answered
-    names: np.ndarray  # [R, T] uint64: bit b set when a result of tool b is in it
-    results: np.ndarray  # [R, T] tool results with an id
-    pinnable: np.ndarray  # [R, T] a named result with an id (a fact pin may hold it)
-    fact_from: np.ndarray  # [R, T] first iteration whose visit knows it as a fact
-    final_counts: np.ndarray  # [R, T, 5] results by final standing (FINAL_STANDINGS)
-    request: np.ndarray  # [R] turn of the current request (-1: none)
-    armed: np.ndarray  # [R] standings were given for the run
-    tokens: np.ndarray  # [R, K] input tokens the provider reported
-    recorded_full: np.ndarray  # [R, K] the call was served everything the run appended
-    rate: np.ndarray  # [R] recorded tokens / recorded chars (nan: no counts)
-    name_chars: np.ndarray  # [R, B] length of tool b's name
-    name_safe: np.ndarray  # [R] uint64: bits of names a notice may print
-    name_order: np.ndarray  # [R, T, B] position of tool b's first result in the turn
-    #: [R, T] a system message is in it (of ``refuses``, the ``system-envelope`` ones).
-    system: np.ndarray | None = None
-    #: Runs the kernel cannot replay exactly, and why (replay those with ``replay``).
-    fallback: dict[int, str] = field(default_factory=dict)
-    #: Runs recorded with a window that engaged: a token budget over them falls back.
-    windowed: np.ndarray | None = None
-    #: [R] results with an id whose final standing is ``fact`` (the whole stream's).
-    facts_declared: np.ndarray | None = None
-    #: Every tool result with an id, in stream order: its id, run and turn.
-    result_ids: list[str] = field(default_factory=list)
-    result_run: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
-    result_turn: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
-
-
-def turn_arrays(
-    streams: Sequence[RunMessages], timelines: Mapping[str, StandingsTimeline] | None = None
-) -> TurnArrays:
-    """Lay runs out as turns (one Python pass over each run's messages).
-
-    >>> from contextledger.window.synthetic import Batch, Result, Said, build_stream
-    >>> run = build_stream("r", [Said("user", "go")], [[Batch((Result("look", 9),))], []])
-    >>> arrays = turn_arrays([run])
-    >>> arrays.msgs.tolist(), arrays.entered.tolist(), arrays.fallback
-    ([[1, 2]], [[1, 2]], {})
-    """
-    timelines = timelines or {}
-    runs = len(streams)
-    calls_max = max([1] + [len(s.calls) for s in streams])
-    with collector_paused():
-        per_run = [_lay_out(stream, timelines.get(stream.run_id)) for stream in streams]
-    turns_max = max([1] + [len(p["turns"]) for p in per_run])
-    names_max = max([1] + [len(p["names"]) for p in per_run])
-    shape = (runs, turns_max)
-    out = TurnArrays(
-        run_ids=[s.run_id for s in streams],
-        calls=np.array([len(s.calls) for s in streams], dtype=np.int16),
-        iterations=np.zeros((runs, calls_max), dtype=np.int32),
-        msgs=np.zeros(shape, dtype=np.int16),
-        chars=np.zeros(shape, dtype=np.int64),
-        entered=np.full(shape, _NEVER, dtype=np.int16),
-        user_head=np.zeros(shape, dtype=bool),
-        refuses=np.zeros(shape, dtype=bool),
-        names=np.zeros(shape, dtype=np.uint64),
-        results=np.zeros(shape, dtype=np.int16),
-        pinnable=np.zeros(shape, dtype=bool),
-        fact_from=np.full(shape, _NEVER, dtype=np.int32),
-        final_counts=np.zeros((*shape, len(FINAL_STANDINGS)), dtype=np.int16),
-        request=np.full(runs, -1, dtype=np.int16),
-        armed=np.zeros(runs, dtype=bool),
-        tokens=np.zeros((runs, calls_max), dtype=np.int64),
-        recorded_full=np.zeros((runs, calls_max), dtype=bool),
-        rate=np.full(runs, np.nan),
-        name_chars=np.zeros((runs, names_max), dtype=np.int32),
-        name_safe=np.zeros(runs, dtype=np.uint64),
-        name_order=np.full((*shape, names_max), 127, dtype=np.int8),
-        system=np.zeros(shape, dtype=bool),
-        windowed=np.zeros(runs, dtype=bool),
-        facts_declared=np.array([laid["facts_declared"] for laid in per_run], dtype=np.int64),
-    )
-    result_run: list[int] = []
-    result_turn: list[int] = []
-    for r, (stream, laid) in enumerate(zip(streams, per_run, strict=True)):
-        if laid["fallback"]:
-            out.fallback[r] = laid["fallback"]
-        for call in stream.calls:
-            out.iterations[r, call.ordinal - 1] = call.iteration
-            out.tokens[r, call.ordinal - 1] = call.input_tokens
-        out.recorded_full[r, : len(stream.calls)] = laid["recorded_full"]
-        out.windowed[r] = not all(laid["recorded_full"])  # type: ignore[index]
-        out.rate[r] = np.nan if laid["rate"] is None else laid["rate"]
-        out.request[r] = laid["request"]
-        out.armed[r] = laid["armed"]
-        for b, name in enumerate(laid["names"]):
-            out.name_chars[r, b] = utf16_length(name)
-            if _SAFE_TOOL_NAME.fullmatch(name):
-                out.name_safe[r] |= np.uint64(1 << b)
-        turns = laid["turns"]
-        count = len(turns)
-        for key in ("msgs", "chars", "entered", "user_head", "refuses", "results", "system"):
-            getattr(out, key)[r, :count] = [turn[key] for turn in turns]
-        for key in ("names", "pinnable", "fact_from", "final_counts"):
-            if count:  # (an empty list has no row width)
-                getattr(out, key)[r, :count] = [turn[key] for turn in turns]
-        for t, turn in enumerate(turns):
-            for b, position in turn["order"].items():
-                out.name_order[r, t, b] = min(position, 126)
-            out.result_ids.extend(turn["ids"])
-            result_run.extend([r] * len(turn["ids"]))
-            result_turn.extend([t] * len(turn["ids"]))
-    out.result_run = np.array(result_run, dtype=np.int64)
-    out.result_turn = np.array(result_turn, dtype=np.int64)
-    return out
-
-
-def take_runs(arrays: TurnArrays, rows: Sequence[int]) -> TurnArrays:
-    """The runs ``rows`` of ``arrays`` (in that order), turns trimmed to the longest of them.
-
-    >>> from contextledger.window.synthetic import Batch, Result, Said, build_stream
-    >>> short = build_stream("a", [Said("user", "go")], [[]])
-    >>> long = build_stream("b", [Said("user", "go")], [[Batch((Result("t", 9),))], []])
-    >>> taken = take_runs(turn_arrays([short, long]), [0])
-    >>> taken.run_ids, taken.msgs.shape
-    (['a'], (1, 1))
-    """
-    index = np.asarray(rows, dtype=np.int64)
-    turns = max(1, int((arrays.msgs[index] > 0).sum(1).max(initial=0)))
-    if arrays.result_run.size:
-        position = np.full(len(arrays.run_ids), -1, dtype=np.int64)
-        position[index] = np.arange(index.size)
-        ordered = np.argsort(position[arrays.result_run], kind="stable")
-        kept = ordered[position[arrays.result_run[ordered]] >= 0]
-    else:
-        position = np.zeros(0, dtype=np.int64)
-        kept = np.zeros(0, dtype=np.int64)
-
-    def per_turn(values: np.ndarray) -> np.ndarray:
-        return values[index, :turns]
-
-    return TurnArrays(
-        run_ids=[arrays.run_ids[r] for r in index],
-        calls=arrays.calls[index],
-        iterations=arrays.iterations[index],
-        msgs=per_turn(arrays.msgs),
-        chars=per_turn(arrays.chars),
-        entered=per_turn(arrays.entered),
-        user_head=per_turn(arrays.user_head),
-        refuses=per_turn(arrays.refuses),
-        names=per_turn(arrays.names),
-        results=per_turn(arrays.results),
-        pinnable=per_turn(arrays.pinnable),
-        fact_from=per_turn(arrays.fact_from),
-        final_counts=per_turn(arrays.final_counts),
-        request=arrays.request[index],
-        armed=arrays.armed[index],
-        tokens=arrays.tokens[index],
-        recorded_full=arrays.recorded_full[index],
-        rate=arrays.rate[index],
-        name_chars=arrays.name_chars[index],
-        name_safe=arrays.name_safe[index],
-        name_order=per_turn(arrays.name_order),
-        system=None if arrays.system is None else per_turn(arrays.system),
-        fallback={
-            n: arrays.fallback[r] for n, r in enumerate(index.tolist()) if r in arrays.fallback
-        },
-        windowed=None if arrays.windowed is None else arrays.windowed[index],
-        facts_declared=None if arrays.facts_declared is None else arrays.facts_declared[index],
-        result_ids=[arrays.result_ids[i] for i in kept.tolist()],
-        result_run=position[arrays.result_run[kept]] if kept.size else kept,
-        result_turn=arrays.result_turn[kept],
-    )
-
-
-def _fact_from(rows: list[tuple[str, int]]) -> int | None:
-    """First iteration whose visit knows the result as a fact; None: never.
-
-    Raises ``ValueError`` when it is later re-filed as something else.
-    """
-    if len(rows) < 2:  # filed once, or never
-        return rows[0][1] + 1 if rows and rows[0][0] == "fact" else None
-    changes = sorted({iteration + 1 for _, iteration in rows})
-    since = None
-    for visit in changes:
-        standing = None
-        for filed, iteration in rows:
-            if iteration < visit:
-                standing = filed
-        if standing == "fact" and since is None:
-            since = visit
-        elif standing != "fact" and since is not None:
-            raise ValueError("a fact re-filed as something else")
-    return since
-
-
-def _recorded_full(stream: RunMessages, offered: Sequence[Message]) -> list[bool]:
-    """Per call: it was served every message the run had appended (no window engaged)."""
-    firsts = [m.first_call or 0 for m in offered]
-    if any(b < a for a, b in itertools.pairwise(firsts)):  # not in order: compare each
-        return [
-            call.window_served
-            == tuple(m.index for m in offered if (m.first_call or 0) <= call.ordinal)
-            for call in stream.calls
-        ]
-    indexes = tuple(m.index for m in offered)
-    return [
-        call.window_served == indexes[: bisect.bisect_right(firsts, call.ordinal)]
-        for call in stream.calls
-    ]
-
-
-def _tokens_per_char(stream: RunMessages, chars_of: Sequence[int]) -> float | None:
-    """``stream.tokens_per_char()``, each message's length measured once."""
-    tokens = chars = 0
-    for call in stream.calls:
-        if call.input_tokens > 0:
-            tokens += call.input_tokens
-            chars += sum(map(chars_of.__getitem__, call.window_served))
-    if tokens == 0 or chars == 0:
-        return None
-    return tokens / chars
-
-
-def _lay_out(stream: RunMessages, timeline: StandingsTimeline | None) -> dict[str, Any]:
-    conversation = [m for m in stream.messages if not m.window_authored]
-    laid: dict[str, Any] = {"fallback": "", "armed": bool(timeline), "names": [], "turns": []}
-    said = stream.user_message
-    at_first = [m for m in conversation if m.first_call == 1]
-    offered = [m for m in conversation if m.first_call is not None]
-    request = current_request_index(at_first, said)
-    request_at = at_first[request].index if request >= 0 else -1
-    last = current_request_index(offered, said)
-    if (offered[last].index if last >= 0 else -1) != request_at:
-        laid["fallback"] = "the current request changes during the run"
-    laid["recorded_full"] = _recorded_full(stream, offered)
-    chars_of = [m.chars for m in stream.messages]
-    laid["rate"] = _tokens_per_char(stream, chars_of)
-    turn_of: dict[int, int] = {}
-    starts = [i for i, m in enumerate(conversation) if i == 0 or m.role != "tool"]
-    bounds = list(zip(starts, [*starts[1:], len(conversation)][: len(starts)], strict=True))
-    call_turns: dict[str, set[int]] = {}
-    answer_turns: dict[str, set[int]] = {}
-    for t, (start, end) in enumerate(bounds):
-        for m in conversation[start:end]:
-            turn_of[m.index] = t
-            for call in m.tool_calls:
-                call_turns.setdefault(call.id, set()).add(t)
-            if m.role == "tool" and m.tool_call_id:
-                answer_turns.setdefault(m.tool_call_id, set()).add(t)
-    rows_by_id: dict[str, list[tuple[str, int]]] = {}
-    for call_id, standing, iteration in timeline.rows if timeline else ():
-        rows_by_id.setdefault(call_id, []).append((standing, iteration))
-    final = timeline.final() if timeline else {}
-    results = {m.tool_call_id for m in stream.messages if is_result(m) and m.tool_call_id}
-    laid["facts_declared"] = sum(final.get(call_id) == "fact" for call_id in results)
-    names: list[str] = laid["names"]
-    for t, (start, end) in enumerate(bounds):
-        members = conversation[start:end]
-        first = members[0].first_call
-        if any(m.first_call != first for m in members):
-            laid["fallback"] = "a turn enters over several calls"
-        turn: dict[str, Any] = {
-            "msgs": len(members),
-            "chars": sum(chars_of[m.index] for m in members),
-            "entered": _NEVER if first is None else first,
-            "user_head": members[0].role == "user",
-            "refuses": any(m.role == "system" for m in members),
-            "system": any(m.role == "system" for m in members),
-            "names": 0,
-            "results": 0,
-            "pinnable": False,
-            "fact_from": _NEVER,
-            "final_counts": [0] * len(FINAL_STANDINGS),
-            "order": {},
-            "ids": [],
-        }
-        for m in members:
-            for call in m.tool_calls:
-                answered = answer_turns.get(call.id, set())
-                if t not in answered:
-                    turn["refuses"] = True
-                    if answered:
-                        laid["fallback"] = "a call is answered in another turn"
-            if m.role != "tool":
-                continue
-            name = m.tool_name
-            if not name and m.tool_call_id:
-                asked = call_turns.get(m.tool_call_id, set())
-                if asked - {t}:
-                    laid["fallback"] = "a result's name depends on another turn"
-                name = next(
-                    (
-                        c.name
-                        for o in members
-                        for c in o.tool_calls
-                        if c.id == m.tool_call_id and c.name
-                    ),
-                    None,
-                )
-            if name:
-                if name not in names:
-                    names.append(name)
-                bit = names.index(name)
-                turn["names"] |= 1 << bit
-                turn["order"].setdefault(bit, len(turn["order"]))
-            if not is_result(m) or not m.tool_call_id:
-                continue
-            turn["results"] += 1
-            turn["ids"].append(m.tool_call_id)
-            turn["pinnable"] = turn["pinnable"] or name is not None
-            turn["final_counts"][FINAL_STANDINGS.index(final.get(m.tool_call_id))] += 1
-            try:
-                since = _fact_from(rows_by_id.get(m.tool_call_id, []))
-            except ValueError:
-                laid["fallback"] = "a fact is re-filed as something else"
-                since = None
-            if since is not None:
-                turn["fact_from"] = min(turn["fact_from"], since)
-        laid["turns"].append(turn)
-    if len(names) > 63:
-        laid["fallback"] = "more than 63 tool names"
-    if len(laid["turns"]) > MAX_TURNS:
-        laid["fallback"] = f"more than {MAX_TURNS} turns"
-    laid["request"] = turn_of.get(request_at, -1)
-    return laid
 
 
 #: Per (policy, run) counts :func:`advance` returns, named as in ``schema.WHATIF_RUNS``.
@@ -593,7 +251,7 @@ def _runs_as_bits(arrays: TurnArrays) -> _Runs:
 
     entered_by = np.cumsum(entering.reshape(runs, calls_max + 2), axis=1).T.copy()
     fact_by = np.zeros((calls_max + 1, runs), dtype=np.uint64)
-    fact_runs, fact_turns = np.nonzero(arrays.pinnable & (arrays.fact_from < _NEVER))
+    fact_runs, fact_turns = np.nonzero(arrays.pinnable & (arrays.fact_from < NEVER))
     if fact_runs.size:  # a turn counts from the first call whose iteration reached its own
         since = arrays.fact_from[fact_runs, fact_turns]
         reached = arrays.iterations.T[:, fact_runs] >= since
@@ -1044,6 +702,7 @@ def advance(arrays: TurnArrays, policies: Sequence[Policy]) -> KernelResult:
     >>> from contextledger.window.policies import parse_policy
     >>> from contextledger.window.synthetic import Batch, Result, Said, build_stream
     >>> steps = [[Batch((Result("look", 300),))] for _ in range(6)]
+    >>> from contextledger.window.turn_arrays import turn_arrays
     >>> arrays = turn_arrays([build_stream("r", [Said("user", "go")], steps)])
     >>> result = advance(arrays, [parse_policy("sliding:keep=2,last_tool_results=0")])
     >>> result.metrics["removed_messages"].tolist(), result.metrics["answer_message_count"].tolist()
@@ -1079,6 +738,7 @@ def refusal_rows(arrays: TurnArrays, result: KernelResult, chunk: int = 1 << 15)
     >>> from contextledger.window.policies import parse_policy
     >>> from contextledger.window.synthetic import Batch, Result, Said, build_stream
     >>> steps = [[Batch((Result("look", 300),))] for _ in range(3)]
+    >>> from contextledger.window.turn_arrays import turn_arrays
     >>> arrays = turn_arrays([build_stream("r", [Said("user", "go")], steps)])
     >>> result = advance(arrays, [parse_policy("sliding:keep=1,last_tool_results=0")])
     >>> rows = refusal_rows(arrays, result)

@@ -30,16 +30,14 @@ from contextledger.window.kernel import (
     REFUSAL_REASONS,
     VISIT_FIELDS,
     KernelResult,
-    TurnArrays,
     advance,
     refusal_rows,
-    take_runs,
-    turn_arrays,
 )
 from contextledger.window.policies import Policy, parse_policy
 from contextledger.window.refusals import is_result
 from contextledger.window.replay import Replay, replay, same_window, window_key
 from contextledger.window.standings import StandingsTimeline, timelines
+from contextledger.window.turn_arrays import TurnArrays, take_runs, turn_arrays
 from contextledger.window.turns import segment_turns, window_chars
 
 #: Column name suffix per standing, for ``results_dropped_*``.
