@@ -22,7 +22,8 @@ from contextledger.archive.tables import NO_STREAM
 from contextledger.cli import EXIT_UNREADABLE_INPUT, EXIT_USAGE, main
 from contextledger.jobs import synth
 from contextledger.jobs.ingest import ingest
-from contextledger.jobs.synth import synth_archive, synth_streams
+from contextledger.jobs.synth import synth_archive
+from contextledger.jobs.synth_model import synth_streams
 from contextledger.jobs.whatif import whatif, whatif_archive
 from contextledger.ledger.compute import compute_ledger
 from contextledger.read.snapshot import ReadProblem

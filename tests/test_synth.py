@@ -9,7 +9,8 @@ from polars.testing import assert_frame_equal
 
 from contextledger.archive import Archive, ArchiveTables
 from contextledger.jobs.ingest import ingest
-from contextledger.jobs.synth import synth_archive, synth_snapshots, synth_tables
+from contextledger.jobs.synth import synth_archive, synth_snapshots
+from contextledger.jobs.synth_model import synth_tables
 from contextledger.ledger.compute import compute_ledger
 from contextledger.ledger.duckdb_views import ledger_rows_sql
 from contextledger.tables.build import ACCOUNTING_MODES, RunTables, read_runs
