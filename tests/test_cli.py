@@ -209,3 +209,29 @@ def test_the_public_names_all_resolve_from_the_package():
         assert getattr(contextledger, name) is not None
     with pytest.raises(AttributeError):
         _ = contextledger.no_such_name
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["ledger", str(SAMPLE), "--min-offers", "0"],
+        ["gates", str(SAMPLE), "--min-offers", "0"],
+        ["gates", str(SAMPLE), "--floor", "-1"],
+        ["report", str(SAMPLE), "--charts", "gif"],
+    ],
+)
+def test_option_ranges_are_the_same_across_commands(args):
+    """--min-offers is at least 1 in ledger and gates alike; a negative floor is refused."""
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == EXIT_USAGE and "Invalid value" in result.output
+
+
+@pytest.mark.parametrize("charts", ["png,svg", "svg,png", "SVG", "none"])
+def test_chart_formats_are_taken_in_any_order(tmp_path, charts):
+    args = ["report", "-o", str(tmp_path), "--charts", charts, "--policy", "none"]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    written = {path.suffix for path in (tmp_path / "charts").glob("*")}
+    assert written == (
+        {".svg", ".png"} if "," in charts else set() if charts == "none" else {".svg"}
+    )

@@ -103,6 +103,29 @@ max_document_option = click.option(
 )
 
 
+def min_offers_option(*, help: str) -> Callable[[F], F]:
+    """``--min-offers N`` (at least 1: a piece offered 0 times has no earn rate to judge),
+    the same range for ``ledger`` and ``gates``."""
+    return click.option(
+        "--min-offers",
+        type=click.IntRange(min=1),
+        default=DEFAULT_MIN_OFFERS,
+        show_default=True,
+        help=help,
+    )
+
+
+def _chart_formats(_ctx: click.Context, _param: click.Parameter, value: str) -> tuple[str, ...]:
+    """``svg``, ``png``, both comma-separated in any order, or ``none``."""
+    names = [name.strip().lower() for name in value.split(",") if name.strip()]
+    if names == ["none"]:
+        return ()
+    unknown = [name for name in names if name not in ("svg", "png")]
+    if unknown or not names:
+        raise click.BadParameter(f"{value!r}: give svg, png, svg,png or none")
+    return tuple(dict.fromkeys(names))
+
+
 def _file_option(name: str, dest: str, default_help: str) -> Callable[..., Callable[[F], F]]:
     def option(*, required: bool = False, help: str = default_help) -> Callable[[F], F]:
         return click.option(
@@ -363,12 +386,8 @@ def _printable(rows: pl.DataFrame, *, for_csv: bool = False) -> pl.DataFrame:
     type=click.Path(dir_okay=False),
     help="A LedgerJSON v1 file to add in (importJSON); may repeat.",
 )
-@click.option(
-    "--min-offers",
-    type=click.IntRange(min=1),
-    default=DEFAULT_MIN_OFFERS,
-    show_default=True,
-    help="Rows offered fewer times are marked not yet judged (the gate's minOffers).",
+@min_offers_option(
+    help="Rows offered fewer times are marked not yet judged (the gate's minOffers)."
 )
 @strict_option
 @max_document_option
@@ -552,17 +571,11 @@ def sql(
 
 @main.command()
 @paths_argument
-@click.option(
-    "--min-offers",
-    type=click.IntRange(min=0),
-    default=DEFAULT_MIN_OFFERS,
-    show_default=True,
-    help="Judge a piece only once earlier runs offered it this many times.",
-)
+@min_offers_option(help="Judge a piece only once earlier runs offered it this many times.")
 @click.option(
     "--floor",
     "earn_rate_floor",
-    type=float,
+    type=click.FloatRange(min=0),
     default=0.05,
     show_default=True,
     help="Demote a piece whose earn rate over earlier runs is below this.",
@@ -769,10 +782,11 @@ def whatif_command(
 @click.option(
     "--charts",
     "chart_formats",
-    type=click.Choice(["svg,png", "svg", "png", "none"]),
     default="svg,png",
     show_default=True,
-    help="Also write each chart to DIR/charts/ in these formats, for slides.",
+    callback=_chart_formats,
+    help="Also write each chart to DIR/charts/ in these formats (svg, png, both in any "
+    "order, or none), for slides.",
 )
 @max_document_option
 def report_command(
@@ -784,7 +798,7 @@ def report_command(
     mode: str,
     timeline_run: str | None,
     timeline_policy: str | None,
-    chart_formats: str,
+    chart_formats: tuple[str, ...],
 ) -> None:
     """Write one self-contained HTML page about the runs under PATHS (default: the sample).
 
@@ -821,7 +835,7 @@ def report_command(
     _name_duplicates(data.tables.duplicates)
     for problem in data.unreplayed:
         _warn(f"not replayed {ReadProblem(**problem).where}: {problem['reason']}")
-    formats = () if chart_formats == "none" else tuple(chart_formats.split(","))
+    formats = chart_formats
     try:
         page = report.write_report(data, output_dir, formats=formats)
     except OSError as error:
