@@ -500,7 +500,7 @@ def _nested_as_json(frame: pl.DataFrame) -> pl.DataFrame:
 
 
 @main.command()
-@paths_argument
+@click.argument("paths", nargs=-1, type=click.Path())
 @click.argument("query")
 @mode_option
 @outcomes_option()
@@ -542,6 +542,8 @@ def sql(
 
     from contextledger.ledger.duckdb_views import connect, result_frame
 
+    if not paths:  # one argument: click took it as the query
+        _fail(f"sql needs PATH... and then the QUERY; only one argument was given: {query!r}")
     on_spark = _spark_engine(engine, paths)
     tables = _read_inputs(paths, mode, None, outcomes_file, False)
     result: pl.DataFrame | None = None
