@@ -235,3 +235,26 @@ def test_chart_formats_are_taken_in_any_order(tmp_path, charts):
     assert written == (
         {".svg", ".png"} if "," in charts else set() if charts == "none" else {".svg"}
     )
+
+
+def test_outcomes_reads_an_archives_stored_labels_without_a_file(tmp_path):
+    from contextledger.jobs.ingest import ingest
+
+    root = tmp_path / "archive"
+    ingest([SAMPLE], root, outcomes=SAMPLE.parent / "sample-outcomes.csv", workers=1)
+    stored = CliRunner().invoke(main, ["outcomes", str(root), "--format", "csv"])
+    given = CliRunner().invoke(
+        main,
+        [
+            "outcomes",
+            str(SAMPLE),
+            "--outcomes",
+            str(SAMPLE.parent / "sample-outcomes.csv"),
+            "--format",
+            "csv",
+        ],
+    )
+    assert stored.exit_code == given.exit_code == 0, stored.output
+    assert stored.stdout == given.stdout and stored.stdout.count("\n") > 5
+    none = CliRunner().invoke(main, ["outcomes", str(SAMPLE)])
+    assert none.exit_code == EXIT_USAGE and "no outcome labels" in none.stderr

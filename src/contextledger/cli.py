@@ -426,7 +426,7 @@ def ledger(
 
 @main.command()
 @paths_argument
-@outcomes_option(required=True)
+@outcomes_option(help="CSV or JSON Lines of run_id,label (an archive's stored labels count too).")
 @mode_option
 @click.option(
     "--format",
@@ -440,15 +440,18 @@ def ledger(
 @max_document_option
 def outcomes(
     paths: tuple[str, ...],
-    outcomes_file: str,
+    outcomes_file: str | None,
     mode: str,
     output_format: str,
     output: str | None,
     strict: bool,
 ) -> None:
     """Per piece and label: how often runs that offered it carried the label, against the
-    base rate over all labelled runs. Association, not cause."""
+    base rate over all labelled runs. Association, not cause. The labels are --outcomes
+    FILE's and, over an archive, those stored in it."""
     tables = _read_inputs(paths, mode, None, outcomes_file, strict)
+    if tables.outcomes.num_rows == 0:
+        _fail("no outcome labels: give --outcomes FILE (or an archive that stores labels)")
     frame = outcome_association(tables)
     if output_format == "csv":
         _emit(frame.write_csv(), output)
