@@ -46,12 +46,14 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import errno
 import fcntl
 import itertools
 import json
 import os
 import re
 import secrets
+import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -602,19 +604,41 @@ def _lost(seq: int, parsed: Sequence[Commit]) -> str:
     return f"its {end - first} run(s) (run_order {first}-{end - 1}) are left out"
 
 
+#: The archives this process holds the write lock of (by ``.lock`` file identity).
+_HELD: set[tuple[int, int]] = set()
+_HELD_GUARD = threading.Lock()
+
+
 @contextlib.contextmanager
 def _locked(root: Path) -> Iterator[None]:
-    """Hold ``root``'s write lock, or say another process holds it."""
+    """Hold ``root``'s write lock, or say another process holds it.
+
+    A POSIX record lock (``lockf``), not ``flock``: a forked child (a reading worker)
+    does not inherit it, so a worker that outlives a killed ingest cannot keep the
+    archive locked. Record locks are per process, so a set of held locks keeps two
+    writers in this process apart too.
+    """
     root.mkdir(parents=True, exist_ok=True)
+    busy = ArchiveError(f"{root} is being written by another process")
     with (root / ".lock").open("a+") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise ArchiveError(f"{root} is being written by another process") from None
+        status = os.fstat(handle.fileno())
+        key = (status.st_dev, status.st_ino)
+        with _HELD_GUARD:
+            if key in _HELD:
+                raise busy
+            try:
+                fcntl.lockf(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError as error:
+                if error.errno in (errno.EACCES, errno.EAGAIN):
+                    raise busy from None
+                raise
+            _HELD.add(key)
         try:
             yield
         finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+            with _HELD_GUARD:
+                _HELD.discard(key)
+                fcntl.lockf(handle, fcntl.LOCK_UN)
 
 
 def write_atomically(path: Path, data: bytes) -> None:

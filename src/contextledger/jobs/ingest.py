@@ -21,7 +21,7 @@ import os
 import sys
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 from stat import S_ISREG
@@ -39,6 +39,7 @@ from contextledger.archive.manifest import (
 )
 from contextledger.archive.store import Archive, Batch
 from contextledger.ledger.compute import LedgerInputs, SplitRows, piece_totals
+from contextledger.processes import worker_pool
 from contextledger.read.identity import DUPLICATES, RunIdentity, describe_duplicates
 from contextledger.read.snapshot import ReadProblem, display_path, find_snapshot_files
 from contextledger.tables import schema
@@ -306,7 +307,7 @@ def _read_in_order(
         return
     chunk = 4
     chunks = [sources[i : i + chunk] for i in range(0, len(sources), chunk)]
-    with ProcessPoolExecutor(max_workers=count) as pool:
+    with worker_pool(count) as pool:
         in_flight: list[tuple[Sequence[Source], Future[list[FileRead]]]] = []
         queue = iter(chunks)
         for part in queue:

@@ -13,7 +13,6 @@ import io
 import json
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ from typing import Any
 import msgspec
 import pyarrow as pa
 
+from contextledger.processes import worker_pool
 from contextledger.read.facts import RunFacts
 from contextledger.read.identity import DUPLICATES, RunIdentity, content_digest
 from contextledger.read.reference import record_run
@@ -242,7 +242,7 @@ def _read_all(
         for path in files:
             yield _read_file(path, mode, sidecar, strict)
         return
-    with ProcessPoolExecutor(max_workers=workers) as pool:
+    with worker_pool(workers) as pool:
         chunk = max(1, len(files) // (workers * 8))
         yield from pool.map(
             _read_file,
