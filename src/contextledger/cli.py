@@ -28,7 +28,7 @@ from contextledger.ledger.stats import (
     used_via_text,
     with_uncertainty,
 )
-from contextledger.output import CONTROL_ESCAPES, atomic_path, terminal_text
+from contextledger.output import CONTROL_ESCAPES, atomic_path, terminal_lines, terminal_text
 from contextledger.read.identity import describe_duplicates, describe_unmatched, unmatched_ids
 from contextledger.read.snapshot import (
     DEFAULT_MAX_DOCUMENT_MB,
@@ -148,14 +148,24 @@ def main() -> None:
     """Which context pieces earned their tokens: analytics over recorded agentfootprint runs."""
 
 
-def _warn(message: str) -> None:
-    """One line on stderr, ``contextledger: MESSAGE``, its control characters escaped."""
-    click.echo(terminal_text(f"contextledger: {message}"), err=True)
+def _warn(message: str | Sequence[str]) -> None:
+    """``contextledger: MESSAGE`` on stderr, its control characters escaped. A message of
+    several lines comes as a list: the newlines between them are the program's and kept,
+    any inside one (from a file name) are escaped (:func:`terminal_lines`)."""
+    lines = [message] if isinstance(message, str) else list(message)
+    click.echo(terminal_lines([f"contextledger: {lines[0]}", *lines[1:]]), err=True)
 
 
-def _fail(message: str) -> None:
+def _fail(message: str | Sequence[str]) -> None:
     _warn(message)
     sys.exit(EXIT_USAGE)
+
+
+def _error_lines(error: Exception) -> list[str]:
+    """An error's message as the lines the program wrote (see :func:`_warn`)."""
+    from contextledger.archive import ArchiveDamaged
+
+    return error.lines if isinstance(error, ArchiveDamaged) else [str(error)]
 
 
 #: ``-o FILE``: every command writes it whole or not at all (see ``_writing``).
@@ -900,9 +910,9 @@ def ingest_command(
             else progress_stream(),
         )
     except (ArchiveError, OSError, ValueError) as error:
-        _fail(str(error))
+        _fail(_error_lines(error))
         raise  # unreachable: _fail exits
-    click.echo(terminal_text(report.summary(), keep="\n"))
+    click.echo(terminal_lines(report.summary_lines()))
     if report.problems:
         sys.exit(EXIT_UNREADABLE_INPUT)
 
@@ -982,7 +992,7 @@ def synth_command(
             streams=streams,
         )
     except (ArchiveError, OSError, ValueError) as error:
-        _fail(str(error))
+        _fail(_error_lines(error))
         raise  # unreachable: _fail exits
     click.echo(synth.describe(report))
 

@@ -142,12 +142,13 @@ class ArchiveDamaged(ArchiveError):
 
     def __init__(self, root: Path, problems: Sequence[ArchiveProblem]) -> None:
         self.problems = list(problems)
-        lines = [
+        #: The message a line at a time (a name in a line may hold a newline of its own).
+        self.lines = [
             f"{root} is damaged, so nothing was written to it (restore these files from a "
             "backup, or ingest the snapshots into a new archive):",
             *(f"  {problem}" for problem in self.problems),
         ]
-        super().__init__("\n".join(lines))
+        super().__init__("\n".join(self.lines))
 
 
 @dataclass(frozen=True)

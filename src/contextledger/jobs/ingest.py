@@ -93,6 +93,10 @@ class IngestReport:
 
     def summary(self) -> str:
         """A few lines for people: runs read, refused, bad files, where to look."""
+        return "\n".join(self.summary_lines())
+
+    def summary_lines(self) -> list[str]:
+        """:meth:`summary`'s lines (a file name in one may hold a newline of its own)."""
         rate = self.runs_read / self.seconds if self.seconds else 0.0
         megabytes = self.bytes_read / 1e6
         lines = [
@@ -122,7 +126,7 @@ class IngestReport:
             lines.append(f"  ... and {len(self.problems) - 20} more")
         if self.problems:
             lines.append(f"  the quarantine is listed in {Path(self.archive) / 'quarantine.json'}")
-        return "\n".join(lines)
+        return lines
 
 
 def _where(problem: Mapping[str, Any]) -> str:
