@@ -690,7 +690,7 @@ def whatif_command(
             f"contextledger: {archived.runs} archived run(s) replayed under {len(parsed)} "
             f"polic{'y' if len(parsed) == 1 else 'ies'} in {archived.seconds:.2f} s: "
             f"{archived.runs_per_second:,.0f} runs/s"
-            + (f"; {len(problems)} could not be replayed" if problems else ""),
+            + (f"; {archived.left_out_text()}" if problems else ""),
             err=True,
         )
     else:
