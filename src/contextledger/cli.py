@@ -261,8 +261,20 @@ def _read_inputs(
     _name_duplicates(tables.duplicates)
     if outcomes is not None:
         tables = tables.with_outcomes(outcomes)
-        _name_unmatched("outcome label", outcomes["run_id"].to_pylist(), tables.known_run_ids())
+    _name_unmatched_labels(tables)
     return tables
+
+
+def _name_unmatched_labels(tables: RunTables) -> None:
+    """Say which outcome labels (given, or an archive's stored ones) name no run read (no
+    run the archive holds): how many, the first few."""
+    from contextledger.archive import ArchiveTables
+
+    held = isinstance(tables, ArchiveTables)
+    runs = "run the archive holds" if held else "run read"
+    line = describe_unmatched("outcome label", tables.unmatched_label_ids(), runs=runs)
+    if line is not None:
+        _warn(line)
 
 
 def _name_duplicates(duplicates: Any) -> None:
@@ -813,6 +825,7 @@ def report_command(
     for problem in data.tables.problems.to_pylist():
         _warn(f"skipped {ReadProblem(**problem).where}: {problem['reason']}")
     _name_duplicates(data.tables.duplicates)
+    _name_unmatched_labels(data.tables)
     for problem in data.unreplayed:
         _warn(f"not replayed {ReadProblem(**problem).where}: {problem['reason']}")
     formats = () if chart_formats == "none" else tuple(chart_formats.split(","))

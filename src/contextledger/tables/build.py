@@ -22,7 +22,7 @@ import pyarrow as pa
 
 from contextledger.processes import worker_pool
 from contextledger.read.facts import RunFacts
-from contextledger.read.identity import DUPLICATES, RunIdentity, content_digest
+from contextledger.read.identity import DUPLICATES, RunIdentity, content_digest, unmatched_ids
 from contextledger.read.reference import record_run
 from contextledger.read.snapshot import (
     TOO_DEEP,
@@ -77,6 +77,11 @@ class RunTables:
     def known_run_ids(self) -> list[str]:
         """Every run id these tables were read from (labels naming others match no run)."""
         return [str(run_id) for run_id in self.runs["run_id"].to_pylist()]
+
+    def unmatched_label_ids(self) -> list[str]:
+        """The run ids of outcome labels that name none of :meth:`known_run_ids`, in order
+        (a typo, or a run not read: said on stderr, never an error)."""
+        return unmatched_ids(self.outcomes["run_id"].to_pylist(), self.known_run_ids())
 
 
 def distinct_labels(outcomes: pa.Table) -> pa.Table:
