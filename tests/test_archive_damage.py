@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner, Result
+from polars.testing import assert_frame_equal
 
 from contextledger.archive import Archive, ArchiveDamaged, ArchiveTables, verify_archive
 from contextledger.cli import EXIT_UNREADABLE_INPUT, EXIT_USAGE, main
@@ -157,6 +158,78 @@ def test_reasons_say_what_is_wrong_and_what_it_costs(archive):
         "commit 3 (ingest date 2026-11-02) is left out, with its 4 run(s)"
         in reasons[str(truncated)]
     )
+
+
+@pytest.mark.parametrize(
+    ("damage", "left_out"),
+    [
+        ("truncated data file", "5 run(s) left out, 1 problem(s)"),
+        ("deleted commit file", "5 run(s) left out, 1 problem(s)"),
+        ("deleted last commit file", "an unknown number of runs left out, 1 problem(s)"),
+    ],
+)
+def test_whatif_counts_the_runs_left_out_apart_from_the_problems(archive, damage, left_out):
+    """It once said "N could not be replayed", N the damaged files, not the runs."""
+    DAMAGE[damage](archive)
+    result = invoke("whatif", str(archive), "--policy", "none")
+    assert result.exit_code == EXIT_UNREADABLE_INPUT
+    assert f"; {left_out} named below\n" in result.stderr
+
+
+def test_several_damaged_files_of_a_commit_count_its_runs_once(archive):
+    for path in (archive / "piece_totals").rglob("part-*.parquet"):
+        path.unlink()  # 3 commits x 2 accountings: 6 files, 14 runs
+    result = invoke("whatif", str(archive), "--policy", "none")
+    assert "0 archived run(s) replayed" in result.stderr
+    assert "; 14 run(s) left out, 6 problem(s) named below\n" in result.stderr
+    picked = invoke("whatif", f"{archive}?run_id=s0001-fact-bench", "--policy", "none")
+    assert "; up to 14 run(s) left out, 6 problem(s) named below\n" in picked.stderr
+
+
+def replace_first_commit(archive: Path, other: Path, with_files: bool) -> None:
+    """Commit 1 swapped for another archive's commit 1 (and its data files, if asked)."""
+    commit_file(archive, 1).unlink()
+    copied = commit_file(other, 1)
+    shutil.copy(copied, archive / "_manifest" / "commits" / copied.name)
+    if with_files:
+        for file in json.loads(copied.read_text())["files"]:
+            (archive / file["path"]).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(other / file["path"], archive / file["path"])
+
+
+@pytest.mark.parametrize("with_files", [False, True])
+def test_a_commit_file_from_another_archive_leaves_out_what_it_says(archive, tmp_path, with_files):
+    """Commit 1 (runs 0-4) replaced by another archive's (runs 0-13): commits 2 and 3 no
+    longer continue the run orders, and are left out as the message says, not counted
+    anyway (with the other's files in place too, runs 5-13 were counted twice)."""
+    other = tmp_path / "other"
+    ingest([SAMPLE], other, workers=1, ingest_date="2026-11-02")
+    replace_first_commit(archive, other, with_files)
+    damage = Archive.open(archive).damage
+    unchained = [p for p in damage if "starts at run_order" in p.reason]
+    assert [(p.path, p.commit, p.runs) for p in unchained] == [
+        (str(commit_file(archive, 2)), 2, 5),
+        (str(commit_file(archive, 3)), 3, 4),
+    ]
+    assert unchained[0].reason == (
+        "starts at run_order 5, but commit 1 ends at 13: commit 2 (ingest date 2026-11-02) "
+        "is left out, with its 5 run(s)"
+    )
+    assert unchained[1].reason.startswith("starts at run_order 10, but commit 1 ends at 13: ")
+    ledger = invoke("ledger", str(archive), "--format", "csv")
+    assert_named(ledger, commit_file(archive, 2))
+    assert_named(ledger, commit_file(archive, 3))
+    assert f"{14 if with_files else 0} run(s) metered" in ledger.stderr
+    query = "SELECT count(DISTINCT run_id) AS n, count(*) AS m FROM runs"
+    sql = invoke("sql", str(archive), query, "--format", "csv")
+    assert sql.stdout == ("n,m\n14,14\n" if with_files else "n,m\n0,0\n")
+    if with_files:  # the other archive's commit, whole: its ledger
+        assert_frame_equal(
+            compute_ledger(ArchiveTables(Archive.open(archive), "corrected")).frame,
+            compute_ledger(ArchiveTables(Archive.open(other), "corrected")).frame,
+            check_exact=True,
+        )
+    assert invoke("ingest", str(SAMPLE), "--archive", str(archive)).exit_code == EXIT_USAGE
 
 
 def test_a_file_garbled_in_place_is_found_by_verify_archive(archive):

@@ -241,7 +241,7 @@ def test_a_run_whose_stream_cannot_be_folded_is_named_and_the_rest_replayed(tmp_
     table = runner.invoke(main, ["whatif", str(root), "--policy", "none"])
     assert table.exit_code == EXIT_UNREADABLE_INPUT
     assert "13 archived run(s) replayed under 1 policy" in table.stderr
-    assert "1 could not be replayed" in table.stderr
+    assert "; 1 run(s) left out, 1 problem(s) named below" in table.stderr
     # selections: only the selected runs' problems
     chosen = runner.invoke(main, ["whatif", f"{root}?run_id=s0001-fact-bench", "--policy", "none"])
     assert chosen.exit_code == 0 and "skipped" not in chosen.stderr

@@ -21,6 +21,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "src" / "contextledger"
 #: import each other.
 LAYERS = {
     "output": 0,  # files written whole, text a terminal shows as text: imports nothing
+    "processes": 0,  # worker pools whose workers die with their parent: imports nothing
     "read": 1,
     "tables": 2,
     "ledger": 3,

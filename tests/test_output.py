@@ -96,6 +96,42 @@ def test_machine_formats_keep_the_exact_names(hostile, output_format):
     assert ESC not in result.stderr and r"bad\x1b[2J" in result.stderr
 
 
+def test_a_multi_line_message_keeps_its_own_newlines_and_escapes_the_inputs(tmp_path):
+    """An ingest refused by a damaged archive lists each damaged file on a line of its
+    own (the program's newlines, once shown as a literal ``\\x0a``); the archive's name,
+    from the user, still has its ESC and its newline escaped, on every line."""
+    root = tmp_path / "arch\x1bive\nE"
+    ingest([FACT_BENCH], root, workers=1, ingest_date="2026-11-01")
+    ingest([SAMPLE], root, workers=1, ingest_date="2026-11-02")
+    [damaged] = root.glob("offers/accounting=corrected/*/first_in_run=true/part-00000002-*")
+    damaged.write_bytes(b"")
+    result = run("ingest", str(FACT_BENCH), "--archive", str(root), "--workers", "1")
+    assert result.exit_code == EXIT_USAGE
+    assert ESC not in result.stderr
+    escaped = r"arch\x1bive\x0aE"
+    lines = result.stderr.splitlines()
+    assert lines[0] == (
+        f"contextledger: {tmp_path}/{escaped} is damaged, so nothing was written to it "
+        "(restore these files from a backup, or ingest the snapshots into a new archive):"
+    )
+    relative = damaged.relative_to(root)
+    assert lines[1].startswith(f"  {tmp_path}/{escaped}/{relative}: 0 bytes, its commit says")
+    assert len(lines) == 2
+
+
+def test_the_ingest_summary_escapes_a_newline_in_a_file_name(tmp_path):
+    """Its lines are the program's; a quarantined file whose name holds a newline is
+    shown on one line, ``\\x0a`` where the newline is, as every other message shows it."""
+    folder = tmp_path / "runs"
+    folder.mkdir()
+    (folder / "bad\nname\x1b.json").write_text("{", encoding="utf-8")
+    result = run("ingest", str(folder), "--archive", str(tmp_path / "archive"))
+    assert result.exit_code == EXIT_UNREADABLE_INPUT
+    quarantined = [line for line in result.stdout.splitlines() if "quarantined " in line]
+    assert len(quarantined) == 1
+    assert quarantined[0].startswith(f"  quarantined {folder}/bad\\x0aname\\x1b.json: invalid")
+
+
 # ── -o FILE: folders made, written whole or not at all ───────────────
 SAMPLE_RUN = str(SAMPLE / "s0003-loop.json.gz")
 WRITERS = {

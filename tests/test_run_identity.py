@@ -228,3 +228,49 @@ def test_both_engines_count_a_repeated_label_once_even_in_hand_built_tables():
     expected = compute_ledger(once).rows()
     assert_frame_equal(compute_ledger(twice).rows(), expected, check_exact=True)
     assert_frame_equal(ledger_rows_sql(twice), expected, check_exact=True)
+
+
+def test_stored_labels_for_runs_the_archive_does_not_hold_are_named(tmp_path):
+    """At ingest as a note (a label may come before its run), and by every command that
+    reads the archive's labels; once the run arrives, no longer."""
+    labels = tmp_path / "G.csv"
+    labels.write_text("run_id,label\ns0001-fact-bench,good\nghost-run,bad\n")
+    root = tmp_path / "archive"
+    line = "outcome label rows for 1 run id(s) that match no run the archive holds: ghost-run"
+    ingested = run_cli("ingest", str(SAMPLE), "--archive", str(root), "--outcomes", str(labels))
+    assert ingested.exit_code == 0, ingested.output
+    assert f"  note: stored {line} (not an error: " in ingested.stdout
+    out = tmp_path / "report"
+    for args in (
+        ["ledger", str(root)],
+        ["outcomes", str(root), "--outcomes", str(labels)],
+        ["ledger", f"{root}?run_id=s0001-fact-bench"],  # all the archive holds, not selected
+        ["report", str(root), "-o", str(out), "--charts", "none", "--policy", "none"],
+    ):
+        result = run_cli(*args)
+        assert result.exit_code == 0, result.output
+        assert result.stderr.count(line) == 1, (args, result.stderr)
+    arrives = tmp_path / "later"
+    arrives.mkdir()
+    document = json.loads(gzip.decompress(LOOP.read_bytes()))
+    document["run_id"] = "ghost-run"  # a run under that id
+    (arrives / "ghost.json").write_text(json.dumps(document), encoding="utf-8")
+    later = run_cli("ingest", str(arrives), "--archive", str(root))
+    assert later.exit_code == 0 and "note:" not in later.stdout
+    assert "match no run" not in run_cli("ledger", str(root)).stderr
+
+
+def test_labels_given_again_under_another_name_add_only_the_new_pairs(tmp_path):
+    """It said "17 outcome label(s) added" for the sample's 14 labels and 3 new ones."""
+    root = tmp_path / "archive"
+    first = ingest([SAMPLE], root, outcomes=OUTCOMES, workers=1)
+    assert first.outcome_labels_added == 14
+    again = tmp_path / "renamed.csv"
+    again.write_text(
+        OUTCOMES.read_text() + "s0003-loop,reviewed\ns0001-fact-bench,reviewed\n"
+        "s0003-loop,reviewed\ns0048-loop,reviewed\n"
+    )
+    result = run_cli("ingest", str(SAMPLE), "--archive", str(root), "--outcomes", str(again))
+    assert result.exit_code == 0, result.output
+    assert "; 3 new (run, label) outcome label(s) stored" in result.stdout
+    assert ingest([SAMPLE], root, outcomes=OUTCOMES, workers=1).outcome_labels_added == 0

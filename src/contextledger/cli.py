@@ -28,7 +28,7 @@ from contextledger.ledger.stats import (
     used_via_text,
     with_uncertainty,
 )
-from contextledger.output import CONTROL_ESCAPES, atomic_path, terminal_text
+from contextledger.output import CONTROL_ESCAPES, atomic_path, terminal_lines, terminal_text
 from contextledger.read.identity import describe_duplicates, describe_unmatched, unmatched_ids
 from contextledger.read.snapshot import (
     DEFAULT_MAX_DOCUMENT_MB,
@@ -172,14 +172,24 @@ def main() -> None:
     """Which context pieces earned their tokens: analytics over recorded agentfootprint runs."""
 
 
-def _warn(message: str) -> None:
-    """One line on stderr, ``contextledger: MESSAGE``, its control characters escaped."""
-    click.echo(terminal_text(f"contextledger: {message}"), err=True)
+def _warn(message: str | Sequence[str]) -> None:
+    """``contextledger: MESSAGE`` on stderr, its control characters escaped. A message of
+    several lines comes as a list: the newlines between them are the program's and kept,
+    any inside one (from a file name) are escaped (:func:`terminal_lines`)."""
+    lines = [message] if isinstance(message, str) else list(message)
+    click.echo(terminal_lines([f"contextledger: {lines[0]}", *lines[1:]]), err=True)
 
 
-def _fail(message: str) -> None:
+def _fail(message: str | Sequence[str]) -> None:
     _warn(message)
     sys.exit(EXIT_USAGE)
+
+
+def _error_lines(error: Exception) -> list[str]:
+    """An error's message as the lines the program wrote (see :func:`_warn`)."""
+    from contextledger.archive import ArchiveDamaged
+
+    return error.lines if isinstance(error, ArchiveDamaged) else [str(error)]
 
 
 #: ``-o FILE``: every command writes it whole or not at all (see ``_writing``).
@@ -275,8 +285,20 @@ def _read_inputs(
     _name_duplicates(tables.duplicates)
     if outcomes is not None:
         tables = tables.with_outcomes(outcomes)
-        _name_unmatched("outcome label", outcomes["run_id"].to_pylist(), tables.known_run_ids())
+    _name_unmatched_labels(tables)
     return tables
+
+
+def _name_unmatched_labels(tables: RunTables) -> None:
+    """Say which outcome labels (given, or an archive's stored ones) name no run read (no
+    run the archive holds): how many, the first few."""
+    from contextledger.archive import ArchiveTables
+
+    held = isinstance(tables, ArchiveTables)
+    runs = "run the archive holds" if held else "run read"
+    line = describe_unmatched("outcome label", tables.unmatched_label_ids(), runs=runs)
+    if line is not None:
+        _warn(line)
 
 
 def _name_duplicates(duplicates: Any) -> None:
@@ -714,7 +736,7 @@ def whatif_command(
             f"contextledger: {archived.runs} archived run(s) replayed under {len(parsed)} "
             f"polic{'y' if len(parsed) == 1 else 'ies'} in {archived.seconds:.2f} s: "
             f"{archived.runs_per_second:,.0f} runs/s"
-            + (f"; {len(problems)} could not be replayed" if problems else ""),
+            + (f"; {archived.left_out_text()}" if problems else ""),
             err=True,
         )
     else:
@@ -838,6 +860,7 @@ def report_command(
     for problem in data.tables.problems.to_pylist():
         _warn(f"skipped {ReadProblem(**problem).where}: {problem['reason']}")
     _name_duplicates(data.tables.duplicates)
+    _name_unmatched_labels(data.tables)
     for problem in data.unreplayed:
         _warn(f"not replayed {ReadProblem(**problem).where}: {problem['reason']}")
     formats = chart_formats
@@ -935,9 +958,9 @@ def ingest_command(
             else progress_stream(),
         )
     except (ArchiveError, OSError, ValueError) as error:
-        _fail(str(error))
+        _fail(_error_lines(error))
         raise  # unreachable: _fail exits
-    click.echo(terminal_text(report.summary(), keep="\n"))
+    click.echo(terminal_lines(report.summary_lines()))
     if report.problems:
         sys.exit(EXIT_UNREADABLE_INPUT)
 
@@ -1017,7 +1040,7 @@ def synth_command(
             streams=streams,
         )
     except (ArchiveError, OSError, ValueError) as error:
-        _fail(str(error))
+        _fail(_error_lines(error))
         raise  # unreachable: _fail exits
     click.echo(synth.describe(report))
 

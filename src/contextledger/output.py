@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 #: Control characters (C0, DEL, C1) and the visible escape each is printed as.
@@ -38,6 +38,17 @@ def terminal_text(text: str, *, keep: str = "") -> str:
     if keep:
         table = {code: escape for code, escape in table.items() if chr(code) not in keep}
     return text.translate(table)
+
+
+def terminal_lines(lines: Iterable[str]) -> str:
+    """The program's ``lines`` joined by newlines, each shown with :func:`terminal_text`:
+    a newline inside a line came from the input (a file name may hold one) and is
+    escaped like any control character, so it cannot pass for a line of the program's.
+
+    >>> terminal_lines(["skipped:", "  bad\\nname\\x1b.json"])
+    'skipped:\\n  bad\\\\x0aname\\\\x1b.json'
+    """
+    return "\n".join(terminal_text(line) for line in lines)
 
 
 @contextlib.contextmanager

@@ -10,7 +10,8 @@ Damage done from outside (a truncated or deleted data file, a garbled or deleted
 commit file) is found when the archive is opened, from the commit files, the head
 and file sizes alone: commits are numbered 1, 2, ... with no gap up to the head (the
 latest commit's number, written after it), and each commit records its files' rows
-and bytes. A commit with a damaged file is left out whole, and named
+and bytes; each commit's runs continue the run orders of the one before. A commit
+with a damaged file, or out of that chain, is left out whole, and named
 (:attr:`Archive.damage`); :func:`verify_archive` also reads every row.
 
 Layout (``run_order`` is the ingest order: a run's place among all runs ever
@@ -46,12 +47,13 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import errno
 import fcntl
-import itertools
 import json
 import os
 import re
 import secrets
+import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -121,7 +123,9 @@ class ArchiveProblem:
     """Damage found in an archive: the file, and what is wrong with it (and what it costs).
 
     ``ingest_date`` is the ingest date of the commit it takes out; None when unknown
-    (a commit file missing or unreadable).
+    (a commit file missing or unreadable). ``commit`` is the number of the commit it
+    takes out and ``runs`` how many runs that commit added (None: not known), so that
+    several damaged files of one commit count its runs once (:func:`runs_left_out`).
 
     >>> str(ArchiveProblem("DIR/runs/part-1.parquet", "missing"))
     'DIR/runs/part-1.parquet: missing'
@@ -130,6 +134,8 @@ class ArchiveProblem:
     path: str
     reason: str
     ingest_date: str | None = None
+    commit: int | None = None
+    runs: int | None = None
 
     def __str__(self) -> str:
         return f"{self.path}: {self.reason}"
@@ -140,12 +146,13 @@ class ArchiveDamaged(ArchiveError):
 
     def __init__(self, root: Path, problems: Sequence[ArchiveProblem]) -> None:
         self.problems = list(problems)
-        lines = [
+        #: The message a line at a time (a name in a line may hold a newline of its own).
+        self.lines = [
             f"{root} is damaged, so nothing was written to it (restore these files from a "
             "backup, or ingest the snapshots into a new archive):",
             *(f"  {problem}" for problem in self.problems),
         ]
-        super().__init__("\n".join(lines))
+        super().__init__("\n".join(self.lines))
 
 
 @dataclass(frozen=True)
@@ -255,8 +262,9 @@ class Archive:
 
         Cheap: the commit files, the head, and each listed file's size (its Parquet
         footer for commits that did not record sizes). A commit whose file is missing,
-        truncated or unreadable is left out of :attr:`commits`; it, a commit file that
-        cannot be read, and a gap in the commit numbers go to :attr:`damage`.
+        truncated or unreadable is left out of :attr:`commits`, and so is one whose runs
+        do not continue the run orders of the commits before it; they, a commit file
+        that cannot be read, and a gap in the commit numbers go to :attr:`damage`.
         """
         damage: list[ArchiveProblem] = []
         head = self._read_head(damage)  # before listing: a commit is in place before its head
@@ -277,32 +285,49 @@ class Archive:
         for seq in range(1, max([head, *numbered], default=0) + 1):
             if seq not in numbered:
                 lost.append((seq, *self._missing_commit(seq)))
-        damage.extend(
-            ArchiveProblem(path, f"commit file {why}: {_lost(seq, parsed)}")
-            for seq, path, why in sorted(lost)
-        )
-        for before, after in itertools.pairwise(parsed):
-            if after.seq == before.seq + 1 and after.first_run_order != before.next_run_order:
-                damage.append(
-                    ArchiveProblem(
-                        numbered[after.seq],
-                        f"starts at run_order {after.first_run_order}, but commit "
-                        f"{before.seq} ends at {before.next_run_order - 1}",
-                        after.ingest_date,
-                    )
+        for seq, where, cause in sorted(lost):
+            what, runs = _lost(seq, parsed)
+            damage.append(ArchiveProblem(where, f"commit file {cause}: {what}", None, seq, runs))
+        # run orders are a run's identity: a commit that does not start where the last
+        # commit of the chain ends (or after it, past a lost commit) was not written after
+        # it (say, a commit file copied in from another archive); its runs cannot be
+        # placed and may be ones already counted, so it is left out whole, as a damaged
+        # file leaves its commit out, and so is every commit chained to it
+        unchained = set()
+        chain: Commit | None = None
+        for commit in parsed:
+            if chain is None or (
+                commit.first_run_order == chain.next_run_order
+                if commit.seq == chain.seq + 1
+                else commit.first_run_order >= chain.next_run_order
+            ):
+                chain = commit
+                continue
+            unchained.add(commit.seq)
+            damage.append(
+                ArchiveProblem(
+                    numbered[commit.seq],
+                    f"starts at run_order {commit.first_run_order}, but commit {chain.seq} "
+                    f"ends at {chain.next_run_order - 1}: " + _left_out(commit),
+                    commit.ingest_date,
+                    commit.seq,
+                    commit.run_count,
                 )
+            )
         intact = []
         for commit in parsed:
             found = [(file, why) for file in commit.files if (why := self._file_damage(file))]
             for file, why in found:
-                reason = (
-                    f"{why}: commit {commit.seq} (ingest date {commit.ingest_date}) is left "
-                    f"out, with its {commit.run_count} run(s)"
-                )
                 damage.append(
-                    ArchiveProblem(str(self.root / file.path), reason, commit.ingest_date)
+                    ArchiveProblem(
+                        str(self.root / file.path),
+                        f"{why}: {_left_out(commit)}",
+                        commit.ingest_date,
+                        commit.seq,
+                        commit.run_count,
+                    )
                 )
-            if not found:
+            if not found and commit.seq not in unchained:
                 intact.append(commit)
         self.commits = intact
         self.damage = damage
@@ -589,32 +614,78 @@ def _number_of(name: str) -> int:
     return int(digits) if digits.isdigit() else 0
 
 
-def _lost(seq: int, parsed: Sequence[Commit]) -> str:
-    """Which runs went with lost commit ``seq``: the run orders between its neighbours."""
+def _left_out(commit: Commit) -> str:
+    """What leaving ``commit`` out costs, as a damage reason says it."""
+    return (
+        f"commit {commit.seq} (ingest date {commit.ingest_date}) is left out, with its "
+        f"{commit.run_count} run(s)"
+    )
+
+
+def _lost(seq: int, parsed: Sequence[Commit]) -> tuple[str, int | None]:
+    """Which runs went with lost commit ``seq``: the run orders between its neighbours,
+    said, and counted (None: not known, the last commit's)."""
     before = [c for c in parsed if c.seq < seq]
     after = [c for c in parsed if c.seq > seq]
     first = before[-1].next_run_order if before else 0
     if not after:
-        return f"its runs (run_order {first} on, if it added any) are left out"
+        return f"its runs (run_order {first} on, if it added any) are left out", None
     end = after[0].first_run_order
     if end <= first:
-        return "it added no runs (its outcome labels and manifest rows are left out)"
-    return f"its {end - first} run(s) (run_order {first}-{end - 1}) are left out"
+        return "it added no runs (its outcome labels and manifest rows are left out)", 0
+    return f"its {end - first} run(s) (run_order {first}-{end - 1}) are left out", end - first
+
+
+def runs_left_out(problems: Sequence[ArchiveProblem]) -> tuple[int, bool]:
+    """How many runs ``problems`` leave out, each commit they take out counted once, and
+    whether that is all (False: a lost commit's count is unknown, so at least this many).
+
+    >>> runs_left_out([ArchiveProblem("a", "", None, 2, 7), ArchiveProblem("b", "", None, 2, 7)])
+    (7, True)
+    """
+    commits: dict[int, int | None] = {}
+    for problem in problems:
+        if problem.commit is not None:
+            commits[problem.commit] = problem.runs
+    known = [runs for runs in commits.values() if runs is not None]
+    return sum(known), len(known) == len(commits)
+
+
+#: The archives this process holds the write lock of (by ``.lock`` file identity).
+_HELD: set[tuple[int, int]] = set()
+_HELD_GUARD = threading.Lock()
 
 
 @contextlib.contextmanager
 def _locked(root: Path) -> Iterator[None]:
-    """Hold ``root``'s write lock, or say another process holds it."""
+    """Hold ``root``'s write lock, or say another process holds it.
+
+    A POSIX record lock (``lockf``), not ``flock``: a forked child (a reading worker)
+    does not inherit it, so a worker that outlives a killed ingest cannot keep the
+    archive locked. Record locks are per process, so a set of held locks keeps two
+    writers in this process apart too.
+    """
     root.mkdir(parents=True, exist_ok=True)
+    busy = ArchiveError(f"{root} is being written by another process")
     with (root / ".lock").open("a+") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise ArchiveError(f"{root} is being written by another process") from None
+        status = os.fstat(handle.fileno())
+        key = (status.st_dev, status.st_ino)
+        with _HELD_GUARD:
+            if key in _HELD:
+                raise busy
+            try:
+                fcntl.lockf(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError as error:
+                if error.errno in (errno.EACCES, errno.EAGAIN):
+                    raise busy from None
+                raise
+            _HELD.add(key)
         try:
             yield
         finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+            with _HELD_GUARD:
+                _HELD.discard(key)
+                fcntl.lockf(handle, fcntl.LOCK_UN)
 
 
 def write_atomically(path: Path, data: bytes) -> None:

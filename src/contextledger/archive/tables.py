@@ -302,6 +302,22 @@ class ArchiveTables(RunTables):
         frame = pl.scan_parquet(files, hive_partitioning=False).select("run_id").collect()
         return [str(run_id) for run_id in frame["run_id"].to_list()]
 
+    def unmatched_label_ids(self) -> list[str]:
+        """The run ids of the labels (stored, and any added here) that name no run the
+        archive holds, in the order they arrived: labels may come before their runs.
+
+        Reads the outcomes and the run index's ``run_id`` column only, never the big
+        tables, and nothing at all when there are no labels.
+        """
+        if not self.outcome_files() and self.extra_outcomes is None:
+            return []
+        labelled = self.outcome_scan().select("run_id").unique(maintain_order=True)
+        index = self.archive.paths(self.archive.files("run_index"))
+        if index:
+            held = pl.scan_parquet(index, hive_partitioning=False).select("run_id")
+            labelled = labelled.join(held, on="run_id", how="anti", maintain_order="left")
+        return [str(run_id) for run_id in labelled.collect()["run_id"].to_list()]
+
     @property
     def duplicates(self) -> pa.Table:
         """None: ingest admits each run once (:mod:`~contextledger.read.identity`)."""

@@ -21,7 +21,7 @@ import os
 import sys
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 from stat import S_ISREG
@@ -38,8 +38,15 @@ from contextledger.archive.manifest import (
     write_quarantine_listing,
 )
 from contextledger.archive.store import Archive, Batch
+from contextledger.archive.tables import ArchiveTables
 from contextledger.ledger.compute import LedgerInputs, SplitRows, piece_totals
-from contextledger.read.identity import DUPLICATES, RunIdentity, describe_duplicates
+from contextledger.processes import worker_pool
+from contextledger.read.identity import (
+    DUPLICATES,
+    RunIdentity,
+    describe_duplicates,
+    describe_unmatched,
+)
 from contextledger.read.snapshot import ReadProblem, display_path, find_snapshot_files
 from contextledger.tables import schema
 from contextledger.tables.build import (
@@ -84,7 +91,10 @@ class IngestReport:
     bad_files: int = 0  # files with at least one problem
     problems: list[dict[str, Any]] = field(default_factory=list)
     duplicates: list[dict[str, Any]] = field(default_factory=list)  # copies already archived
-    outcome_rows: int = 0
+    outcome_labels_added: int = 0  # (run, label) pairs the archive did not hold yet
+    #: Run ids of stored labels that name no run the archive holds (said, not an error:
+    #: labels may arrive before their runs).
+    unmatched_labels: list[str] = field(default_factory=list)
     commits: int = 0
     leftovers_removed: int = 0
     sources_retired: int = 0  # quarantined files since deleted: out of the quarantine
@@ -92,6 +102,10 @@ class IngestReport:
 
     def summary(self) -> str:
         """A few lines for people: runs read, refused, bad files, where to look."""
+        return "\n".join(self.summary_lines())
+
+    def summary_lines(self) -> list[str]:
+        """:meth:`summary`'s lines (a file name in one may hold a newline of its own)."""
         rate = self.runs_read / self.seconds if self.seconds else 0.0
         megabytes = self.bytes_read / 1e6
         lines = [
@@ -103,8 +117,17 @@ class IngestReport:
             "  refused: "
             + ", ".join(f"{count} under {mode}" for mode, count in self.refused.items()),
             f"  {self.bad_files} bad file(s), {len(self.problems)} problem(s) quarantined"
-            + (f"; {self.outcome_rows} outcome label(s) added" if self.outcome_rows else ""),
+            + (
+                f"; {self.outcome_labels_added} new (run, label) outcome label(s) stored"
+                if self.outcome_labels_added
+                else ""
+            ),
         ]
+        unmatched = describe_unmatched(
+            "stored outcome label", self.unmatched_labels, runs="run the archive holds"
+        )
+        if unmatched is not None:
+            lines.append(f"  note: {unmatched} (not an error: labels may arrive before their runs)")
         if self.sources_retired:
             lines.append(
                 f"  {self.sources_retired} quarantined file(s) since deleted left the quarantine"
@@ -121,7 +144,7 @@ class IngestReport:
             lines.append(f"  ... and {len(self.problems) - 20} more")
         if self.problems:
             lines.append(f"  the quarantine is listed in {Path(self.archive) / 'quarantine.json'}")
-        return "\n".join(lines)
+        return lines
 
 
 def _where(problem: Mapping[str, Any]) -> str:
@@ -197,8 +220,20 @@ def ingest(
         named = {source.path for source in todo} | {str(path) for path in files}
         report.sources_retired = retire_deleted_sources(archive, known, named, date)
         write_quarantine_listing(archive)
+        if report.commits:  # runs or labels arrived: which labels still name no run
+            tables = ArchiveTables(archive, ACCOUNTING_MODES[0])
+            report.unmatched_labels = tables.unmatched_label_ids()
     report.seconds = time.perf_counter() - started
     return report
+
+
+def _new_labels(archive: Archive, table: pa.Table) -> int:
+    """How many distinct (run, label) pairs of ``table`` the archive does not count yet
+    (the same labels given again under another file name add none)."""
+    stored = ArchiveTables(archive, ACCOUNTING_MODES[0]).outcome_scan()
+    given = pl.DataFrame(table.cast(schema.OUTCOMES)).lazy().unique()
+    new = given.join(stored, on=["run_id", "label"], how="anti", nulls_equal=True)
+    return int(new.select(pl.len()).collect().item())
 
 
 # ── which files to read ────────────────────────────────────────────
@@ -306,7 +341,7 @@ def _read_in_order(
         return
     chunk = 4
     chunks = [sources[i : i + chunk] for i in range(0, len(sources), chunk)]
-    with ProcessPoolExecutor(max_workers=count) as pool:
+    with worker_pool(count) as pool:
         in_flight: list[tuple[Sequence[Source], Future[list[FileRead]]]] = []
         queue = iter(chunks)
         for part in queue:
@@ -360,7 +395,7 @@ class _Pending:
         except ValueError as error:
             raise store.ArchiveError(str(error)) from None
         self.outcomes.append((source, table, None))
-        self.report.outcome_rows += table.num_rows
+        self.report.outcome_labels_added += _new_labels(self.archive, table)
 
     def flush(self) -> None:
         if not self.reads and not self.outcomes:

@@ -43,6 +43,7 @@ from contextledger.jobs.synth_model import (
     synth_streams,
     synth_tables,
 )
+from contextledger.processes import worker_pool
 from contextledger.read.messages import RunMessages, collector_paused
 from contextledger.tables import schema
 from contextledger.tables.build import RunTables
@@ -94,7 +95,7 @@ def synth_archive(
     pooled = streams and processes > 1 and min(runs, batch_runs) > STREAM_CHUNK_RUNS
     with (
         archive.writing() as removed,
-        ProcessPoolExecutor(processes) if pooled else contextlib.nullcontext() as pool,
+        worker_pool(processes) if pooled else contextlib.nullcontext() as pool,
     ):
         report.leftovers_removed = removed
         known = committed_sources(archive)

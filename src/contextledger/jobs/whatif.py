@@ -13,7 +13,7 @@ import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 import pyarrow as pa
@@ -34,6 +34,9 @@ from contextledger.tables.build import ACCOUNTING_MODES, FOLD_ERRORS, fold_failu
 from contextledger.tables.standings import load_standings
 from contextledger.window.policies import Policy
 from contextledger.window.whatif import parse_policies, per_policy, whatif_table
+
+if TYPE_CHECKING:
+    from contextledger.archive.tables import ArchiveTables
 
 
 @dataclass
@@ -171,6 +174,29 @@ class ArchiveReplay:
     seconds: float
     problems: list[ReadProblem] = field(default_factory=list)
     spill: tempfile.TemporaryDirectory[str] | None = field(default=None, repr=False)
+    #: Selected runs not replayed: the runs of each damaged commit (once, however many
+    #: of its files are damaged) and each run without a stored stream.
+    runs_left_out: int = 0
+    #: False: a lost commit's run count is unknown, so at least ``runs_left_out``.
+    left_out_known: bool = True
+    #: A run-level filter (run ids, a label): a damaged commit may hold fewer selected runs.
+    filtered: bool = False
+
+    def left_out_text(self) -> str:
+        """How many runs were left out and how many problems are named: ``''`` if none.
+
+        Damaged files and runs are counted apart: one damaged commit may have several
+        damaged files, and one damaged file takes out every run of its commit.
+        """
+        if not self.problems:
+            return ""
+        count = f"{self.runs_left_out:,} run(s)"
+        if not self.left_out_known:
+            known = self.runs_left_out and not self.filtered
+            count = f"at least {count}" if known else "an unknown number of runs"
+        elif self.filtered and self.runs_left_out:
+            count = f"up to {count}"
+        return f"{count} left out, {len(self.problems)} problem(s) named below"
 
     @property
     def per_run(self) -> pl.DataFrame:
@@ -200,12 +226,7 @@ def whatif_archive(
     """
     import time
 
-    from contextledger.archive.tables import (
-        STREAM_BATCH_RUNS,
-        archive_tables,
-        stream_batches,
-        unreplayable_runs,
-    )
+    from contextledger.archive.tables import STREAM_BATCH_RUNS, archive_tables, stream_batches
 
     named = [paths] if isinstance(paths, str | Path) else paths
     tables = archive_tables([str(path) for path in named], ACCOUNTING_MODES[0])
@@ -225,6 +246,22 @@ def whatif_archive(
     rows = (
         pl.scan_parquet(parts) if parts else pl.DataFrame(schema.WHATIF_RUNS.empty_table()).lazy()
     )
-    problems = [ReadProblem(p.path, None, None, p.reason) for p in tables.damage]
-    problems += [ReadProblem(**row) for row in unreplayable_runs(archive, selection)]
-    return ArchiveReplay(rows, runs, time.perf_counter() - started, problems, spill)
+    replay = ArchiveReplay(rows, runs, time.perf_counter() - started, spill=spill)
+    return with_problems(replay, tables)
+
+
+def with_problems(replay: ArchiveReplay, tables: ArchiveTables) -> ArchiveReplay:
+    """``replay`` with what it could not replay: the archive's damage the selection
+    touches (each damaged commit is left out), then the selected runs without a stored
+    stream; and how many runs that leaves out."""
+    from contextledger.archive.store import runs_left_out
+    from contextledger.archive.tables import unreplayable_runs
+
+    damage = tables.damage
+    unreplayable = unreplayable_runs(tables.archive, tables.selection)
+    replay.problems = [ReadProblem(p.path, None, None, p.reason) for p in damage]
+    replay.problems += [ReadProblem(**row) for row in unreplayable]
+    lost, replay.left_out_known = runs_left_out(damage)
+    replay.runs_left_out = lost + len(unreplayable)
+    replay.filtered = tables.run_id_filter() is not None
+    return replay

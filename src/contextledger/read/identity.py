@@ -201,8 +201,11 @@ def unmatched_ids(ids: Iterable[str], runs: Iterable[str]) -> list[str]:
     return list(dict.fromkeys(i for i in ids if i not in known))
 
 
-def describe_unmatched(what: str, ids: list[str], *, limit: int = 3) -> str | None:
-    """One line naming how many ``what`` rows name no run, and the first few ids.
+def describe_unmatched(
+    what: str, ids: list[str], *, limit: int = 3, runs: str = "run read"
+) -> str | None:
+    """One line naming how many ``what`` rows name no run, and the first few ids
+    (``runs``: which runs they were matched against).
 
     >>> describe_unmatched("outcome label", ["x", "y"])
     'outcome label rows for 2 run id(s) that match no run read: x, y'
@@ -210,4 +213,4 @@ def describe_unmatched(what: str, ids: list[str], *, limit: int = 3) -> str | No
     if not ids:
         return None
     shown = ", ".join(ids[:limit]) + (", ..." if len(ids) > limit else "")
-    return f"{what} rows for {len(ids)} run id(s) that match no run read: {shown}"
+    return f"{what} rows for {len(ids)} run id(s) that match no {runs}: {shown}"

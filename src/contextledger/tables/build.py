@@ -13,7 +13,6 @@ import io
 import json
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,8 +20,9 @@ from typing import Any
 import msgspec
 import pyarrow as pa
 
+from contextledger.processes import worker_pool
 from contextledger.read.facts import RunFacts
-from contextledger.read.identity import DUPLICATES, RunIdentity, content_digest
+from contextledger.read.identity import DUPLICATES, RunIdentity, content_digest, unmatched_ids
 from contextledger.read.reference import record_run
 from contextledger.read.snapshot import (
     TOO_DEEP,
@@ -77,6 +77,11 @@ class RunTables:
     def known_run_ids(self) -> list[str]:
         """Every run id these tables were read from (labels naming others match no run)."""
         return [str(run_id) for run_id in self.runs["run_id"].to_pylist()]
+
+    def unmatched_label_ids(self) -> list[str]:
+        """The run ids of outcome labels that name none of :meth:`known_run_ids`, in order
+        (a typo, or a run not read: said on stderr, never an error)."""
+        return unmatched_ids(self.outcomes["run_id"].to_pylist(), self.known_run_ids())
 
 
 def distinct_labels(outcomes: pa.Table) -> pa.Table:
@@ -242,7 +247,7 @@ def _read_all(
         for path in files:
             yield _read_file(path, mode, sidecar, strict)
         return
-    with ProcessPoolExecutor(max_workers=workers) as pool:
+    with worker_pool(workers) as pool:
         chunk = max(1, len(files) // (workers * 8))
         yield from pool.map(
             _read_file,

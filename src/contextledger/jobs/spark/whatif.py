@@ -20,11 +20,10 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from contextledger.archive.tables import ArchiveTables, require_streams, unreplayable_runs
+from contextledger.archive.tables import ArchiveTables, require_streams
 from contextledger.jobs.spark.session import get_session
 from contextledger.jobs.spark.views import archive_of, read_table, to_polars
-from contextledger.jobs.whatif import ArchiveReplay
-from contextledger.read.snapshot import ReadProblem
+from contextledger.jobs.whatif import ArchiveReplay, with_problems
 from contextledger.tables import schema
 from contextledger.tables.windows import streams_from_tables
 from contextledger.window.policies import Policy
@@ -76,9 +75,8 @@ def whatif_archive(
     started = time.perf_counter()
     tables = archive_of(source, None)
     rows = whatif_rows(tables, policies, standings_rows, spark)
-    problems = [ReadProblem(**row) for row in unreplayable_runs(tables.archive, tables.selection)]
     runs = rows["run_id"].n_unique() if rows.height else 0
-    return ArchiveReplay(rows.lazy(), runs, time.perf_counter() - started, problems)
+    return with_problems(ArchiveReplay(rows.lazy(), runs, time.perf_counter() - started), tables)
 
 
 def _parsed(
