@@ -28,7 +28,7 @@ from contextledger.ledger.stats import (
     used_via_text,
     with_uncertainty,
 )
-from contextledger.output import CONTROL_ESCAPES, atomic_path, terminal_text
+from contextledger.output import CONTROL_ESCAPES, atomic_path, file_target, terminal_text
 from contextledger.read.identity import describe_duplicates, describe_unmatched, unmatched_ids
 from contextledger.read.snapshot import (
     DEFAULT_MAX_DOCUMENT_MB,
@@ -158,11 +158,22 @@ def _fail(message: str) -> None:
     sys.exit(EXIT_USAGE)
 
 
+def _output_file(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
+    """Refuse an ``-o`` that names no file (empty, ``dir/``, below a file) before any work."""
+    if value is not None:
+        try:
+            file_target(value)
+        except OSError as error:
+            _fail(f"cannot write {value or repr(value)}: {error.strerror or error}")
+    return value
+
+
 #: ``-o FILE``: every command writes it whole or not at all (see ``_writing``).
 output_option = click.option(
     "-o",
     "--output",
     type=click.Path(dir_okay=False),
+    callback=_output_file,
     help="Write here instead of stdout (missing folders are made; written whole or not at all).",
 )
 
@@ -176,7 +187,7 @@ def _writing(output: str) -> Iterator[Path]:
         with atomic_path(output) as temporary:
             yield temporary
     except OSError as error:
-        _fail(f"cannot write {output}: {error.strerror or error}")
+        _fail(f"cannot write {output or repr(output)}: {error.strerror or error}")
     except pl.exceptions.PolarsError as error:  # a Polars writer's I/O error
         _fail(f"cannot write {output}: {str(error).splitlines()[0]}")
 
