@@ -706,7 +706,10 @@ def whatif_command(
         per_run = replayed.whatif_table(inputs.streams, parsed, [*inputs.standings, *standings])
     for problem in problems:
         _warn(f"skipped {problem.where}: {problem.reason}")
-    note = replayed.describe(per_run)
+    if (archived.runs if archived is not None else len(inputs.streams)) == 0:
+        source = f"{'selected by' if archived is not None else 'read from'} {' '.join(paths)}"
+        _warn(f"no run {source}: nothing to replay")
+    note = replayed.describe(per_run, len(parsed))
     if output_format == "parquet" or (output_format == "json" and output):
         with _writing(str(output)) as temporary:
             if output_format == "parquet":
