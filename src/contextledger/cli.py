@@ -35,6 +35,7 @@ from contextledger.read.snapshot import (
     MAX_DOCUMENT_MB_ENV,
     ReadError,
     ReadProblem,
+    describe_skipped,
 )
 from contextledger.tables.build import (
     ACCOUNTING_MODES,
@@ -257,6 +258,7 @@ def _read_inputs(
     except ArchiveError as error:
         _fail(str(error))
         raise  # unreachable: _fail exits
+    _name_skipped(tables.skipped)
     for problem in tables.problems.to_pylist():
         _warn(f"skipped {ReadProblem(**problem).where}: {problem['reason']}")
     _name_duplicates(tables.duplicates)
@@ -264,6 +266,14 @@ def _read_inputs(
         tables = tables.with_outcomes(outcomes)
         _name_unmatched("outcome label", outcomes["run_id"].to_pylist(), tables.known_run_ids())
     return tables
+
+
+def _name_skipped(skipped: Sequence[str]) -> None:
+    """Say on stderr which files in input folders were not read for their names (a note:
+    the exit status stays as it is)."""
+    line = describe_skipped(skipped)
+    if line is not None:
+        _warn(line)
 
 
 def _name_duplicates(duplicates: Any) -> None:
@@ -697,6 +707,7 @@ def whatif_command(
     else:
         inputs = sourced.read_inputs(paths)
         problems = list(inputs.problems)
+        _name_skipped(inputs.skipped)
         _name_duplicates(inputs.duplicates)
         _name_unmatched(
             "standings",
@@ -814,6 +825,7 @@ def report_command(
     ) as error:
         _fail(str(error))
         raise  # unreachable: _fail exits
+    _name_skipped(data.tables.skipped)
     for problem in data.tables.problems.to_pylist():
         _warn(f"skipped {ReadProblem(**problem).where}: {problem['reason']}")
     _name_duplicates(data.tables.duplicates)
@@ -916,6 +928,7 @@ def ingest_command(
     except (ArchiveError, OSError, ValueError) as error:
         _fail(str(error))
         raise  # unreachable: _fail exits
+    _name_skipped(report.files_skipped)
     click.echo(terminal_text(report.summary(), keep="\n"))
     if report.problems:
         sys.exit(EXIT_UNREADABLE_INPUT)
