@@ -288,9 +288,9 @@ def describe_skipped(skipped: Sequence[str], shown: int = 3) -> str | None:
     """One line naming the files in input folders not read because of their names: how
     many, the first ``shown``, and which names are read; None when there are none.
 
-    >>> describe_skipped(["in/a.gz"])
-    'not read: 1 file in input folders without a snapshot suffix (.json, .json.gz, .jsonl, \
-.jsonl.gz, .ndjson, .ndjson.gz, in any case; name a file to read it whatever its name): in/a.gz'
+    >>> line = describe_skipped(["in/a.gz"]) or ""
+    >>> line.startswith("not read: 1 file in input folders"), line.endswith("): in/a.gz")
+    (True, True)
     """
     if not skipped:
         return None
