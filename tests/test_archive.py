@@ -71,7 +71,7 @@ def test_stored_piece_totals_give_the_ledger_the_rows_give(tmp_path):
         assert_frame_equal(from_totals.frame, compute_ledger(direct).frame, check_exact=True)
         assert "piece_totals" in tables.duckdb_sources()
         assert_frame_equal(ledger_rows_sql(tables), from_rows.rows(), check_exact=True)
-        assert tables.select(label="success").totals_scan() is None  # a run-level filter
+        assert tables.select(labels=("success",)).totals_scan() is None  # a run-level filter
     for commit_file in (root / "_manifest" / "commits").glob("*.json"):
         commit = json.loads(commit_file.read_text())
         commit["files"] = [f for f in commit["files"] if f["table"] != "piece_totals"]
@@ -185,16 +185,73 @@ def test_filters_select_by_run_id_label_and_ingest_date(tmp_path):
     assert_frame_equal(compute_ledger(by_id).frame, compute_ledger(direct).frame, check_exact=True)
     labels = pl.read_csv(SAMPLE_OUTCOMES)
     good = set(labels.filter(pl.col("label") == "good")["run_id"])
-    assert set(tables.select(label="good").runs["run_id"].to_pylist()) == good
+    assert set(tables.select(labels=("good",)).runs["run_id"].to_pylist()) == good
     path, selection = parse_archive_path(f"{root}?since=2026-01-02&run_id=a,b&label=x") or ()
-    assert (path, selection.since, selection.run_ids, selection.label) == (
+    assert (path, selection.since, selection.run_ids, selection.labels) == (
         root,
         "2026-01-02",
         ("a", "b"),
-        "x",
+        ("x",),
     )
     with pytest.raises(ArchiveError, match="unknown archive filter"):
         parse_archive_path(f"{root}?from=2026-01-01")
+
+
+def test_a_repeated_label_means_either_and_a_repeated_date_is_refused(tmp_path):
+    """``label=bad&label=good`` kept the last label (now either, as ``label=bad,good``
+    and as ``run_id`` does); a repeated ``since``/``until`` kept the last one silently."""
+    root = tmp_path / "archive"
+    ingest([SAMPLE], root, ingest_date="2026-11-15", outcomes=SAMPLE_OUTCOMES, workers=1)
+    labels = pl.read_csv(SAMPLE_OUTCOMES)
+    either = sorted(labels.filter(pl.col("label").is_in(["bad", "good"]))["run_id"].unique())
+    by_ids = ArchiveTables(Archive.open(root), "corrected").select(run_ids=tuple(either))
+    expected = compute_ledger(by_ids).frame
+    for query in ("label=bad&label=good", "label=bad,good", "label=good&label=bad,nope"):
+        found = parse_archive_path(f"{root}?{query}")
+        assert found is not None
+        tables = ArchiveTables(Archive.open(root), "corrected", found[1])
+        assert sorted(tables.runs["run_id"].to_pylist()) == either, query
+        assert_frame_equal(compute_ledger(tables).frame, expected, check_exact=True)
+    for name in ("since", "until"):
+        result = CliRunner().invoke(main, ["ledger", f"{root}?{name}=2026-11-01&{name}=2026-11-15"])
+        assert result.exit_code == EXIT_USAGE, result.output
+        assert result.stderr.splitlines() == [
+            f"contextledger: {root}?{name}=2026-11-01&{name}=2026-11-15: {name} given 2 "
+            f"times ('2026-11-01', '2026-11-15'): give it once"
+        ]
+
+
+def test_a_plus_in_a_selection_stays_a_plus(tmp_path):
+    """``+05:00`` was decoded as a space (form encoding): the offset made the date
+    unreadable, and a run id or label with a ``+`` could not be selected."""
+    snapshots = tmp_path / "runs"
+    snapshots.mkdir()
+    document = json.loads(gzip.decompress((SAMPLE / "s0003-loop.json.gz").read_bytes()))
+    document["run_id"] = "loop+1"
+    (snapshots / "loop.json").write_text(json.dumps(document), encoding="utf-8")
+    shutil.copy(SAMPLE / "s0048-loop.json.gz", snapshots)
+    labels = tmp_path / "labels.csv"
+    labels.write_text("run_id,label\nloop+1,ok+\ns0048-loop,ok\n", encoding="utf-8")
+    root = tmp_path / "archive"
+    ingest([snapshots], root, ingest_date="2026-11-15", outcomes=labels, workers=1)
+
+    def selected(query: str) -> list[str]:
+        found = parse_archive_path(f"{root}?{query}")
+        assert found is not None
+        tables = ArchiveTables(Archive.open(root), "corrected", found[1])
+        return sorted(tables.runs["run_id"].to_pylist())
+
+    # 02:00 at +05:00 is 21:00 UTC the day before: the day the runs were ingested
+    assert selected("since=2026-11-16T02:00:00+05:00") == ["loop+1", "s0048-loop"]
+    assert selected("until=2026-11-14T23:00:00-05:00") == ["loop+1", "s0048-loop"]
+    assert selected("run_id=loop+1") == ["loop+1"]
+    assert selected("label=ok+") == ["loop+1"]
+    assert selected("run_id=loop%2B1") == ["loop+1"]  # a %XX escape is still decoded
+    result = CliRunner().invoke(main, ["ledger", f"{root}?since=2026-11-15T23:00:00+05:00"])
+    assert result.exit_code == 0, result.output
+    bad = CliRunner().invoke(main, ["ledger", f"{root}?since=soon+later%21"])
+    assert bad.exit_code == EXIT_USAGE
+    assert "since 'soon+later%21' is not a date" in bad.stderr
 
 
 def test_yesterdays_export_merged_with_todays_partition_equals_a_full_recompute(tmp_path):

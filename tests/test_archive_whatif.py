@@ -147,6 +147,27 @@ def test_the_command_reads_an_archive_under_filters_and_reports_runs_per_second(
     assert both.exit_code == EXIT_USAGE and "only input" in both.stderr
 
 
+def test_a_selection_of_no_run_says_so_and_counts_the_policies_given(sample_archive, tmp_path):
+    """It said "0 run(s) replayed under 0 policies" with two given, and nothing about the
+    selection that chose no run; snapshots that hold no run likewise."""
+    policies = ["--policy", "none", "--policy", "sliding:keep=2"]
+    selection = f"{sample_archive}?label=nope"
+    result = CliRunner().invoke(main, ["whatif", selection, *policies])
+    assert result.exit_code == 0, result.output
+    assert f"contextledger: no run selected by {selection}: nothing to replay" in result.stderr
+    assert "0 run(s) replayed under 2 policies;" in result.stdout
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    result = CliRunner().invoke(main, ["whatif", str(empty), *policies])
+    assert result.exit_code == 0, result.output
+    assert f"contextledger: no run read from {empty}: nothing to replay" in result.stderr
+    assert "0 run(s) replayed under 2 policies;" in result.stdout
+    assert (
+        "nothing to replay"
+        not in CliRunner().invoke(main, ["whatif", str(sample_archive), *policies]).stderr
+    )
+
+
 def test_a_date_range_selects_the_batches_ingested_then(tmp_path):
     root = tmp_path / "archive"
     first = sorted(SAMPLE.iterdir())[:5]

@@ -255,6 +255,19 @@ def test_an_unwritable_path_is_one_line_and_exit_2(tmp_path):
     one_line_error(result, "cannot write the report")
 
 
+@pytest.mark.parametrize("name", ["ledger-csv", "outcomes", "gates", "sql", "whatif"])
+def test_o_that_names_no_file_is_refused_in_one_line(tmp_path, monkeypatch, name):
+    """``-o ''`` was a ValueError traceback, ``-o newdir/`` wrote a file ``newdir`` and a
+    file as a parent folder said "File exists": each is refused, nothing written."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "file.py").write_text("print()\n", encoding="utf-8")
+    one_line_error(run(*WRITERS[name], "-o", ""), "cannot write '': no file name given")
+    one_line_error(run(*WRITERS[name], "-o", "newdir/"), "newdir/: names a folder, not a file")
+    result = run(*WRITERS[name], "-o", "file.py/x.json")
+    one_line_error(result, "cannot write file.py/x.json: file.py is not a folder")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file.py"]
+
+
 def test_report_makes_its_folders_and_writes_the_page_whole(tmp_path, monkeypatch):
     out = tmp_path / "deep" / "er"
     result = run("report", SAMPLE_RUN, "--charts", "svg", "--policy", "none", "-o", str(out))

@@ -209,10 +209,11 @@ def test_corpus_ledger_without_given_labels_equals_the_local_ledger(spark, archi
     [
         {"since": DAY_TWO},
         {"until": DAY_ONE},
-        {"label": "good"},
+        {"labels": ("good",)},
+        {"labels": ("bad", "good")},
         {"run_ids": ("s0003-loop", "s0150-loop", "s0224-wrapup", "no-such-run")},
     ],
-    ids=["since", "until", "label", "run_id"],
+    ids=["since", "until", "label", "labels", "run_id"],
 )
 def test_each_selection_filter_gives_the_local_ledger(spark, archive, filters):
     tables = ArchiveTables(Archive.open(archive), "corrected").select(**filters)
@@ -267,6 +268,7 @@ def test_cli_engine_spark_prints_what_the_local_engine_prints(spark, archive):
     for args in (
         ["ledger", str(archive), "--format", "csv"],
         ["ledger", f"{archive}?label=bad", "--mode", "reference", "--format", "json"],
+        ["ledger", f"{archive}?label=bad&label=good", "--format", "csv"],  # either label
         [
             "sql",
             str(archive),

@@ -28,13 +28,20 @@ from contextledger.ledger.stats import (
     used_via_text,
     with_uncertainty,
 )
-from contextledger.output import CONTROL_ESCAPES, atomic_path, terminal_lines, terminal_text
+from contextledger.output import (
+    CONTROL_ESCAPES,
+    atomic_path,
+    file_target,
+    terminal_lines,
+    terminal_text,
+)
 from contextledger.read.identity import describe_duplicates, describe_unmatched, unmatched_ids
 from contextledger.read.snapshot import (
     DEFAULT_MAX_DOCUMENT_MB,
     MAX_DOCUMENT_MB_ENV,
     ReadError,
     ReadProblem,
+    describe_skipped,
 )
 from contextledger.tables.build import (
     ACCOUNTING_MODES,
@@ -192,11 +199,22 @@ def _error_lines(error: Exception) -> list[str]:
     return error.lines if isinstance(error, ArchiveDamaged) else [str(error)]
 
 
+def _output_file(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
+    """Refuse an ``-o`` that names no file (empty, ``dir/``, below a file) before any work."""
+    if value is not None:
+        try:
+            file_target(value)
+        except OSError as error:
+            _fail(f"cannot write {value or repr(value)}: {error.strerror or error}")
+    return value
+
+
 #: ``-o FILE``: every command writes it whole or not at all (see ``_writing``).
 output_option = click.option(
     "-o",
     "--output",
     type=click.Path(dir_okay=False),
+    callback=_output_file,
     help="Write here instead of stdout (missing folders are made; written whole or not at all).",
 )
 
@@ -210,7 +228,7 @@ def _writing(output: str) -> Iterator[Path]:
         with atomic_path(output) as temporary:
             yield temporary
     except OSError as error:
-        _fail(f"cannot write {output}: {error.strerror or error}")
+        _fail(f"cannot write {output or repr(output)}: {error.strerror or error}")
     except pl.exceptions.PolarsError as error:  # a Polars writer's I/O error
         _fail(f"cannot write {output}: {str(error).splitlines()[0]}")
 
@@ -280,6 +298,7 @@ def _read_inputs(
     except ArchiveError as error:
         _fail(str(error))
         raise  # unreachable: _fail exits
+    _name_skipped(tables.skipped)
     for problem in tables.problems.to_pylist():
         _warn(f"skipped {ReadProblem(**problem).where}: {problem['reason']}")
     _name_duplicates(tables.duplicates)
@@ -297,6 +316,14 @@ def _name_unmatched_labels(tables: RunTables) -> None:
     held = isinstance(tables, ArchiveTables)
     runs = "run the archive holds" if held else "run read"
     line = describe_unmatched("outcome label", tables.unmatched_label_ids(), runs=runs)
+    if line is not None:
+        _warn(line)
+
+
+def _name_skipped(skipped: Sequence[str]) -> None:
+    """Say on stderr which files in input folders were not read for their names (a note:
+    the exit status stays as it is)."""
+    line = describe_skipped(skipped)
     if line is not None:
         _warn(line)
 
@@ -742,6 +769,7 @@ def whatif_command(
     else:
         inputs = sourced.read_inputs(paths)
         problems = list(inputs.problems)
+        _name_skipped(inputs.skipped)
         _name_duplicates(inputs.duplicates)
         _name_unmatched(
             "standings",
@@ -751,7 +779,10 @@ def whatif_command(
         per_run = replayed.whatif_table(inputs.streams, parsed, [*inputs.standings, *standings])
     for problem in problems:
         _warn(f"skipped {problem.where}: {problem.reason}")
-    note = replayed.describe(per_run)
+    if (archived.runs if archived is not None else len(inputs.streams)) == 0:
+        source = f"{'selected by' if archived is not None else 'read from'} {' '.join(paths)}"
+        _warn(f"no run {source}: nothing to replay")
+    note = replayed.describe(per_run, len(parsed))
     if output_format == "parquet" or (output_format == "json" and output):
         with _writing(str(output)) as temporary:
             if output_format == "parquet":
@@ -857,6 +888,7 @@ def report_command(
     ) as error:
         _fail(str(error))
         raise  # unreachable: _fail exits
+    _name_skipped(data.tables.skipped)
     for problem in data.tables.problems.to_pylist():
         _warn(f"skipped {ReadProblem(**problem).where}: {problem['reason']}")
     _name_duplicates(data.tables.duplicates)
@@ -960,6 +992,7 @@ def ingest_command(
     except (ArchiveError, OSError, ValueError) as error:
         _fail(_error_lines(error))
         raise  # unreachable: _fail exits
+    _name_skipped(report.files_skipped)
     click.echo(terminal_lines(report.summary_lines()))
     if report.problems:
         sys.exit(EXIT_UNREADABLE_INPUT)

@@ -11,6 +11,7 @@ them as ``\\xNN`` escapes. Machine formats (CSV, JSON, Parquet) keep exact value
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import secrets
 from collections.abc import Iterable, Iterator
@@ -69,7 +70,7 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     >>> during[0].startswith(".tmp-") and during[0].endswith("-out.csv"), after
     (True, ['out.csv'])
     """
-    target = Path(path)
+    target = file_target(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     temporary = target.with_name(f".tmp-{secrets.token_hex(4)}-{target.name}")
     try:
@@ -84,6 +85,31 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
         with contextlib.suppress(OSError):
             temporary.unlink()
         raise
+
+
+def file_target(path: str | Path) -> Path:
+    """``path`` as a file to write, or an ``OSError`` saying in one line why it names none:
+    empty, a folder (``out/``, ``.``, an existing folder) or below a file (``file.py/x``).
+    Checked first, so nothing is made or written (``Path('out/')`` drops the slash and
+    would write a file ``out``; ``Path('')`` is ``.``).
+
+    >>> file_target("out/")
+    Traceback (most recent call last):
+    IsADirectoryError: [Errno 21] names a folder, not a file: 'out/'
+    """
+    text = os.fspath(path)
+    if not text:
+        raise FileNotFoundError(errno.ENOENT, "no file name given (an empty path)", text)
+    target = Path(text)
+    if text.endswith(("/", os.sep)) or target.name in ("", ".", "..") or target.is_dir():
+        raise IsADirectoryError(errno.EISDIR, "names a folder, not a file", text)
+    for parent in target.parents:
+        if parent.exists() or parent.is_symlink():
+            if not parent.is_dir():
+                reason = f"{parent} is not a folder"
+                raise NotADirectoryError(errno.ENOTDIR, reason, text)
+            break
+    return target
 
 
 def write_text_atomically(path: str | Path, text: str) -> Path:

@@ -721,13 +721,13 @@ _ISO_TIMESTAMP = re.compile(
 )
 
 
-def ingest_date_text(value: str, name: str = "date") -> str:
+def ingest_date_text(value: str, name: str = "date", shown: str | None = None) -> str:
     """``value`` as the ``YYYY-MM-DD`` ingest date an archive stores and filters by.
 
     A full ISO timestamp is taken as its UTC date (one without an offset as UTC
     already). Anything else, the compact ``20261101`` included (stored dates are
     compared as text, so it would select nothing), raises ``ValueError`` naming
-    ``name`` and the value.
+    ``name`` and the value (``shown``, when the user wrote it otherwise: escaped in a URL).
 
     >>> ingest_date_text("2026-11-01"), ingest_date_text("2026-11-01T23:30:00-02:00")
     ('2026-11-01', '2026-11-02')
@@ -743,7 +743,8 @@ def ingest_date_text(value: str, name: str = "date") -> str:
             return moment.date().isoformat()
     except ValueError:
         pass
-    msg = f"{name} {value!r} is not a date: give YYYY-MM-DD (or a full ISO timestamp)"
+    given = value if shown is None else shown
+    msg = f"{name} {given!r} is not a date: give YYYY-MM-DD (or a full ISO timestamp)"
     raise ValueError(msg)
 
 

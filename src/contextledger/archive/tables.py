@@ -13,7 +13,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs
+from urllib.parse import unquote
 
 import polars as pl
 import pyarrow as pa
@@ -38,13 +38,14 @@ class Selection:
 
     ``since``/``until`` are ingest dates (inclusive, ``YYYY-MM-DD``; a full ISO
     timestamp is taken as its UTC date, anything else raises ``ValueError``);
-    ``label`` keeps runs carrying that outcome label.
+    ``run_ids`` keeps the runs listed; ``labels`` keeps runs carrying any of these
+    outcome labels.
     """
 
     since: str | None = None
     until: str | None = None
     run_ids: tuple[str, ...] | None = None
-    label: str | None = None
+    labels: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:  # stored dates are YYYY-MM-DD text: compare likewise
         for name in ("since", "until"):
@@ -67,10 +68,33 @@ class Selection:
         return self.until is None or ingest_date <= self.until
 
 
+_FILTERS = ("since", "until", "label", "run_id")
+
+
+def _query_fields(text: str, query: str) -> dict[str, list[tuple[str, str]]]:
+    """Each filter's values in order, as ``(decoded, as given)``: ``%XX`` escapes are
+    decoded, ``+`` stays a plus (a timezone offset, a run id); not form encoding."""
+    fields: dict[str, list[tuple[str, str]]] = {}
+    for part in query.split("&") if query else []:
+        if not part:
+            continue
+        name, _, given = part.partition("=")
+        fields.setdefault(unquote(name), []).append((unquote(given), given))
+    unknown = set(fields) - set(_FILTERS)
+    if unknown:
+        raise ArchiveError(
+            f"{text}: unknown archive filter {', '.join(sorted(unknown))} "
+            "(use since, until, label, run_id)"
+        )
+    return fields
+
+
 def parse_archive_path(text: str) -> tuple[Path, Selection] | None:
     """``DIR`` or ``DIR?since=D&until=D&label=L&run_id=A,B`` naming an archive; else None.
 
-    ``run_id=@FILE`` reads run ids from a file, one per line.
+    ``run_id`` and ``label`` may repeat or list values with commas (any of them is
+    kept); ``run_id=@FILE`` reads run ids from a file, one per line. ``since`` and
+    ``until`` may be given once each.
 
     >>> parse_archive_path("data/sample") is None
     True
@@ -78,38 +102,38 @@ def parse_archive_path(text: str) -> tuple[Path, Selection] | None:
     base, _, query = text.partition("?")
     if not Archive.is_archive(base):
         return None
-    fields = parse_qs(query, keep_blank_values=True, strict_parsing=False) if query else {}
-    unknown = set(fields) - {"since", "until", "label", "run_id"}
-    if unknown:
-        raise ArchiveError(
-            f"{text}: unknown archive filter {', '.join(sorted(unknown))} "
-            "(use since, until, label, run_id)"
-        )
+    fields = _query_fields(text, query)
+    dates: dict[str, str | None] = {}
+    for name in ("since", "until"):
+        values = fields.get(name, [])
+        if len(values) > 1:
+            given = ", ".join(repr(raw) for _, raw in values)
+            raise ArchiveError(f"{text}: {name} given {len(values)} times ({given}): give it once")
+        try:
+            dates[name] = (
+                ingest_date_text(values[0][0], name, shown=values[0][1]) if values else None
+            )
+        except ValueError as error:
+            raise ArchiveError(f"{text}: {error}") from None
 
-    def one(name: str) -> str | None:
-        values = fields.get(name)
-        return values[-1] if values else None
+    def listed(name: str, files: bool) -> tuple[str, ...] | None:
+        if name not in fields:
+            return None
+        items: list[str] = []
+        for value, _ in fields[name]:
+            if files and value.startswith("@"):
+                try:
+                    lines = Path(value[1:]).read_text(encoding="utf-8").splitlines()
+                except OSError as error:
+                    raise ArchiveError(f"{value[1:]}: cannot be read ({error})") from None
+                items.extend(line.strip() for line in lines if line.strip())
+            else:
+                items.extend(item for item in value.split(",") if item)
+        return tuple(items)
 
-    run_ids: list[str] | None = None
-    for value in fields.get("run_id", []):
-        run_ids = run_ids or []
-        if value.startswith("@"):
-            try:
-                lines = Path(value[1:]).read_text(encoding="utf-8").splitlines()
-            except OSError as error:
-                raise ArchiveError(f"{value[1:]}: cannot be read ({error})") from None
-            run_ids.extend(line.strip() for line in lines if line.strip())
-        else:
-            run_ids.extend(item for item in value.split(",") if item)
-    try:
-        selection = Selection(
-            one("since"),
-            one("until"),
-            tuple(run_ids) if run_ids is not None else None,
-            one("label"),
-        )
-    except ValueError as error:
-        raise ArchiveError(f"{text}: {error}") from None
+    selection = Selection(
+        dates["since"], dates["until"], listed("run_id", True), listed("label", False)
+    )
     return Path(base), selection
 
 
@@ -182,10 +206,10 @@ class ArchiveTables(RunTables):
         """The run ids the selection keeps (None: no run-level filter)."""
         if not self._selected_known:
             ids = set(self.selection.run_ids) if self.selection.run_ids is not None else None
-            if self.selection.label is not None:
+            if self.selection.labels is not None:
                 labelled = (
                     self.outcome_scan()
-                    .filter(pl.col("label") == self.selection.label)
+                    .filter(pl.col("label").is_in(self.selection.labels))
                     .select("run_id")
                     .unique()
                     .collect()["run_id"]

@@ -80,6 +80,8 @@ class IngestReport:
 
     archive: str
     files_found: int = 0
+    #: Files in input folders not read because of their names (``find_snapshot_files``).
+    files_skipped: list[str] = field(default_factory=list)
     files_unchanged: int = 0  # already ingested with the same content: not read again
     files_read: int = 0
     bytes_read: int = 0
@@ -200,8 +202,9 @@ def ingest(
     with archive.writing() as removed:
         report.leftovers_removed = removed
         known = committed_sources(archive)
-        files = find_snapshot_files(list(paths))
-        report.files_found = len(files)
+        found = find_snapshot_files(list(paths))
+        files = found.files
+        report.files_found, report.files_skipped = len(files), found.skipped
         pending = _Pending(archive, date, report)
         if outcomes is not None:
             pending.add_outcomes(Path(outcomes), known)

@@ -306,7 +306,7 @@ def synth_snapshots(
     """
     from contextledger.read.snapshot import find_snapshot_files
 
-    sources = [p for p in find_snapshot_files([templates]) if not p.name.endswith(".jsonl")]
+    sources = [p for p in find_snapshot_files([templates]).files if not p.name.endswith(".jsonl")]
     if not sources:
         raise ValueError(f"no snapshot files under {templates} to copy")
     order = np.random.default_rng([seed, DRAWS, 2]).permutation(len(sources))

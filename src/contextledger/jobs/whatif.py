@@ -49,6 +49,8 @@ class WhatIfInputs:
     problems: list[ReadProblem] = field(default_factory=list)
     #: Copies of a run already read (:mod:`~contextledger.read.identity`), not replayed again.
     duplicates: pa.Table = field(default_factory=lambda: schema.empty(DUPLICATES))
+    #: Files in input folders not read because of their names (``find_snapshot_files``).
+    skipped: list[str] = field(default_factory=list)
 
 
 def read_inputs(paths_or_runs: Any) -> WhatIfInputs:
@@ -71,7 +73,9 @@ def read_inputs(paths_or_runs: Any) -> WhatIfInputs:
         elif isinstance(item, Run):
             _take(inputs, item, identity)
         else:
-            for path in find_snapshot_files([item]):
+            found = find_snapshot_files([item])
+            inputs.skipped.extend(found.skipped)
+            for path in found.files:
                 try:
                     for document in iter_documents(path):
                         try:

@@ -5,7 +5,9 @@ ledger never reads. The typed decoder below decodes the commit log and leaves
 the rest as raw bytes until something asks for it (REFERENCE.md §5).
 Accepted shapes: a bare ``agent.getLastSnapshot()``, the corpus wrapper
 ``{run_id, static_tool_names, snapshot, ...}``, ``.json`` / ``.json.gz``,
-JSON Lines with one snapshot per line, and directories of any of these.
+JSON Lines with one snapshot per line, and directories of any of these (a file in
+a folder is read by its name's suffix, in any case; the others are listed, so a
+command can say what it did not read).
 
 Hostile inputs are refused by name, never followed into a crash, a hang or
 unbounded memory: a document is decompressed as a stream and refused past a cap
@@ -27,7 +29,23 @@ from typing import IO, Any, cast
 
 import msgspec
 
-_SNAPSHOT_SUFFIXES = (".json", ".json.gz", ".jsonl", ".jsonl.gz", ".ndjson")
+#: The names read from input folders (compared in lower case): gzip is detected by
+#: content, so the name only says JSON or JSON Lines. A bare ``.gz`` says neither, and
+#: folders hold other archives (``.tar.gz``), so it is read only when named as a file.
+SNAPSHOT_SUFFIXES = (".json.gz", ".jsonl.gz", ".ndjson.gz", ".json", ".jsonl", ".ndjson")
+_JSON_LINES_SUFFIXES = (".jsonl.gz", ".ndjson.gz", ".jsonl", ".ndjson")
+
+
+def snapshot_suffix(name: str) -> str | None:
+    """The snapshot suffix ``name`` ends in, in any case (as written); None if none.
+
+    >>> snapshot_suffix("s0003-loop.JSON.GZ"), snapshot_suffix("s0073-loop.gz")
+    ('.JSON.GZ', None)
+    """
+    lowered = name.lower()
+    found = next((suffix for suffix in SNAPSHOT_SUFFIXES if lowered.endswith(suffix)), None)
+    return None if found is None else name[-len(found) :]
+
 
 #: The default cap on the (decompressed) size of one document: a real snapshot is
 #: about 1 MB, so this only ever stops a gzip bomb or a file that is no snapshot.
@@ -172,10 +190,8 @@ class RunSource:
 
     def default_run_id(self) -> str:
         name = Path(self.path).name
-        for suffix in (".json.gz", ".jsonl.gz", ".json", ".jsonl", ".ndjson"):
-            if name.endswith(suffix):
-                name = name[: -len(suffix)]
-                break
+        suffix = snapshot_suffix(name)
+        name = name[: -len(suffix)] if suffix else name
         return name if self.line is None else f"{name}:{self.line}"
 
     def __str__(self) -> str:
@@ -239,44 +255,76 @@ class Document:
     refused: str | None = None
 
 
-def find_snapshot_files(paths: Sequence[str | Path]) -> list[Path]:
-    """Every snapshot file under ``paths``: files as given, directories walked in name order.
+@dataclass
+class SnapshotFiles:
+    """What :func:`find_snapshot_files` found: the files to read, and the files in input
+    folders it left unread because of their names (shown as :func:`display_path`)."""
+
+    files: list[Path] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+
+
+def find_snapshot_files(paths: Sequence[str | Path]) -> SnapshotFiles:
+    """Every snapshot file under ``paths``: files as given (read whatever their name),
+    directories walked in name order, taking the names :data:`SNAPSHOT_SUFFIXES` end
+    in, in any case; the other files there are listed in ``skipped``, never opened.
 
     Symlinked folders are followed, each real folder once; a link back to a folder it
     is inside (a loop) is listed, not followed, as is anything with a snapshot's name
     that is not a regular file (a FIFO, a device) and a folder that cannot be listed:
     :func:`iter_documents` names each and never opens it.
     """
-    found: list[Path] = []
+    found = SnapshotFiles()
     for entry in paths:
         path = Path(entry)
-        found.extend(_walk(path) if path.is_dir() else [path])
+        if path.is_dir():
+            _walk(path, found)
+        else:
+            found.files.append(path)
     return found
+
+
+def describe_skipped(skipped: Sequence[str], shown: int = 3) -> str | None:
+    """One line naming the files in input folders not read because of their names: how
+    many, the first ``shown``, and which names are read; None when there are none.
+
+    >>> line = describe_skipped(["in/a.gz"]) or ""
+    >>> line.startswith("not read: 1 file in input folders"), line.endswith("): in/a.gz")
+    (True, True)
+    """
+    if not skipped:
+        return None
+    suffixes = ", ".join(sorted(SNAPSHOT_SUFFIXES))
+    files = f"{len(skipped)} file{'s' if len(skipped) > 1 else ''}"
+    listed = ", ".join(skipped[:shown]) + (", ..." if len(skipped) > shown else "")
+    return (
+        f"not read: {files} in input folders without a snapshot suffix ({suffixes}, in any "
+        f"case; name a file to read it whatever its name): {listed}"
+    )
 
 
 _Identity = tuple[int, int]
 
 
-def _walk(root: Path) -> list[Path]:
+def _walk(root: Path, found: SnapshotFiles) -> None:
     """Depth first in name order (what sorting the paths gives), following symlinks."""
-    found: list[Path] = []
     seen: set[_Identity] = set()
     stack: list[tuple[Path, bool, tuple[_Identity, ...]]] = [(root, True, ())]
     while stack:
         path, is_folder, ancestors = stack.pop()
         if not is_folder:
-            found.append(path)
+            found.files.append(path)
             continue
         try:
             info = path.stat()
             with os.scandir(path) as listing:
                 entries = sorted(listing, key=lambda entry: entry.name)
         except OSError:
-            found.append(path)  # iter_documents says why it cannot be listed
+            found.files.append(path)  # iter_documents says why it cannot be listed
             continue
         identity = (info.st_dev, info.st_ino)
         if identity in ancestors:
-            found.append(path)  # a loop: named once, not followed
+            found.files.append(path)  # a loop: named once, not followed
             continue
         if identity in seen:
             continue  # reached again through another link: read once
@@ -288,10 +336,11 @@ def _walk(root: Path) -> list[Path]:
                 child_is_folder = entry.is_dir()
             except OSError:
                 child_is_folder = False
-            if child_is_folder or entry.name.endswith(_SNAPSHOT_SUFFIXES):
+            if child_is_folder or snapshot_suffix(entry.name):
                 children.append((Path(entry.path), child_is_folder, inside))
+            else:
+                found.skipped.append(display_path(entry.path))
         stack.extend(reversed(children))
-    return found
 
 
 _KINDS = (
@@ -380,8 +429,7 @@ def _json_lines(stream: IO[bytes], name: str, cap: int) -> Iterator[Document]:
 
 
 def _is_json_lines(path: Path) -> bool:
-    name = path.name
-    return name.endswith((".jsonl", ".jsonl.gz", ".ndjson"))
+    return path.name.lower().endswith(_JSON_LINES_SUFFIXES)
 
 
 def iter_documents(path: Path, max_bytes: int | None = None) -> Iterator[Document]:

@@ -43,7 +43,7 @@ from contextledger.ledger.stats import (
     with_uncertainty,
 )
 from contextledger.read.messages import RunMessages
-from contextledger.read.snapshot import display_path
+from contextledger.read.snapshot import SNAPSHOT_SUFFIXES, display_path
 from contextledger.report.differences import DIFFERENCES, HEADERS
 from contextledger.report.frames import (
     TIMELINE_SCHEMA,
@@ -454,6 +454,8 @@ def render_html(data: ReportData, built: dict[str, alt.TopLevelMixin] | None = N
         ),
         problems=data.tables.problems.to_pylist(),
         duplicates=data.tables.duplicates.to_pylist(),
+        skipped=list(data.tables.skipped),
+        snapshot_suffixes=", ".join(sorted(SNAPSHOT_SUFFIXES)),
         unreplayed=data.unreplayed,
         comparison=comparison,
         differences=DIFFERENCES,

@@ -65,6 +65,8 @@ class RunTables:
     outcomes: pa.Table = field(default_factory=lambda: schema.empty(schema.OUTCOMES))
     problems: pa.Table = field(default_factory=lambda: schema.empty(schema.PROBLEMS))
     duplicates: pa.Table = field(default_factory=lambda: schema.empty(DUPLICATES))
+    #: Files in input folders not read because of their names (``find_snapshot_files``).
+    skipped: tuple[str, ...] = ()
 
     def with_outcomes(self, outcomes: pa.Table) -> RunTables:
         """The same tables with ``outcomes`` (run_id, label) added; a (run, label) pair
@@ -293,7 +295,8 @@ def read_runs(
     if isinstance(paths, str | Path):
         paths = [paths]
     _accounting(mode)  # fail fast on an unknown mode
-    files = find_snapshot_files(paths)
+    found = find_snapshot_files(paths)
+    files = found.files
     sidecar = dict(static_tools or {})
     worker_count = workers if workers is not None else (os.cpu_count() or 1)
     builder = TableBuilder(mode)
@@ -309,7 +312,9 @@ def read_runs(
         raise ReadError(RunSource(conflict.path, conflict.line), conflict.reason, conflict.run_id)
     for problem in identity.conflicts:
         builder.add_problem(problem)
-    return dataclasses.replace(builder.finish(), duplicates=identity.duplicate_table())
+    return dataclasses.replace(
+        builder.finish(), duplicates=identity.duplicate_table(), skipped=tuple(found.skipped)
+    )
 
 
 class TableBuilder:

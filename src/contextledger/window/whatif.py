@@ -412,13 +412,16 @@ _BUDGET_WORDS = {
 }
 
 
-def describe(per_run: pl.DataFrame | pl.LazyFrame) -> str:
-    """The lines under the table: what was replayed, and where token counts came from."""
+def describe(per_run: pl.DataFrame | pl.LazyFrame, policies: int) -> str:
+    """The lines under the table: what was replayed, and where token counts came from.
+
+    ``policies`` is how many were given: the rows cannot say when no run was replayed.
+    """
     rows = per_run.lazy()
-    tally = rows.select(pl.col("run_id").n_unique(), pl.col("policy").n_unique())
+    tally = rows.select(pl.col("run_id").n_unique())
     budget = rows.filter(pl.col("budget_tokens_from").is_not_null())
     tallied, by_kind = pl.collect_all([tally, budget.group_by("budget_tokens_from").len()])
-    runs, policies = tallied.row(0)
+    runs = tallied.item()
     counts = dict(by_kind.iter_rows())
     line = (
         f"{runs} run(s) replayed under {policies} polic{'y' if policies == 1 else 'ies'}; "
