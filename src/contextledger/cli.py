@@ -1132,9 +1132,14 @@ def check_command(
         if number == 0:
             damage = _archive_damage(tables)
             unreadable = tables.problems.num_rows
+        if damage:  # rows that cannot be read to the end cannot be checked either
+            break
         reports.append(check_invariants(tables))
     for line in damage:
         _warn(line)
+    if damage:
+        _warn(f"the invariants were not checked: {len(damage)} damaged file(s) named above")
+        sys.exit(EXIT_UNREADABLE_INPUT)
     violations = pl.concat([report.violations for report in reports])
     accountings = " and ".join(modes)
     runs = reports[0].runs
