@@ -183,9 +183,14 @@ def test_engine_spark_is_refused_for_snapshots_and_without_pyspark(monkeypatch):
     result = runner.invoke(main, ["ledger", str(SAMPLE), "--engine", "spark"])
     assert result.exit_code == EXIT_USAGE and "reads one archive" in result.output
     monkeypatch.setattr(contextledger.jobs.spark, "available", lambda: "pyspark not installed: ...")
-    for command in (["ledger", str(SAMPLE)], ["sql", str(SAMPLE), "SELECT 1"]):
+    for command in (
+        ["ledger", str(SAMPLE)],
+        ["sql", str(SAMPLE), "SELECT 1"],
+        ["ingest", str(SAMPLE), "--archive", "never-made"],  # snapshots: ingest reads them
+    ):
         result = runner.invoke(main, [*command, "--engine", "spark"])
         assert result.exit_code == EXIT_USAGE and "pyspark not installed" in result.output
+    assert not Path("never-made").exists()
 
 
 # ── on Spark ─────────────────────────────────────────────────────────
