@@ -23,7 +23,7 @@ import pytest
 from click.testing import CliRunner
 from polars.testing import assert_frame_equal
 
-from contextledger.archive import Archive, ArchiveTables
+from contextledger.archive import Archive, ArchiveTables, verify_archive
 from contextledger.cli import EXIT_USAGE, main
 from contextledger.jobs.ingest import ingest
 from contextledger.ledger.compute import compute_ledger
@@ -183,9 +183,14 @@ def test_engine_spark_is_refused_for_snapshots_and_without_pyspark(monkeypatch):
     result = runner.invoke(main, ["ledger", str(SAMPLE), "--engine", "spark"])
     assert result.exit_code == EXIT_USAGE and "reads one archive" in result.output
     monkeypatch.setattr(contextledger.jobs.spark, "available", lambda: "pyspark not installed: ...")
-    for command in (["ledger", str(SAMPLE)], ["sql", str(SAMPLE), "SELECT 1"]):
+    for command in (
+        ["ledger", str(SAMPLE)],
+        ["sql", str(SAMPLE), "SELECT 1"],
+        ["ingest", str(SAMPLE), "--archive", "never-made"],  # snapshots: ingest reads them
+    ):
         result = runner.invoke(main, [*command, "--engine", "spark"])
         assert result.exit_code == EXIT_USAGE and "pyspark not installed" in result.output
+    assert not Path("never-made").exists()
 
 
 # ── on Spark ─────────────────────────────────────────────────────────
@@ -377,3 +382,112 @@ def test_cli_whatif_engine_spark_prints_what_the_local_engine_prints(spark, arch
     on_spark = runner.invoke(main, [*args, "--engine", "spark"])
     assert local.exit_code == on_spark.exit_code == 0, on_spark.output
     assert on_spark.stdout == local.stdout and local.stdout.count("\n") > 100
+
+
+# ── ingest on Spark ──────────────────────────────────────────────────
+def committed_tables(root: Path) -> dict[str, pl.DataFrame]:
+    """Every table of the archive at ``root``: its committed files' rows, in commit order."""
+    archive = Archive.open(root)
+    names = sorted({file.table for commit in archive.commits for file in commit.files})
+    return {name: pl.read_parquet(archive.paths(archive.files(name))) for name in names}
+
+
+def assert_same_archive(root: Path, expected: Path) -> None:
+    """The archive a local ingest made, table by table and row by row (run index, sources
+    with their content hashes, quarantine, both accountings' tables, piece totals, streams),
+    the same commits' run counts, each accounting's ledger equal, and no damage."""
+    made, local = committed_tables(root), committed_tables(expected)
+    assert made.keys() == local.keys()
+    for name, frame in local.items():
+        assert made[name].equals(frame), name  # nulls equal: check_exact below
+        assert_frame_equal(made[name], frame, check_exact=True)
+    counts = [(c.ingest_date, c.run_count) for c in Archive.open(root).commits]
+    assert counts == [(c.ingest_date, c.run_count) for c in Archive.open(expected).commits]
+    for mode in ACCOUNTING_MODES:
+        ours = compute_ledger(ArchiveTables(Archive.open(root), mode))
+        theirs = compute_ledger(ArchiveTables(Archive.open(expected), mode))
+        assert_frame_equal(ours.frame, theirs.frame, check_exact=True)
+        assert ours.runs_recorded == theirs.runs_recorded
+    assert verify_archive(root) == []
+
+
+def spark_ingested(spark, root: Path, labels: Path | None = None) -> list:
+    """The corpus ingested as the ``archive`` fixture ingests it, read on Spark."""
+    from contextledger.jobs.spark import ingest as spark_ingest
+
+    files = sorted((require_corpus() / "runs").glob("*.json.gz"))
+    labels = labels or root.parent / "labels.csv"
+    common = {"partition_by": "runner_kind", "batch_runs": 80, "spark": spark}
+    return [
+        spark_ingest(files[:150], str(root), ingest_date=DAY_ONE, **common),
+        spark_ingest(files[150:], str(root), ingest_date=DAY_TWO, outcomes=labels, **common),
+    ]
+
+
+def test_ingest_on_spark_makes_the_archive_a_local_ingest_makes(spark, archive, tmp_path):
+    """Small waves (3 tasks of 2 files) so order across waves and tasks is exercised."""
+    from contextledger.jobs.ingest import ingest as local_ingest
+    from contextledger.jobs.spark.reader import spark_reader
+
+    root = tmp_path / "on-spark"
+    files = sorted((require_corpus() / "runs").glob("*.json.gz"))
+    reader = spark_reader(spark, files_per_task=2, tasks_per_wave=3)
+    common = {"partition_by": "runner_kind", "batch_runs": 80, "reader": reader}
+    first = local_ingest(files[:150], root, ingest_date=DAY_ONE, **common)
+    labels = archive.parent / "labels.csv"
+    local_ingest(files[150:], root, ingest_date=DAY_TWO, outcomes=labels, **common)
+    assert first.runs_added > 0 and first.commits > 1
+    assert_same_archive(root, archive)
+    again = local_ingest(files, root, ingest_date=DAY_TWO, **common)
+    assert again.files_unchanged == len(files) and again.runs_added == 0
+
+
+def test_a_spark_ingest_killed_before_a_commit_counts_nothing_of_that_batch(
+    spark, archive, tmp_path, monkeypatch
+):
+    """The driver commits last: a batch whose commit never lands is not in the archive
+    (its files are removed by the next ingest), and the rerun gives the local archive."""
+    from contextledger.archive import store
+
+    root = tmp_path / "on-spark"
+    commit = store.Batch.commit
+    calls = {"n": 0}
+
+    class Killed(Exception):
+        """Stands for the process dying between a batch's files and its commit."""
+
+    def fail_second(self):
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise Killed
+        return commit(self)
+
+    monkeypatch.setattr(store.Batch, "commit", fail_second)
+    with pytest.raises(Killed):
+        spark_ingested(spark, root, archive.parent / "labels.csv")
+    monkeypatch.setattr(store.Batch, "commit", commit)
+    held = Archive.open(root)
+    assert len(held.commits) == 1 and held.run_count == held.commits[0].run_count
+    counted = pl.read_parquet(held.paths(held.files("run_index")))
+    assert counted["run_order"].to_list() == list(range(held.run_count))
+    assert verify_archive(root) == []
+    ledger = compute_ledger(ArchiveTables(held, "corrected"))
+    assert ledger.runs_recorded <= held.run_count
+    spark_ingested(spark, root, archive.parent / "labels.csv")
+    assert_same_archive(root, archive)
+
+
+def test_cli_ingest_engine_spark_makes_the_local_archive(spark, tmp_path):
+    runner = CliRunner()
+    made = {}
+    for engine in ("local", "spark"):
+        root = tmp_path / engine
+        args = ["ingest", str(SAMPLE), "--archive", str(root), "--ingest-date", DAY_ONE]
+        result = runner.invoke(main, [*args, "--engine", engine, "--no-progress"])
+        assert result.exit_code == 0, result.output
+        made[engine] = root
+        assert "14 added" in result.output
+    assert_same_archive(made["spark"], made["local"])
+    both_flags = ["ingest", str(SAMPLE), "--archive", str(tmp_path / "x"), "--workers", "2"]
+    refused = runner.invoke(main, [*both_flags, "--engine", "spark"])
+    assert refused.exit_code == EXIT_USAGE and "--workers" in refused.output

@@ -76,7 +76,8 @@ engine_option = click.option(
     default="local",
     show_default=True,
     help="local: Polars/DuckDB on this machine; spark: Spark SQL over an archive, the same "
-    "views and numbers (pip install 'contextledger[spark]'; master from spark-submit, "
+    "views and numbers; ingest: the files read on Spark's executors, the same archive "
+    "(pip install 'contextledger[spark]'; master from spark-submit, "
     "else $SPARK_MASTER, else local[*]).",
 )
 
@@ -242,10 +243,10 @@ def _emit(text: str, output: str | None) -> None:
         temporary.write_text(text, encoding="utf-8")
 
 
-def _spark_engine(engine: str, paths: Sequence[str]) -> Any:
+def _spark_engine(engine: str, paths: Sequence[str], *, reads_archive: bool = True) -> Any:
     """None for ``--engine local``; for ``spark``, the call running a Spark function that
-    exits 2 with Spark's message when it fails (checked first: the extra is installed and
-    PATHS name one archive)."""
+    exits 2 with Spark's message when it fails (checked first: the extra is installed and,
+    when the command ``reads_archive``, PATHS name one archive; ingest reads snapshots)."""
     if engine != "spark":
         return None
     import contextledger.jobs.spark as on_spark
@@ -259,14 +260,14 @@ def _spark_engine(engine: str, paths: Sequence[str]) -> Any:
         archive = len(paths) == 1 and parse_archive_path(paths[0]) is not None
     except ArchiveError:
         archive = True  # a bad filter: _read_inputs names it
-    if not archive:
+    if reads_archive and not archive:
         _fail("--engine spark reads one archive: contextledger ingest PATH... --archive DIR")
 
-    def run(function: str, *args: Any, failure: str = "Spark") -> Any:
+    def run(function: str, *args: Any, failure: str = "Spark", **options: Any) -> Any:
         from pyspark.errors import PySparkException
 
         try:
-            return getattr(on_spark, function)(*args)
+            return getattr(on_spark, function)(*args, **options)
         except PySparkException as error:
             _fail(f"{failure}: {str(error).strip().splitlines()[0]}")
 
@@ -949,6 +950,7 @@ def report_command(
     default=None,
     help="Show a progress line [default: when stderr is a terminal].",
 )
+@engine_option
 @max_document_option
 def ingest_command(
     paths: tuple[str, ...],
@@ -961,6 +963,7 @@ def ingest_command(
     batch_runs: int,
     retry_quarantined: bool,
     progress: bool | None,
+    engine: str,
 ) -> None:
     """Append the runs under PATHS to the Parquet archive --archive DIR, both accountings.
 
@@ -969,26 +972,32 @@ def ingest_command(
     content is reported as a conflict), and bad files are quarantined (listed in
     DIR/quarantine.json) and retried once they change. Then `ledger DIR`, `sql DIR`
     read the archive; `DIR?since=D&until=D&label=L&run_id=A,B` selects from it.
+    With --engine spark the files are read on Spark's executors; the driver writes the
+    same batches and commits.
     """
     from contextledger.archive import ArchiveError
     from contextledger.jobs.ingest import ingest, progress_stream
 
+    on_spark = _spark_engine(engine, paths, reads_archive=False)
+    if on_spark and workers is not None:
+        _fail("--workers is for --engine local: Spark reads with its executors")
     try:
         sidecar = load_static_tools(static_tools_file) if static_tools_file else None
-        report = ingest(
-            list(paths),
-            archive_dir,
-            partition_by=partition_by,
-            outcomes=outcomes_file,
-            static_tools=sidecar,
-            ingest_date=ingest_date,
-            workers=workers,
-            batch_runs=batch_runs,
-            retry_quarantined=retry_quarantined,
-            progress=(sys.stderr if progress else None)
+        options: dict[str, Any] = {
+            "partition_by": partition_by,
+            "outcomes": outcomes_file,
+            "static_tools": sidecar,
+            "ingest_date": ingest_date,
+            "batch_runs": batch_runs,
+            "retry_quarantined": retry_quarantined,
+            "progress": (sys.stderr if progress else None)
             if progress is not None
             else progress_stream(),
-        )
+        }
+        if on_spark:
+            report = on_spark("ingest", list(paths), archive_dir, **options)
+        else:
+            report = ingest(list(paths), archive_dir, workers=workers, **options)
     except (ArchiveError, OSError, ValueError) as error:
         _fail(_error_lines(error))
         raise  # unreachable: _fail exits

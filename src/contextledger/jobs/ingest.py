@@ -20,7 +20,7 @@ import hashlib
 import os
 import sys
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -62,6 +62,12 @@ from contextledger.tables.windows import RunWindow, messages_from_columns
 #: Commit a batch once it holds this many runs, or after this many seconds.
 BATCH_RUNS = 5000
 BATCH_SECONDS = 30.0
+
+#: Reads the files named (with the static-tools sidecar), yielding each with what was read,
+#: in the order given: the one step of an ingest another engine may run elsewhere.
+Reader = Callable[
+    [Sequence["Source"], Mapping[str, Sequence[str]]], Iterator[tuple["Source", "FileRead"]]
+]
 
 
 @dataclass(frozen=True)
@@ -181,12 +187,17 @@ def ingest(
     batch_seconds: float = BATCH_SECONDS,
     retry_quarantined: bool = False,
     progress: TextIO | None = None,
+    reader: Reader | None = None,
 ) -> IngestReport:
     """Append the runs of the snapshots under ``paths`` to the archive at ``archive_dir``.
 
     Idempotent: files already ingested with the same content are not read again, and
     a run already archived is not added twice. ``outcomes`` (CSV or JSON Lines of
     run_id,label) are stored too; a changed outcomes file replaces its earlier labels.
+
+    ``reader`` reads the files (default: :func:`local_reader` of ``workers`` processes;
+    ``contextledger.jobs.spark.reader`` reads them on Spark's executors); whatever reads
+    them, what each batch adds, its files and its commit are decided here, in file order.
 
     >>> import tempfile
     >>> with tempfile.TemporaryDirectory() as folder:
@@ -211,7 +222,8 @@ def ingest(
         todo = list(_changed(files, known, retry_quarantined, report))
         meter = _Progress(progress, len(todo), started)
         last_flush = time.perf_counter()
-        for source, read in _read_in_order(todo, dict(static_tools or {}), workers):
+        read_files = reader or local_reader(workers)
+        for source, read in read_files(todo, dict(static_tools or {})):
             pending.add(source, read)
             meter.update(report, pending)
             due = time.perf_counter() - last_flush >= batch_seconds
@@ -325,7 +337,20 @@ def _safe_hash(path: Path) -> str | None:
 
 
 # ── reading, both cores, results in file order ─────────────────────
-def _read_chunk(paths: Sequence[str], sidecar: Mapping[str, Sequence[str]]) -> list[FileRead]:
+def local_reader(workers: int | None = None) -> Reader:
+    """The reader of a local ingest: ``workers`` processes (default: one per core)."""
+
+    def read(
+        sources: Sequence[Source], sidecar: Mapping[str, Sequence[str]]
+    ) -> Iterator[tuple[Source, FileRead]]:
+        return _read_in_order(sources, sidecar, workers)
+
+    return read
+
+
+def read_chunk(paths: Sequence[str], sidecar: Mapping[str, Sequence[str]]) -> list[FileRead]:
+    """``paths`` read as every ingest reads them: both accountings, a digest of each
+    run's document, its message stream; what a worker (a process, an executor) returns."""
     return [
         read_file(Path(p), ACCOUNTING_MODES, sidecar, False, digest=True, windows=True)
         for p in paths
@@ -340,7 +365,7 @@ def _read_in_order(
     count = workers if workers is not None else (os.cpu_count() or 1)
     if count <= 1 or len(sources) < 4:
         for source in sources:
-            yield source, _read_chunk([source.path], sidecar)[0]
+            yield source, read_chunk([source.path], sidecar)[0]
         return
     chunk = 4
     chunks = [sources[i : i + chunk] for i in range(0, len(sources), chunk)]
@@ -348,7 +373,7 @@ def _read_in_order(
         in_flight: list[tuple[Sequence[Source], Future[list[FileRead]]]] = []
         queue = iter(chunks)
         for part in queue:
-            in_flight.append((part, pool.submit(_read_chunk, [s.path for s in part], sidecar)))
+            in_flight.append((part, pool.submit(read_chunk, [s.path for s in part], sidecar)))
             if len(in_flight) >= count * 4:
                 break
         while in_flight:
@@ -357,7 +382,7 @@ def _read_in_order(
             following = next(queue, None)
             if following is not None:
                 paths = [s.path for s in following]
-                in_flight.append((following, pool.submit(_read_chunk, paths, sidecar)))
+                in_flight.append((following, pool.submit(read_chunk, paths, sidecar)))
             yield from zip(part, reads, strict=True)
 
 

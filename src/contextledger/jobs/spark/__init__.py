@@ -3,7 +3,8 @@
 A team that already runs Spark points it at an archive's Parquet files; the views are
 the DuckDB views' own SQL (``ledger/sql/*.sql``), transpiled with sqlglot, so there is
 no second implementation to drift; the window what-if runs the local replay code on
-the executors (:mod:`contextledger.jobs.spark.whatif`). Nothing here imports ``pyspark``
+the executors (:mod:`contextledger.jobs.spark.whatif`), and ingest reads the snapshot
+files there (:mod:`contextledger.jobs.spark.reader`). Nothing here imports ``pyspark``
 (or ``sqlglot``) until a function is called: importing contextledger, and every local command, works
 without the ``spark`` extra. Install it with ``pip install 'contextledger[spark]'``.
 
@@ -23,12 +24,14 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from contextledger.archive.tables import ArchiveTables
+    from contextledger.jobs.ingest import IngestReport
     from contextledger.jobs.whatif import ArchiveReplay
     from contextledger.ledger.compute import Ledger
     from contextledger.window.policies import Policy
 
 __all__ = [
     "available",
+    "ingest",
     "ledger",
     "ledger_rows",
     "register_views",
@@ -57,6 +60,20 @@ def session(master: str | None = None, app_name: str = "contextledger") -> Spark
     from contextledger.jobs.spark.session import get_session
 
     return get_session(master, app_name)
+
+
+def ingest(
+    paths: Sequence[str],
+    archive_dir: str,
+    spark: SparkSession | None = None,
+    **options: Any,
+) -> IngestReport:
+    """``contextledger.jobs.ingest.ingest`` with the snapshot files read on the executors;
+    batches and commits are written by the driver, so the archive is a local ingest's
+    (see :mod:`contextledger.jobs.spark.reader`)."""
+    from contextledger.jobs.spark.reader import spark_ingest
+
+    return spark_ingest(paths, archive_dir, spark, **options)
 
 
 def register_views(
