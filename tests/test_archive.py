@@ -353,3 +353,22 @@ def test_partitions_interleaving_run_order_give_the_direct_ledger_on_every_path(
         by_rows = tables.select(run_ids=tuple(run_ids))  # a run-level filter reads rows
         assert by_rows.totals_scan() is None
         assert_frame_equal(ledger_rows_sql(by_rows), expected.rows(), check_exact=True)
+
+
+def test_an_archive_under_a_folder_whose_name_looks_like_a_glob_is_read(tmp_path):
+    """Polars reads a path as a glob by default: ``[1]`` in a folder name made every
+    command over the archive fail with "expanded paths were empty"."""
+    root = tmp_path / "runs [1] *" / "archive"
+    ingest([SAMPLE], root, workers=1)
+    runner = CliRunner()
+    ledger = runner.invoke(main, ["ledger", str(root), "--format", "csv"])
+    direct = runner.invoke(main, ["ledger", str(SAMPLE), "--format", "csv"])
+    assert ledger.exit_code == 0, ledger.output
+    assert ledger.stdout == direct.stdout
+    for args in (
+        ["sql", str(root), "SELECT count(*) AS runs FROM runs", "--format", "csv"],
+        ["whatif", str(root), "--policy", "none"],
+        ["check", str(root)],
+    ):
+        result = runner.invoke(main, args)
+        assert result.exit_code == 0, (args, result.output)

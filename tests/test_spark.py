@@ -491,3 +491,15 @@ def test_cli_ingest_engine_spark_makes_the_local_archive(spark, tmp_path):
     both_flags = ["ingest", str(SAMPLE), "--archive", str(tmp_path / "x"), "--workers", "2"]
     refused = runner.invoke(main, [*both_flags, "--engine", "spark"])
     assert refused.exit_code == EXIT_USAGE and "--workers" in refused.output
+
+
+def test_an_archive_under_a_folder_whose_name_looks_like_a_glob_is_read_on_spark(spark, tmp_path):
+    """Spark reads paths as Hadoop globs; ``[1]`` in a folder name matched no file."""
+    import contextledger.jobs.spark as on_spark
+
+    root = tmp_path / "runs [1] {a}" / "archive"
+    ingest([SAMPLE], root, workers=1)
+    tables = ArchiveTables(Archive.open(root), "corrected")
+    assert_frame_equal(
+        on_spark.ledger_rows(tables, spark=spark), compute_ledger(tables).rows(), check_exact=True
+    )

@@ -34,7 +34,7 @@ def committed_sources(archive: Archive) -> dict[str, KnownSource]:
     if not files:
         return {}
     latest = (
-        pl.scan_parquet(files, hive_partitioning=False)
+        pl.scan_parquet(files, hive_partitioning=False, glob=False)
         .select("path", "kind", "size", "mtime_ns", "content_hash", "status", "problem_count")
         .group_by("path", maintain_order=True)
         .last()
@@ -62,7 +62,7 @@ def archived_digests(
     if not files or not wanted:
         return {}
     found = (
-        pl.scan_parquet(files, hive_partitioning=False)
+        pl.scan_parquet(files, hive_partitioning=False, glob=False)
         .filter(pl.col("run_id").is_in(wanted))
         .select("run_id", "digest", "source_path", "source_line")
         .collect()
@@ -78,12 +78,12 @@ def current_quarantine(archive: Archive) -> pl.DataFrame:
     for commit in archive.commits:
         for file in commit.files:
             if file.table == "sources":
-                paths = pl.read_parquet(archive.root / file.path, columns=["path"])["path"]
-                latest.update(dict.fromkeys(paths.to_list(), commit.seq))
+                paths = pl.read_parquet(archive.root / file.path, columns=["path"], glob=False)
+                latest.update(dict.fromkeys(paths["path"].to_list(), commit.seq))
     for commit in archive.commits:
         for file in commit.files:
             if file.table == "quarantine":
-                table = pl.read_parquet(archive.root / file.path)
+                table = pl.read_parquet(archive.root / file.path, glob=False)
                 rows.append(
                     table.filter(
                         pl.col("path").replace_strict(latest, default=-1, return_dtype=pl.Int64)

@@ -224,7 +224,11 @@ class ArchiveTables(RunTables):
         """A lazy scan of ``table`` under the selection, rows in ingest order."""
         table_schema = schema.TABLES[table]
         files = self.files(table, first_in_run)
-        frame = pl.scan_parquet(files, hive_partitioning=False) if files else _empty(table_schema)
+        frame = (
+            pl.scan_parquet(files, hive_partitioning=False, glob=False)
+            if files
+            else _empty(table_schema)
+        )
         ids = self.run_id_filter()
         if ids is not None:
             frame = frame.filter(pl.col("run_id").is_in(ids))
@@ -236,7 +240,10 @@ class ArchiveTables(RunTables):
         Labels are not filtered by date: a label may arrive after its run. Each (run,
         label) pair is listed once.
         """
-        frames = [pl.scan_parquet(path, hive_partitioning=False) for path in self.outcome_files()]
+        frames = [
+            pl.scan_parquet(path, hive_partitioning=False, glob=False)
+            for path in self.outcome_files()
+        ]
         if self.extra_outcomes is not None:
             frames.append(pl.DataFrame(self.extra_outcomes.cast(schema.OUTCOMES)).lazy())
         if not frames:
@@ -265,7 +272,7 @@ class ArchiveTables(RunTables):
             return None
         if not files:
             return _empty(schema.PIECE_TOTALS)
-        return pl.scan_parquet(files, hive_partitioning=False)
+        return pl.scan_parquet(files, hive_partitioning=False, glob=False)
 
     def totals_files(self) -> list[str] | None:
         """The piece totals files of the selection; None when they do not cover it."""
@@ -323,7 +330,9 @@ class ArchiveTables(RunTables):
         files = self.archive.paths(self.archive.files("run_index"))
         if not files:
             return []
-        frame = pl.scan_parquet(files, hive_partitioning=False).select("run_id").collect()
+        frame = (
+            pl.scan_parquet(files, hive_partitioning=False, glob=False).select("run_id").collect()
+        )
         return [str(run_id) for run_id in frame["run_id"].to_list()]
 
     def unmatched_label_ids(self) -> list[str]:
@@ -338,7 +347,7 @@ class ArchiveTables(RunTables):
         labelled = self.outcome_scan().select("run_id").unique(maintain_order=True)
         index = self.archive.paths(self.archive.files("run_index"))
         if index:
-            held = pl.scan_parquet(index, hive_partitioning=False).select("run_id")
+            held = pl.scan_parquet(index, hive_partitioning=False, glob=False).select("run_id")
             labelled = labelled.join(held, on="run_id", how="anti", maintain_order="left")
         return [str(run_id) for run_id in labelled.collect()["run_id"].to_list()]
 

@@ -248,7 +248,9 @@ def whatif_archive(
         frame.write_parquet(parts[-1])
         runs += len(streams)
     rows = (
-        pl.scan_parquet(parts) if parts else pl.DataFrame(schema.WHATIF_RUNS.empty_table()).lazy()
+        pl.scan_parquet(parts, glob=False)
+        if parts
+        else pl.DataFrame(schema.WHATIF_RUNS.empty_table()).lazy()
     )
     replay = ArchiveReplay(rows, runs, time.perf_counter() - started, spill=spill)
     return with_problems(replay, tables)

@@ -115,6 +115,16 @@ def _sources(
     return sources
 
 
+def _literal(path: str) -> str:
+    """``path`` with Hadoop's glob characters escaped: Spark reads a path as a pattern, so
+    an archive under a folder named ``runs [1]`` would otherwise match no file.
+
+    >>> _literal("/data/runs [1]/a.parquet")
+    '/data/runs \\\\[1\\\\]/a.parquet'
+    """
+    return "".join(f"\\{char}" if char in "\\*?[]{}" else char for char in path)
+
+
 def _read(
     spark: SparkSession,
     root: Path,
@@ -135,7 +145,7 @@ def _read(
         return spark.createDataFrame(empty.empty_table())
     reader = spark.read.schema(from_arrow_schema(table_schema))  # no job to infer it
     if not positioned:
-        return reader.parquet(*files).select(*names)
+        return reader.parquet(*map(_literal, files)).select(*names)
     # Spark names a row's file by URI (file:/..., s3a://...); the archive by its path
     # under the root. Archive paths hold only [A-Za-z0-9._%=/-] (hive values are
     # percent-quoted), of which a URI escapes only '%', so the last segments of the URI,
@@ -148,7 +158,7 @@ def _read(
         group = [f for f, key in zip(files, relative, strict=True) if key.count("/") + 1 == depth]
         segments = F.slice(F.split(F.col("_metadata.file_path"), "/"), -depth, depth)
         key = F.regexp_replace(F.concat_ws("/", segments), "%25", "%")
-        frame = reader.parquet(*group).select(
+        frame = reader.parquet(*map(_literal, group)).select(
             *names,
             key.alias("_file_key"),
             F.col("_metadata.row_index").cast("bigint").alias("file_row_number"),
