@@ -721,6 +721,12 @@ _ISO_TIMESTAMP = re.compile(
 )
 
 
+def ingest_date_or_today(value: str | None) -> str:
+    """The ingest date a batch is recorded under: ``value`` checked by
+    :func:`ingest_date_text`, or today's UTC date when none is given."""
+    return ingest_date_text(value or dt.datetime.now(dt.UTC).date().isoformat())
+
+
 def ingest_date_text(value: str, name: str = "date", shown: str | None = None) -> str:
     """``value`` as the ``YYYY-MM-DD`` ingest date an archive stores and filters by.
 

@@ -15,7 +15,6 @@ knows them (a path an older archive recorded as given keeps that spelling).
 
 from __future__ import annotations
 
-import datetime as dt
 import hashlib
 import os
 import sys
@@ -207,7 +206,7 @@ def ingest(
     (14, 0, 14)
     """
     started = time.perf_counter()
-    date = store.ingest_date_text(ingest_date or dt.datetime.now(dt.UTC).date().isoformat())
+    date = store.ingest_date_or_today(ingest_date)
     archive = Archive.create(archive_dir, partition_by)
     report = IngestReport(str(archive_dir))
     with archive.writing() as removed:

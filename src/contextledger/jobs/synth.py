@@ -11,7 +11,6 @@ ingest on the real decoding work.
 from __future__ import annotations
 
 import contextlib
-import datetime as dt
 import functools
 import gzip
 import hashlib
@@ -88,7 +87,7 @@ def synth_archive(
     (300, 2, 0)
     """
     started = time.perf_counter()
-    date = store.ingest_date_text(ingest_date or dt.datetime.now(dt.UTC).date().isoformat())
+    date = store.ingest_date_or_today(ingest_date)
     archive = Archive.create(archive_dir, partition_by)
     report = IngestReport(str(archive_dir))
     processes = workers if workers is not None else (os.cpu_count() or 1)
