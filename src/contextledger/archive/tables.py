@@ -324,17 +324,6 @@ class ArchiveTables(RunTables):
     def outcomes(self) -> pa.Table:
         return self._collect("outcomes")
 
-    def known_run_ids(self) -> list[str]:
-        """Every run the archive holds, selected or not (a label for a run outside the
-        selection still names a run)."""
-        files = self.archive.paths(self.archive.files("run_index"))
-        if not files:
-            return []
-        frame = (
-            pl.scan_parquet(files, hive_partitioning=False, glob=False).select("run_id").collect()
-        )
-        return [str(run_id) for run_id in frame["run_id"].to_list()]
-
     def unmatched_label_ids(self) -> list[str]:
         """The run ids of the labels (stored, and any added here) that name no run the
         archive holds, in the order they arrived: labels may come before their runs.
