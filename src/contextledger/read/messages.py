@@ -82,6 +82,10 @@ class Message:
     #: The content's length when the content itself was not kept (a message read back
     #: from an archive, which stores only the text a replay compares); None: measure it.
     stored_chars: int | None = None
+    #: How a replayed policy rewrote it in place, if it did: ``"placeholder"`` (a tool
+    #: result or call input cleared), ``"preview"`` (an output cut to its opening) or
+    #: ``"summary"`` (a stand-in for messages a summarizer replaced); None: as recorded.
+    edit: str | None = None
 
     @property
     def chars(self) -> int:
