@@ -1,0 +1,301 @@
+"""What every framework policy shares: the spec grammar's pieces, token estimates, helpers.
+
+A framework spec is ``name:key=value,key=value``; a list value is written with ``|``
+(``exclude_tools=search|fetch``), a switch as ``true``/``false``. Each policy class lists
+its keys (:class:`Key`); one parser (:func:`parse_params`) checks them all, so a bad spec
+is refused the same way whichever framework it names.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from contextledger.read.messages import Message, RunMessages
+from contextledger.window.policies import PolicySpecError
+
+#: Counts one message's tokens (the caller's tokenizer, or :func:`estimated_tokens_of`).
+TokensOf = Callable[[Message], int]
+
+
+class FrameworkSpecError(PolicySpecError):
+    """A framework policy spec that cannot be parsed: names the spec, the key, what is allowed.
+
+    A :class:`PolicySpecError`, so every caller that refuses a bad ``--policy`` refuses
+    these too; its message lists the framework's keys rather than agentfootprint's.
+    """
+
+    def __init__(self, spec: str, problem: str, allowed: str) -> None:
+        self.spec = spec
+        ValueError.__init__(self, f"window policy {spec!r}: {problem} ({allowed})")
+
+
+@dataclass(frozen=True)
+class Key:
+    """One key a framework spec takes: its kind, its default (None: required), its meaning."""
+
+    name: str
+    #: ``int``, ``bool``, ``names`` (a ``|`` list), ``choice`` (one of ``choices``),
+    #: ``bool_or_names``, or ``condition`` (``N`` or ``kind:N`` alternatives with ``|``).
+    kind: str
+    default: Any
+    doc: str
+    minimum: int = 0
+    choices: tuple[str, ...] = ()
+    #: For ``condition``: the kinds ``kind:N`` may name; the bare ``N`` is ``bare``.
+    bare: str = "tokens"
+    required: bool = False
+
+    def shown(self, value: Any) -> str | None:
+        """The value as a spec spells it (None: left out of the canonical spec)."""
+        if value is None:
+            return None
+        if self.kind == "bool":
+            return "true" if value else "false"
+        if self.kind == "names":
+            return "|".join(value) if value else None
+        if self.kind == "bool_or_names":
+            if isinstance(value, bool):
+                return "true" if value else "false"
+            return "|".join(value)
+        if self.kind == "condition":
+            return "|".join(f"{k}:{n}" if k != "int" else str(n) for k, n in value)
+        return str(value)
+
+    @property
+    def default_text(self) -> str:
+        """The default as the README table shows it."""
+        if self.required:
+            return "required"
+        shown = self.shown(self.default)
+        if shown is None:
+            return "all tools" if self.kind == "names" and self.name == "exclude" else "none"
+        return shown
+
+
+def describe(name: str, keys: Sequence[Key]) -> str:
+    """What a framework spec allows, for its refusals."""
+    parts = []
+    for key in keys:
+        form = {
+            "int": f"{key.name}=N (whole, >= {key.minimum})",
+            "bool": f"{key.name}=true|false",
+            "names": f"{key.name}=a|b",
+            "choice": f"{key.name}={'|'.join(key.choices)}",
+            "bool_or_names": f"{key.name}=true|false or a|b",
+            "condition": f"{key.name}=N or {'|'.join(c + ':N' for c in key.choices)}",
+        }[key.kind]
+        parts.append(form + (" (required)" if key.required else ""))
+    return f"{name} takes " + ", ".join(parts)
+
+
+def _whole(spec: str, key: Key, text: str, allowed: str, minimum: int) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise FrameworkSpecError(
+            spec, f"{key.name}={text!r} is not a whole number", allowed
+        ) from None
+    if value < minimum:
+        raise FrameworkSpecError(spec, f"{key.name}={value} is below {minimum}", allowed)
+    return value
+
+
+def _switch(text: str) -> bool | None:
+    lowered = text.lower()
+    if lowered in ("true", "yes", "1"):
+        return True
+    if lowered in ("false", "no", "0"):
+        return False
+    return None
+
+
+def _names(text: str) -> tuple[str, ...]:
+    seen: list[str] = []
+    for part in text.split("|"):
+        part = part.strip()
+        if part and part not in seen:
+            seen.append(part)
+    return tuple(seen)
+
+
+def parse_params(spec: str, name: str, keys: Sequence[Key], rest: str) -> dict[str, Any]:
+    """The keyword arguments a framework spec's ``key=value`` list gives, checked."""
+    allowed = describe(name, keys)
+    by_name = {key.name: key for key in keys}
+    given: dict[str, str] = {}
+    if rest.strip():
+        for item in rest.split(","):
+            key_text, eq, value = item.partition("=")
+            key_text = key_text.strip().lower()
+            if not eq or not key_text or not value.strip():
+                raise FrameworkSpecError(spec, f"{item.strip()!r} is not key=value", allowed)
+            if key_text not in by_name:
+                raise FrameworkSpecError(spec, f"{name} does not take {key_text}", allowed)
+            if key_text in given:
+                raise FrameworkSpecError(spec, f"{key_text} is given twice", allowed)
+            given[key_text] = value.strip()
+    out: dict[str, Any] = {}
+    for key in keys:
+        if key.name not in given:
+            if key.required:
+                raise FrameworkSpecError(spec, f"{name} needs {key.name}= (no default)", allowed)
+            continue
+        text = given[key.name]
+        if key.kind == "int":
+            out[key.name] = _whole(spec, key, text, allowed, key.minimum)
+        elif key.kind == "bool":
+            switch = _switch(text)
+            if switch is None:
+                raise FrameworkSpecError(spec, f"{key.name}={text!r} is not true or false", allowed)
+            out[key.name] = switch
+        elif key.kind == "names":
+            out[key.name] = _names(text)
+        elif key.kind == "bool_or_names":
+            switch = _switch(text)
+            out[key.name] = switch if switch is not None else _names(text)
+        elif key.kind == "choice":
+            choice = text.lower().replace("-", "_")
+            if choice not in key.choices:
+                raise FrameworkSpecError(spec, f"{key.name}={text!r} is not allowed", allowed)
+            out[key.name] = choice
+        else:  # condition
+            conditions = []
+            for part in text.split("|"):
+                kind, colon, number = part.strip().partition(":")
+                if not colon:
+                    kind, number = "int", kind
+                kind = kind.strip().lower()
+                if kind != "int" and kind not in key.choices:
+                    raise FrameworkSpecError(
+                        spec, f"{key.name}={text!r}: {kind!r} is not a kind it takes", allowed
+                    )
+                conditions.append((kind, _whole(spec, key, number.strip(), allowed, key.minimum)))
+            out[key.name] = tuple(conditions)
+    return out
+
+
+def canonical_spec(name: str, keys: Sequence[Key], values: Mapping[str, Any]) -> str:
+    """``name:key=value,...`` with every key that has a value spelled out, in key order."""
+    parts = []
+    for key in keys:
+        shown = key.shown(values[key.name])
+        if shown is not None:
+            parts.append(f"{key.name}={shown}")
+    return f"{name}:{','.join(parts)}" if parts else name
+
+
+# ── token estimates ────────────────────────────────────────────────
+
+
+def estimated_tokens_of(stream: RunMessages | None = None) -> TokensOf:
+    """An **estimate** of a message's tokens from its content length (UTF-16 units).
+
+    At the run's own rate (reported input tokens per served-window char,
+    :meth:`RunMessages.tokens_per_char`) where the stream has one, else chars / 4.
+    Only the content is measured, as the run's rate is: a tool call's arguments add
+    nothing of their own.
+    """
+    rate = stream.tokens_per_char() if stream is not None else None
+    if rate is None:
+        return lambda m: math.ceil(m.chars / 4)
+    return lambda m: round(rate * m.chars)
+
+
+def total_tokens(messages: Sequence[Message], tokens_of: TokensOf) -> int:
+    return sum(tokens_of(m) for m in messages)
+
+
+# ── message helpers ────────────────────────────────────────────────
+
+
+def rewritten(message: Message, content: str, edit: str) -> Message:
+    """``message`` with new content, marked with how a policy rewrote it."""
+    raw = dict(message.raw) if message.raw is not None else None
+    if raw is not None:
+        raw["content"] = content
+    return replace(message, content=content, raw=raw, edit=edit, stored_chars=None)
+
+
+def with_calls_args_cleared(message: Message, call_ids: set[str]) -> Message:
+    """An assistant message whose calls in ``call_ids`` carry empty arguments."""
+    raw: dict[str, Any] = dict(message.raw) if message.raw is not None else {"role": message.role}
+    calls = raw.get("toolCalls")
+    if isinstance(calls, list):
+        raw["toolCalls"] = [
+            {**call, "args": {}} if isinstance(call, dict) and call.get("id") in call_ids else call
+            for call in calls
+        ]
+    return replace(message, raw=raw, edit="placeholder")
+
+
+def standin(content: str, tokens: int, tokens_of: TokensOf, edit: str | None) -> Message:
+    """A message a policy authored, padded so ``tokens_of`` counts about ``tokens`` for it.
+
+    The padding is calibrated through ``tokens_of`` itself (it is assumed linear in
+    the content's length), so the stand-in weighs what it says whatever the counter.
+    """
+    probe = Message("user", "." * 4000)
+    per_char = tokens_of(probe) / 4000 or 0.25
+    wanted = max(len(content), round(tokens / per_char)) if tokens > 0 else len(content)
+    padded = (
+        content + " " + "." * max(0, wanted - len(content) - 1)
+        if wanted > len(content)
+        else content
+    )
+    return Message("user", padded, window_authored=True, edit=edit)
+
+
+def call_names(messages: Sequence[Message]) -> dict[str, str]:
+    """Tool name by call id, from the assistant messages in ``messages``."""
+    names: dict[str, str] = {}
+    for message in messages:
+        for call in message.tool_calls:
+            if call.id and call.name:
+                names.setdefault(call.id, call.name)
+    return names
+
+
+class FrameworkPolicy:
+    """What every framework policy is: a frozen dataclass of its keys, plus these.
+
+    ``window(history, tokens_of=...)`` is the request the framework would send at a
+    call given the history recorded so far. A framework that writes its edits back to
+    the history it keeps (a summary that replaces messages, a limiter that deletes
+    them) overrides :meth:`advance`, which also returns the history kept for the
+    next call; the others transform the full history afresh at every call.
+    """
+
+    NAME: str = ""
+    KEYS: tuple[Key, ...] = ()
+    #: Where its semantics were read (version and file or page), for the README table.
+    SOURCE: str = ""
+
+    @property
+    def name(self) -> str:
+        return self.NAME
+
+    @property
+    def spec(self) -> str:
+        """The canonical spec string (every key that has a value spelled out)."""
+        return canonical_spec(
+            self.NAME, self.KEYS, {k.name: getattr(self, k.name) for k in self.KEYS}
+        )
+
+    def __str__(self) -> str:
+        return self.spec
+
+    def window(self, history: Sequence[Message], *, tokens_of: TokensOf) -> list[Message]:
+        raise NotImplementedError
+
+    def advance(
+        self, history: Sequence[Message], *, tokens_of: TokensOf
+    ) -> tuple[list[Message], list[Message]]:
+        """``(window served, history kept for the next call)``; stateless by default."""
+        return self.window(history, tokens_of=tokens_of), list(history)
+
+    @classmethod
+    def from_params(cls, spec: str, rest: str) -> FrameworkPolicy:
+        return cls(**parse_params(spec, cls.NAME, cls.KEYS, rest))
