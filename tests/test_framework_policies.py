@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from functools import cache
+from pathlib import Path
 
 import pytest
 
@@ -459,7 +460,6 @@ def test_mastra_token_limit_removal_persists_across_calls(sample_stream):
 
 @pytest.fixture(scope="module")
 def sample_stream() -> RunMessages:
-    from pathlib import Path
 
     longest = None
     for path in sorted((Path(__file__).resolve().parents[1] / "data" / "sample").glob("*.json*")):
@@ -555,3 +555,23 @@ def test_a_kept_message_is_the_recorded_object_and_an_edited_one_a_new_one():
     recorded = {id(m) for m in stream.messages}
     assert all((id(m) in recorded) == (m.edit is None) for m in last)
     assert all(replace(m, edit=None).index >= 0 for m in last)
+
+
+# ── whatif refuses them ────────────────────────────────────────────
+
+
+def test_whatif_refuses_a_framework_spec_in_one_line_pointing_at_compare(tmp_path):
+    from click.testing import CliRunner
+
+    from contextledger.cli import main
+
+    sample = Path(__file__).resolve().parents[1] / "data" / "sample"
+    result = CliRunner().invoke(
+        main, ["whatif", str(sample), "--policy", "none", "--policy", "openai_trim"]
+    )
+    assert result.exit_code == 2
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and "contextledger compare" in lines[0] and "openai_trim" in lines[0]
+    assert "Traceback" not in result.output
+    ok = CliRunner().invoke(main, ["whatif", str(sample), "--policy", "sliding:keep=6"])
+    assert ok.exit_code == 0

@@ -26,6 +26,7 @@ import pyarrow as pa
 
 from contextledger.read.messages import RunMessages
 from contextledger.tables import schema
+from contextledger.window.frameworks import refuse_framework_spec
 from contextledger.window.kernel import (
     REFUSAL_REASONS,
     VISIT_FIELDS,
@@ -58,6 +59,7 @@ def parse_policies(specs: Iterable[str | Policy]) -> list[tuple[str, Policy]]:
     """
     parsed: dict[str, Policy] = {}
     for spec in specs:
+        refuse_framework_spec(spec)
         label = spec.spec if isinstance(spec, Policy) else str(spec).strip()
         parsed.setdefault(label, parse_policy(spec))
     if not parsed:

@@ -34,7 +34,7 @@ from contextledger.window.frameworks.langchain import (
 )
 from contextledger.window.frameworks.mastra import MastraTokenLimiter, MastraToolCallFilter
 from contextledger.window.frameworks.openai_agents import OpenAIToolOutputTrimmer
-from contextledger.window.policies import Policy, parse_policy
+from contextledger.window.policies import Policy, PolicySpecError, parse_policy
 
 #: Every framework policy by its spec name, in the README table's order.
 FRAMEWORK_POLICIES: dict[str, type[FrameworkPolicy]] = {
@@ -59,6 +59,27 @@ def framework_name(spec: str) -> str | None:
     """The framework policy a spec names (None: not one of theirs)."""
     name = spec.strip().partition(":")[0].strip().lower()
     return name if name in FRAMEWORK_POLICIES else None
+
+
+class NotReplayedByWhatif(PolicySpecError):
+    """A framework spec given where only agentfootprint's policies replay (``whatif``)."""
+
+    def __init__(self, spec: str, name: str) -> None:
+        self.spec = spec
+        ValueError.__init__(
+            self,
+            f"window policy {spec!r} is {name}, another framework's policy: whatif replays "
+            "agentfootprint's (none, sliding, token_budget); `contextledger compare` replays it",
+        )
+
+
+def refuse_framework_spec(spec: object) -> None:
+    """Raise :class:`NotReplayedByWhatif` when ``spec`` names another framework's policy."""
+    name = framework_name(spec) if isinstance(spec, str) else None
+    if isinstance(spec, FrameworkPolicy):
+        name = spec.name
+    if name is not None:
+        raise NotReplayedByWhatif(str(spec), name)
 
 
 def parse_framework_policy(spec: str | FrameworkPolicy) -> FrameworkPolicy:
@@ -156,11 +177,13 @@ __all__ = [
     "LangChainTrim",
     "MastraTokenLimiter",
     "MastraToolCallFilter",
+    "NotReplayedByWhatif",
     "OpenAIToolOutputTrimmer",
     "estimated_tokens_of",
     "framework_name",
     "parse_any_policy",
     "parse_framework_policy",
     "policy_table",
+    "refuse_framework_spec",
     "replay_framework",
 ]
