@@ -575,3 +575,13 @@ def test_whatif_refuses_a_framework_spec_in_one_line_pointing_at_compare(tmp_pat
     assert "Traceback" not in result.output
     ok = CliRunner().invoke(main, ["whatif", str(sample), "--policy", "sliding:keep=6"])
     assert ok.exit_code == 0
+
+
+def test_the_readme_table_lists_every_policy_key_and_default():
+    from contextledger.window.frameworks import policy_table
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Other frameworks' policies", 1)[1].split("\n## ", 1)[0]
+    for row in policy_table():
+        default = row["default"].replace("|", "\\|")
+        assert f"| `{row['policy']}` | `{row['key']}` | {default} |" in section, row
