@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-import polars as pl
 
 from contextledger.cli.common import (
     EXIT_UNREADABLE_INPUT,
@@ -26,11 +25,10 @@ from contextledger.cli.common import (
     strict_option,
 )
 from contextledger.output import terminal_lines
-from contextledger.tables.build import (
-    ACCOUNTING_MODES,
-    RunTables,
-    load_static_tools,
-)
+from contextledger.tables import ACCOUNTING_MODES
+
+if TYPE_CHECKING:
+    from contextledger.tables.build import RunTables
 
 
 def _ingest_date(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
@@ -110,6 +108,7 @@ def ingest_command(
     """
     from contextledger.archive import ArchiveError
     from contextledger.jobs.ingest import ingest, progress_stream
+    from contextledger.tables.build import load_static_tools
 
     on_spark = _spark_engine(engine, paths, reads_archive=False)
     if on_spark and workers is not None:
@@ -260,6 +259,8 @@ def check_command(
     with the runs that break it and exits 1; else one line saying they all hold.
     """
     import io
+
+    import polars as pl
 
     from contextledger.ledger.invariants import INVARIANTS, check_invariants
 

@@ -9,12 +9,11 @@ import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
-import polars as pl
 
-from contextledger.ledger.stats import DEFAULT_MIN_OFFERS
+from contextledger.ledger import DEFAULT_MIN_OFFERS
 from contextledger.output import (
     CONTROL_ESCAPES,
     atomic_path,
@@ -22,7 +21,6 @@ from contextledger.output import (
     terminal_lines,
     terminal_text,
 )
-from contextledger.read.identity import describe_duplicates, describe_unmatched, unmatched_ids
 from contextledger.read.snapshot import (
     DEFAULT_MAX_DOCUMENT_MB,
     MAX_DOCUMENT_MB_ENV,
@@ -30,13 +28,12 @@ from contextledger.read.snapshot import (
     ReadProblem,
     describe_skipped,
 )
-from contextledger.tables.build import (
-    ACCOUNTING_MODES,
-    RunTables,
-    load_outcomes,
-    load_static_tools,
-    read_runs,
-)
+from contextledger.tables import ACCOUNTING_MODES
+
+if TYPE_CHECKING:
+    import polars as pl
+
+    from contextledger.tables.build import RunTables
 
 EXIT_UNREADABLE_INPUT = 1
 EXIT_USAGE = 2
@@ -184,6 +181,8 @@ def _writing(output: str) -> Iterator[Path]:
     """A temporary path to write ``output`` through (``atomic_path``); a write that fails
     (a full disk, an unwritable folder) is one line on stderr and exit 2, ``output``
     left as it was."""
+    import polars as pl
+
     try:
         with atomic_path(output) as temporary:
             yield temporary
@@ -240,6 +239,10 @@ def _read_inputs(
     outcomes_file: str | None,
     strict: bool,
 ) -> RunTables:
+    """The runs under ``paths`` (snapshots, or an archive and its selection), each
+    unreadable input, skipped file, duplicate and unmatched label named on stderr."""
+    from contextledger.tables.build import load_outcomes, load_static_tools, read_runs
+
     try:
         sidecar = load_static_tools(static_tools_file) if static_tools_file else None
         outcomes = load_outcomes(outcomes_file) if outcomes_file else None
@@ -272,6 +275,7 @@ def _name_unmatched_labels(tables: RunTables) -> None:
     """Say which outcome labels (given, or an archive's stored ones) name no run read (no
     run the archive holds): how many, the first few."""
     from contextledger.archive import ArchiveTables
+    from contextledger.read.identity import describe_unmatched
 
     held = isinstance(tables, ArchiveTables)
     runs = "run the archive holds" if held else "run read"
@@ -290,18 +294,24 @@ def _name_skipped(skipped: Sequence[str]) -> None:
 
 def _name_duplicates(duplicates: Any) -> None:
     """Say on stderr which copies of a run were counted once (not an error: exit 0)."""
+    from contextledger.read.identity import describe_duplicates
+
     for line in describe_duplicates(duplicates):
         _warn(line)
 
 
 def _name_unmatched(what: str, ids: Sequence[str], run_ids: Any) -> None:
     """Say on stderr how many ``what`` rows name no run read, and the first few ids."""
+    from contextledger.read.identity import describe_unmatched, unmatched_ids
+
     line = describe_unmatched(what, unmatched_ids(ids, run_ids))
     if line is not None:
         _warn(line)
 
 
 def _summary(tables: RunTables) -> str:
+    import polars as pl
+
     runs = pl.DataFrame(tables.runs)
     metered = int(runs["metered"].sum()) if runs.height else 0
     refused = runs.filter(~pl.col("metered"))
@@ -324,6 +334,8 @@ def _table_text(frame: pl.DataFrame, *, width: int = 200, str_len: int | None = 
     ``\\xNN`` escapes (:func:`~contextledger.output.terminal_text`), cells first so
     that columns stay aligned.
     """
+    import polars as pl
+
     escapes = list(CONTROL_ESCAPES)
     frame = frame.with_columns(
         pl.col(pl.String).str.replace_many(escapes, [CONTROL_ESCAPES[c] for c in escapes])

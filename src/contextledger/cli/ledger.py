@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
 
 import click
-import polars as pl
 
 from contextledger.cli.common import (
     EXIT_UNREADABLE_INPUT,
@@ -26,21 +26,22 @@ from contextledger.cli.common import (
     static_tools_option,
     strict_option,
 )
-from contextledger.ledger import ledgerjson
-from contextledger.ledger.compute import Ledger, compute_ledger, merge_ledgers
-from contextledger.ledger.stats import (
-    outcome_association,
-    outcomes_text,
-    used_via_text,
-    with_uncertainty,
-)
-from contextledger.tables.schema import USED_SIGNAL_COLUMNS
+
+if TYPE_CHECKING:
+    import polars as pl
+
+    from contextledger.ledger.compute import Ledger
 
 
 def _printable(rows: pl.DataFrame, *, for_csv: bool = False) -> pl.DataFrame:
     """Nested columns as short text, for the table and CSV. The table shows the interval
     rounded as ``[low, high]``; CSV keeps ``earn_rate_low`` / ``earn_rate_high`` as numbers
     (and the per-signal counts), as Parquet does."""
+    import polars as pl
+
+    from contextledger.ledger.stats import outcomes_text, used_via_text
+    from contextledger.tables.schema import USED_SIGNAL_COLUMNS
+
     interval = (
         [pl.col("earn_rate_low"), pl.col("earn_rate_high")]
         if for_csv
@@ -118,6 +119,9 @@ def ledger(
     piece was used more often than offered) and whether it rests on enough
     offers to be judged; JSON is LedgerJSON v1, as the reference writes it.
     """
+    from contextledger.ledger import ledgerjson
+    from contextledger.ledger.compute import compute_ledger, merge_ledgers
+
     on_spark = _spark_engine(engine, paths)
     tables = _read_inputs(paths, mode, static_tools_file, outcomes_file, strict)
     result = on_spark("ledger", tables) if on_spark else compute_ledger(tables)
@@ -156,6 +160,8 @@ def outcomes(
     """Per piece and label: how often runs that offered it carried the label, against the
     base rate over all labelled runs. Association, not cause. The labels are --outcomes
     FILE's and, over an archive, those stored in it."""
+    from contextledger.ledger.stats import outcome_association
+
     tables = _read_inputs(paths, mode, None, outcomes_file, strict)
     if tables.outcomes.num_rows == 0:
         _fail("no outcome labels: give --outcomes FILE (or an archive that stores labels)")
@@ -175,6 +181,9 @@ def outcomes(
 def _write_ledger(
     result: Ledger, output_format: str, output: str | None, summary: str, min_offers: int
 ) -> None:
+    from contextledger.ledger import ledgerjson
+    from contextledger.ledger.stats import with_uncertainty
+
     rows = with_uncertainty(result.rows(), min_offers=min_offers)
     if output_format == "parquet":
         if not output:
@@ -198,6 +207,8 @@ def _write_ledger(
 def _nested_as_json(frame: pl.DataFrame) -> pl.DataFrame:
     """List and struct columns as JSON text, for CSV (which holds only flat values)."""
     import json
+
+    import polars as pl
 
     def encode(value: object) -> str | None:
         return None if value is None else json.dumps(value, default=str, ensure_ascii=False)
@@ -249,6 +260,7 @@ def sql(
     --no-external-access refuses all of that once the views exist.
     """
     import duckdb
+    import polars as pl
 
     from contextledger.ledger.duckdb_views import connect, result_frame
 
@@ -325,6 +337,8 @@ def gates(
     left out and the uses that would have cost. Table: pieces the ledger demoted.
     """
     import json
+
+    import polars as pl
 
     from contextledger.ledger.gates import ATTRIBUTION_NOTE, describe_total, gate_what_if
 

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
 
 import click
-import polars as pl
 
 from contextledger.cli.common import (
     EXIT_UNREADABLE_INPUT,
@@ -30,6 +30,9 @@ from contextledger.cli.common import (
 )
 from contextledger.output import terminal_text
 from contextledger.read.snapshot import ReadProblem
+
+if TYPE_CHECKING:
+    import polars as pl
 
 
 def _chart_formats(_ctx: click.Context, _param: click.Parameter, value: str) -> tuple[str, ...]:
@@ -75,6 +78,7 @@ def whatif_command(
     engine: str,
 ) -> None:
     """Replay the runs under PATHS under each --policy: what would each window have served?"""
+
     from contextledger.jobs import whatif as sourced
     from contextledger.tables.standings import StandingsFileError, load_standings
     from contextledger.window import whatif as replayed
