@@ -268,7 +268,25 @@ def _read_inputs(
     if outcomes is not None:
         tables = tables.with_outcomes(outcomes)
     _name_unmatched_labels(tables)
+    from contextledger.archive import ArchiveTables
+
+    runs = tables.runs.column("run_id").to_pylist()
+    _name_nothing_selected(len(runs), paths, archived=isinstance(tables, ArchiveTables))
+    given = outcomes.column("run_id").to_pylist() if outcomes is not None else []
+    if runs and given and set(given).isdisjoint(runs):
+        _warn(f"--outcomes {outcomes_file}: no run read carries one of its labels")
     return tables
+
+
+def _name_nothing_selected(
+    runs: int, paths: Sequence[str], *, archived: bool, then: str = ""
+) -> None:
+    """Say on stderr that ``paths`` gave no run, naming them (an archive's filter
+    included): a note, not an error, so a selection that happens to be empty still
+    exits 0. ``then`` says what that leaves (``: nothing to replay``)."""
+    if runs == 0:
+        source = f"{'selected by' if archived else 'read from'} {' '.join(paths)}"
+        _warn(f"no run {source}{then}")
 
 
 def _name_unmatched_labels(tables: RunTables) -> None:

@@ -12,6 +12,7 @@ from contextledger.cli.common import (
     _emit,
     _fail,
     _name_duplicates,
+    _name_nothing_selected,
     _name_skipped,
     _name_unmatched,
     _name_unmatched_labels,
@@ -127,9 +128,10 @@ def whatif_command(
         per_run = replayed.whatif_table(inputs.streams, parsed, [*inputs.standings, *standings])
     for problem in problems:
         _warn(f"skipped {problem.where}: {problem.reason}")
-    if (archived.runs if archived is not None else len(inputs.streams)) == 0:
-        source = f"{'selected by' if archived is not None else 'read from'} {' '.join(paths)}"
-        _warn(f"no run {source}: nothing to replay")
+    replayable = archived.runs if archived is not None else len(inputs.streams)
+    _name_nothing_selected(
+        replayable, paths, archived=archived is not None, then=": nothing to replay"
+    )
     note = replayed.describe(per_run, len(parsed))
     if output_format == "parquet" or (output_format == "json" and output):
         with _writing(str(output)) as temporary:
