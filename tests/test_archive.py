@@ -19,7 +19,8 @@ from polars.testing import assert_frame_equal
 
 from contextledger.archive import Archive, ArchiveError, ArchiveTables
 from contextledger.archive.tables import parse_archive_path
-from contextledger.cli import EXIT_UNREADABLE_INPUT, EXIT_USAGE, main
+from contextledger.cli import main
+from contextledger.cli.common import EXIT_UNREADABLE_INPUT, EXIT_USAGE
 from contextledger.jobs.ingest import ingest
 from contextledger.ledger.compute import compute_ledger, ledger_inputs
 from contextledger.ledger.duckdb_views import ledger_rows_sql

@@ -23,7 +23,8 @@ from click.testing import CliRunner, Result
 from polars.testing import assert_frame_equal
 
 from contextledger.archive import Archive, ArchiveDamaged, ArchiveTables, verify_archive
-from contextledger.cli import EXIT_UNREADABLE_INPUT, EXIT_USAGE, main
+from contextledger.cli import main
+from contextledger.cli.common import EXIT_UNREADABLE_INPUT, EXIT_USAGE
 from contextledger.jobs.ingest import ingest
 from contextledger.ledger.compute import compute_ledger
 

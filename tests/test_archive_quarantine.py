@@ -18,7 +18,8 @@ import pytest
 from click.testing import CliRunner
 
 from contextledger.archive import Archive, ArchiveTables
-from contextledger.cli import EXIT_UNREADABLE_INPUT, main
+from contextledger.cli import main
+from contextledger.cli.common import EXIT_UNREADABLE_INPUT
 from contextledger.jobs.ingest import ingest
 
 from .conftest import SAMPLE

@@ -19,7 +19,8 @@ from polars.testing import assert_frame_equal
 
 from contextledger.archive import Archive, ArchiveTables
 from contextledger.archive.tables import NO_STREAM
-from contextledger.cli import EXIT_UNREADABLE_INPUT, EXIT_USAGE, main
+from contextledger.cli import main
+from contextledger.cli.common import EXIT_UNREADABLE_INPUT, EXIT_USAGE
 from contextledger.jobs import synth
 from contextledger.jobs.ingest import ingest
 from contextledger.jobs.synth import synth_archive

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from contextledger.cli import EXIT_UNREADABLE_INPUT, EXIT_USAGE, main
+from contextledger.cli import main
+from contextledger.cli.common import EXIT_UNREADABLE_INPUT, EXIT_USAGE
 
 from .conftest import SAMPLE
 

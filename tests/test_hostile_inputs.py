@@ -23,7 +23,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from contextledger.cli import EXIT_UNREADABLE_INPUT, main
+from contextledger.cli import main
+from contextledger.cli.common import EXIT_UNREADABLE_INPUT
 from contextledger.jobs.whatif import read_inputs
 from contextledger.read.snapshot import (
     DEFAULT_MAX_DOCUMENT_MB,

@@ -12,7 +12,8 @@ import pytest
 from click.testing import CliRunner
 from polars.testing import assert_frame_equal
 
-from contextledger.cli import EXIT_UNREADABLE_INPUT, main
+from contextledger.cli import main
+from contextledger.cli.common import EXIT_UNREADABLE_INPUT
 from contextledger.jobs.whatif import read_inputs
 from contextledger.ledger.compute import compute_ledger
 from contextledger.read.snapshot import describe_skipped, find_snapshot_files

@@ -242,13 +242,13 @@ def test_check_holds_over_a_repeated_label_row(tmp_path):
 
 def test_check_prints_each_violation_and_exits_1(monkeypatch):
     # No reader gives a run twice any more; feed the command tables that do.
-    from contextledger import cli
+    from contextledger.tables import build
 
     def read_twice(*args, **kwargs):
         tables = read_runs(*args, **kwargs)
         return dataclasses.replace(tables, runs=pa.concat_tables([tables.runs, tables.runs]))
 
-    monkeypatch.setattr(cli, "read_runs", read_twice)
+    monkeypatch.setattr(build, "read_runs", read_twice)  # the command looks it up there
     result = CliRunner().invoke(main, ["check", str(SAMPLE)])
     assert result.exit_code == 1
     lines = result.output.splitlines()

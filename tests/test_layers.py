@@ -133,6 +133,17 @@ def test_every_import_points_down():
     assert upward_imports() == []
 
 
+def test_the_command_line_is_the_top_layer():
+    """Nothing imports ``cli``; its command modules share only ``cli.common``."""
+    assert max(LAYERS, key=LAYERS.__getitem__) == "cli"
+    assert sorted(LAYERS.values())[-2] < LAYERS["cli"]
+    commands = [p for p in (PACKAGE / "cli").glob("*.py") if p.stem not in ("__init__", "common")]
+    assert commands, "cli/ is a package of command modules"
+    for path in commands:
+        within = {name for _, name in imports_of(path) if part_of(name) == "cli"}
+        assert within <= {"contextledger.cli.common"}, (path.name, within)
+
+
 def test_no_modules_import_each_other():
     """Within a layer too (``read/slice.py`` and ``read/snapshot.py`` once did)."""
     assert import_cycles() == []

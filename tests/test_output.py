@@ -18,7 +18,8 @@ import polars as pl
 import pytest
 from click.testing import CliRunner
 
-from contextledger.cli import EXIT_UNREADABLE_INPUT, EXIT_USAGE, main
+from contextledger.cli import main
+from contextledger.cli.common import EXIT_UNREADABLE_INPUT, EXIT_USAGE
 from contextledger.jobs.ingest import ingest
 
 from .conftest import REPO, SAMPLE, in_ci

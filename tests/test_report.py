@@ -14,7 +14,8 @@ import pytest
 from click.testing import CliRunner
 from polars.testing import assert_frame_equal
 
-from contextledger.cli import EXIT_UNREADABLE_INPUT, EXIT_USAGE, main
+from contextledger.cli import main
+from contextledger.cli.common import EXIT_UNREADABLE_INPUT, EXIT_USAGE
 from contextledger.jobs.ingest import ingest
 from contextledger.jobs.whatif import read_inputs
 from contextledger.report import (

@@ -19,7 +19,8 @@ from click.testing import CliRunner
 from polars.testing import assert_frame_equal
 
 from contextledger.archive import Archive, ArchiveTables
-from contextledger.cli import EXIT_UNREADABLE_INPUT, main
+from contextledger.cli import main
+from contextledger.cli.common import EXIT_UNREADABLE_INPUT
 from contextledger.jobs.ingest import ingest
 from contextledger.jobs.whatif import read_inputs
 from contextledger.ledger.compute import compute_ledger, ledger_inputs

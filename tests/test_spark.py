@@ -24,7 +24,8 @@ from click.testing import CliRunner
 from polars.testing import assert_frame_equal
 
 from contextledger.archive import Archive, ArchiveTables, verify_archive
-from contextledger.cli import EXIT_USAGE, main
+from contextledger.cli import main
+from contextledger.cli.common import EXIT_USAGE
 from contextledger.jobs.ingest import ingest
 from contextledger.ledger.compute import compute_ledger
 from contextledger.ledger.duckdb_views import BASE_VIEWS, PIECE_VIEWS, VIEWS, view_sql

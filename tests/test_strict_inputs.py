@@ -10,7 +10,8 @@ from click.testing import CliRunner
 
 from contextledger.archive import ArchiveTables, Selection
 from contextledger.archive.store import Archive
-from contextledger.cli import EXIT_USAGE, main
+from contextledger.cli import main
+from contextledger.cli.common import EXIT_USAGE
 from contextledger.jobs.ingest import ingest
 from contextledger.jobs.synth import synth_archive
 

@@ -12,13 +12,12 @@ import math
 
 import polars as pl
 
+from contextledger.ledger import DEFAULT_MIN_OFFERS
 from contextledger.tables.build import RunTables
 from contextledger.tables.schema import USED_SIGNAL_COLUMNS
 
 #: Two-sided 95% normal quantile.
 Z_95 = 1.959963984540054
-#: The reference gate's default: below this many offers a piece is not judged.
-DEFAULT_MIN_OFFERS = 5
 
 
 def wilson_interval(used: int, offered: int, z: float = Z_95) -> tuple[float, float] | None:

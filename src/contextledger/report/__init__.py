@@ -173,6 +173,9 @@ def collect(
     names = [str(path) for path in paths]
     archived = archive_tables(names, mode)
     tables = archived if archived is not None else read_runs(paths, mode=mode)
+    if timeline_run is not None and timeline_run not in tables.runs.column("run_id").to_pylist():
+        msg = f"--timeline-run {timeline_run!r}: no such run among the inputs"  # before the work
+        raise ValueError(msg)
     if outcomes is not None:
         tables = tables.with_outcomes(load_outcomes(outcomes))
     rows = with_uncertainty(compute_ledger(tables).rows(), min_offers=min_offers)

@@ -34,9 +34,7 @@ from contextledger.read.snapshot import (
     find_snapshot_files,
     iter_documents,
 )
-from contextledger.tables import schema
-
-ACCOUNTING_MODES = ("corrected", "reference")
+from contextledger.tables import ACCOUNTING_MODES, schema
 
 
 def _accounting(mode: str) -> Callable[[Run, Sequence[str]], RunFacts]:

@@ -1,0 +1,369 @@
+"""What every command shares: its options, how it reads its inputs, how it says what
+went wrong, and how it writes its output (to stdout, or a file whole or not at all).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import click
+
+from contextledger.ledger import DEFAULT_MIN_OFFERS
+from contextledger.output import (
+    CONTROL_ESCAPES,
+    atomic_path,
+    file_target,
+    terminal_lines,
+    terminal_text,
+)
+from contextledger.read.snapshot import (
+    DEFAULT_MAX_DOCUMENT_MB,
+    MAX_DOCUMENT_MB_ENV,
+    ReadError,
+    ReadProblem,
+    describe_skipped,
+)
+from contextledger.tables import ACCOUNTING_MODES
+
+if TYPE_CHECKING:
+    import polars as pl
+
+    from contextledger.tables.build import RunTables
+
+EXIT_UNREADABLE_INPUT = 1
+EXIT_USAGE = 2
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+#: Options several commands share, defined once.
+paths_argument = click.argument("paths", nargs=-1, required=True, type=click.Path())
+mode_option = click.option(
+    "--mode",
+    type=click.Choice(ACCOUNTING_MODES),
+    default="corrected",
+    show_default=True,
+    help="corrected: what each call was really sent and used; "
+    "reference: agentfootprint 9.62's numbers, quirks included.",
+)
+strict_option = click.option("--strict", is_flag=True, help="Stop at the first unreadable input.")
+#: ``--engine``: compute here, or on Spark SQL over an archive (see :func:`_spark_engine`).
+engine_option = click.option(
+    "--engine",
+    type=click.Choice(["local", "spark"]),
+    default="local",
+    show_default=True,
+    help="local: Polars/DuckDB on this machine; spark: Spark SQL over an archive, the same "
+    "views and numbers; ingest: the files read on Spark's executors, the same archive "
+    "(pip install 'contextledger[spark]'; master from spark-submit, "
+    "else $SPARK_MASTER, else local[*]).",
+)
+
+
+def _use_max_document_mb(ctx: click.Context, _: click.Parameter, megabytes: int) -> None:
+    """Set the cap where every reader looks, worker processes too (they inherit the
+    environment), for this command only."""
+    before = os.environ.get(MAX_DOCUMENT_MB_ENV)
+    os.environ[MAX_DOCUMENT_MB_ENV] = str(megabytes)
+
+    def restore() -> None:
+        if before is None:
+            os.environ.pop(MAX_DOCUMENT_MB_ENV, None)
+        else:
+            os.environ[MAX_DOCUMENT_MB_ENV] = before
+
+    ctx.call_on_close(restore)
+
+
+#: ``--max-document-mb N``: refuse a snapshot (a JSON Lines line) larger than this, decompressed.
+max_document_option = click.option(
+    "--max-document-mb",
+    type=click.IntRange(min=1),
+    default=DEFAULT_MAX_DOCUMENT_MB,
+    show_default=True,
+    envvar=MAX_DOCUMENT_MB_ENV,
+    expose_value=False,
+    callback=_use_max_document_mb,
+    help="Refuse a snapshot (a JSON Lines line) larger than this many MiB, decompressed: "
+    "a gzip bomb is stopped there.",
+)
+
+
+def min_offers_option(*, help: str) -> Callable[[F], F]:
+    """``--min-offers N`` (at least 1: a piece offered 0 times has no earn rate to judge),
+    the same range for ``ledger`` and ``gates``."""
+    return click.option(
+        "--min-offers",
+        type=click.IntRange(min=1),
+        default=DEFAULT_MIN_OFFERS,
+        show_default=True,
+        help=help,
+    )
+
+
+def _file_option(name: str, dest: str, default_help: str) -> Callable[..., Callable[[F], F]]:
+    def option(*, required: bool = False, help: str = default_help) -> Callable[[F], F]:
+        return click.option(
+            name, dest, required=required, type=click.Path(dir_okay=False), help=help
+        )
+
+    return option
+
+
+#: ``--outcomes FILE``: labels per run, credited to every piece the run offered.
+outcomes_option = _file_option(
+    "--outcomes",
+    "outcomes_file",
+    "CSV or JSON Lines of run_id,label; a run may carry several labels.",
+)
+#: ``--static-tools FILE``: the runner's static tool names, which a snapshot does not hold.
+static_tools_option = _file_option(
+    "--static-tools",
+    "static_tools_file",
+    "JSON {run_id: [tool names]} the runner exposed; overrides the corpus wrapper.",
+)
+#: ``--standings FILE``: the model's standing of tool results, for the ledger-fact pin.
+standings_option = _file_option(
+    "--standings",
+    "standings_file",
+    "CSV or JSON Lines of run_id,tool_call_id,standing,iteration: the model's standing "
+    "(fact/open/noise/ruled-out) of tool results, counted from the visit after iteration.",
+)
+
+
+def _warn(message: str | Sequence[str]) -> None:
+    """``contextledger: MESSAGE`` on stderr, its control characters escaped. A message of
+    several lines comes as a list: the newlines between them are the program's and kept,
+    any inside one (from a file name) are escaped (:func:`terminal_lines`)."""
+    lines = [message] if isinstance(message, str) else list(message)
+    click.echo(terminal_lines([f"contextledger: {lines[0]}", *lines[1:]]), err=True)
+
+
+def _fail(message: str | Sequence[str]) -> None:
+    _warn(message)
+    sys.exit(EXIT_USAGE)
+
+
+def _error_lines(error: Exception) -> list[str]:
+    """An error's message as the lines the program wrote (see :func:`_warn`)."""
+    from contextledger.archive import ArchiveDamaged
+
+    return error.lines if isinstance(error, ArchiveDamaged) else [str(error)]
+
+
+def _output_file(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
+    """Refuse an ``-o`` that names no file (empty, ``dir/``, below a file) before any work."""
+    if value is not None:
+        try:
+            file_target(value)
+        except OSError as error:
+            _fail(f"cannot write {value or repr(value)}: {error.strerror or error}")
+    return value
+
+
+#: ``-o FILE``: every command writes it whole or not at all (see ``_writing``).
+output_option = click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False),
+    callback=_output_file,
+    help="Write here instead of stdout (missing folders are made; written whole or not at all).",
+)
+
+
+@contextlib.contextmanager
+def _writing(output: str) -> Iterator[Path]:
+    """A temporary path to write ``output`` through (``atomic_path``); a write that fails
+    (a full disk, an unwritable folder) is one line on stderr and exit 2, ``output``
+    left as it was."""
+    import polars as pl
+
+    try:
+        with atomic_path(output) as temporary:
+            yield temporary
+    except OSError as error:
+        _fail(f"cannot write {output or repr(output)}: {error.strerror or error}")
+    except pl.exceptions.PolarsError as error:  # a Polars writer's I/O error
+        _fail(f"cannot write {output}: {str(error).splitlines()[0]}")
+
+
+def _emit(text: str, output: str | None) -> None:
+    """Print ``text``, or write it to ``output`` through :func:`_writing`."""
+    if output is None:
+        click.echo(text, nl=False, color=True)  # as it is: click strips ANSI codes otherwise
+        return
+    with _writing(output) as temporary:
+        temporary.write_text(text, encoding="utf-8")
+
+
+def _spark_engine(engine: str, paths: Sequence[str], *, reads_archive: bool = True) -> Any:
+    """None for ``--engine local``; for ``spark``, the call running a Spark function that
+    exits 2 with Spark's message when it fails (checked first: the extra is installed and,
+    when the command ``reads_archive``, PATHS name one archive; ingest reads snapshots)."""
+    if engine != "spark":
+        return None
+    import contextledger.jobs.spark as on_spark
+    from contextledger.archive import ArchiveError
+    from contextledger.archive.tables import parse_archive_path
+
+    missing = on_spark.available()
+    if missing:
+        _fail(f"--engine spark: {missing}")
+    try:
+        archive = len(paths) == 1 and parse_archive_path(paths[0]) is not None
+    except ArchiveError:
+        archive = True  # a bad filter: _read_inputs names it
+    if reads_archive and not archive:
+        _fail("--engine spark reads one archive: contextledger ingest PATH... --archive DIR")
+
+    def run(function: str, *args: Any, failure: str = "Spark", **options: Any) -> Any:
+        from pyspark.errors import PySparkException
+
+        try:
+            return getattr(on_spark, function)(*args, **options)
+        except PySparkException as error:
+            _fail(f"{failure}: {str(error).strip().splitlines()[0]}")
+
+    return run
+
+
+def _read_inputs(
+    paths: Sequence[str],
+    mode: str,
+    static_tools_file: str | None,
+    outcomes_file: str | None,
+    strict: bool,
+) -> RunTables:
+    """The runs under ``paths`` (snapshots, or an archive and its selection), each
+    unreadable input, skipped file, duplicate and unmatched label named on stderr."""
+    from contextledger.tables.build import load_outcomes, load_static_tools, read_runs
+
+    try:
+        sidecar = load_static_tools(static_tools_file) if static_tools_file else None
+        outcomes = load_outcomes(outcomes_file) if outcomes_file else None
+    except (OSError, ValueError) as error:
+        _fail(str(error))
+        raise  # unreachable: _fail exits
+    from contextledger.archive import ArchiveError, archive_tables
+
+    try:  # an archive DIR (DIR?since=...&until=...&label=...&run_id=...) is read lazily
+        tables = archive_tables(paths, mode) or read_runs(
+            paths, mode=mode, static_tools=sidecar, strict=strict
+        )
+    except ReadError as error:
+        _warn(f"{error.source}: {error.reason} (stopped: --strict)")
+        sys.exit(EXIT_UNREADABLE_INPUT)
+    except ArchiveError as error:
+        _fail(str(error))
+        raise  # unreachable: _fail exits
+    _name_skipped(tables.skipped)
+    for problem in tables.problems.to_pylist():
+        _warn(f"skipped {ReadProblem(**problem).where}: {problem['reason']}")
+    _name_duplicates(tables.duplicates)
+    if outcomes is not None:
+        tables = tables.with_outcomes(outcomes)
+    _name_unmatched_labels(tables)
+    from contextledger.archive import ArchiveTables
+
+    runs = tables.runs.column("run_id").to_pylist()
+    _name_nothing_selected(len(runs), paths, archived=isinstance(tables, ArchiveTables))
+    given = outcomes.column("run_id").to_pylist() if outcomes is not None else []
+    if runs and given and set(given).isdisjoint(runs):
+        _warn(f"--outcomes {outcomes_file}: no run read carries one of its labels")
+    return tables
+
+
+def _name_nothing_selected(
+    runs: int, paths: Sequence[str], *, archived: bool, then: str = ""
+) -> None:
+    """Say on stderr that ``paths`` gave no run, naming them (an archive's filter
+    included): a note, not an error, so a selection that happens to be empty still
+    exits 0. ``then`` says what that leaves (``: nothing to replay``)."""
+    if runs == 0:
+        source = f"{'selected by' if archived else 'read from'} {' '.join(paths)}"
+        _warn(f"no run {source}{then}")
+
+
+def _name_unmatched_labels(tables: RunTables) -> None:
+    """Say which outcome labels (given, or an archive's stored ones) name no run read (no
+    run the archive holds): how many, the first few."""
+    from contextledger.archive import ArchiveTables
+    from contextledger.read.identity import describe_unmatched
+
+    held = isinstance(tables, ArchiveTables)
+    runs = "run the archive holds" if held else "run read"
+    line = describe_unmatched("outcome label", tables.unmatched_label_ids(), runs=runs)
+    if line is not None:
+        _warn(line)
+
+
+def _name_skipped(skipped: Sequence[str]) -> None:
+    """Say on stderr which files in input folders were not read for their names (a note:
+    the exit status stays as it is)."""
+    line = describe_skipped(skipped)
+    if line is not None:
+        _warn(line)
+
+
+def _name_duplicates(duplicates: Any) -> None:
+    """Say on stderr which copies of a run were counted once (not an error: exit 0)."""
+    from contextledger.read.identity import describe_duplicates
+
+    for line in describe_duplicates(duplicates):
+        _warn(line)
+
+
+def _name_unmatched(what: str, ids: Sequence[str], run_ids: Any) -> None:
+    """Say on stderr how many ``what`` rows name no run read, and the first few ids."""
+    from contextledger.read.identity import describe_unmatched, unmatched_ids
+
+    line = describe_unmatched(what, unmatched_ids(ids, run_ids))
+    if line is not None:
+        _warn(line)
+
+
+def _summary(tables: RunTables) -> str:
+    import polars as pl
+
+    runs = pl.DataFrame(tables.runs)
+    metered = int(runs["metered"].sum()) if runs.height else 0
+    refused = runs.filter(~pl.col("metered"))
+    line = (
+        f"{metered} run(s) metered, {refused.height} refused "
+        f"({tables.mode} accounting; {tables.problems.num_rows} input(s) unreadable)"
+    )
+    reasons = refused.group_by("refused_reason").agg(
+        runs=pl.len(), examples=pl.col("run_id").head(3)
+    )
+    for reason, count, examples in reasons.sort("runs", descending=True).iter_rows():
+        line += f"\n  refused {count}: {reason} (e.g. {terminal_text(', '.join(examples))})"
+    return line
+
+
+def _table_text(frame: pl.DataFrame, *, width: int = 200, str_len: int | None = 60) -> str:
+    """A frame as a readable table: every row and column, no shape or dtype lines.
+
+    Control characters in text cells (and anywhere in the rendering) are shown as
+    ``\\xNN`` escapes (:func:`~contextledger.output.terminal_text`), cells first so
+    that columns stay aligned.
+    """
+    import polars as pl
+
+    escapes = list(CONTROL_ESCAPES)
+    frame = frame.with_columns(
+        pl.col(pl.String).str.replace_many(escapes, [CONTROL_ESCAPES[c] for c in escapes])
+    )
+    with pl.Config(
+        tbl_rows=-1,
+        tbl_cols=-1,
+        tbl_width_chars=width,
+        fmt_str_lengths=str_len,
+        tbl_hide_dataframe_shape=True,
+        tbl_hide_column_data_types=True,
+    ):
+        return terminal_text(str(frame), keep="\n")

@@ -1,0 +1,371 @@
+"""The commands over the ledger: ``ledger``, ``outcomes``, ``sql``, ``gates``."""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING
+
+import click
+
+from contextledger.cli.common import (
+    EXIT_UNREADABLE_INPUT,
+    _emit,
+    _fail,
+    _read_inputs,
+    _spark_engine,
+    _summary,
+    _table_text,
+    _writing,
+    engine_option,
+    max_document_option,
+    min_offers_option,
+    mode_option,
+    outcomes_option,
+    output_option,
+    paths_argument,
+    static_tools_option,
+    strict_option,
+)
+
+if TYPE_CHECKING:
+    import polars as pl
+
+    from contextledger.ledger.compute import Ledger
+
+
+def _printable(rows: pl.DataFrame, *, for_csv: bool = False) -> pl.DataFrame:
+    """Nested columns as short text, for the table and CSV. The table shows the interval
+    rounded as ``[low, high]``; CSV keeps ``earn_rate_low`` / ``earn_rate_high`` as numbers
+    (and the per-signal counts), as Parquet does."""
+    import polars as pl
+
+    from contextledger.ledger.stats import outcomes_text, used_via_text
+    from contextledger.tables.schema import USED_SIGNAL_COLUMNS
+
+    interval = (
+        [pl.col("earn_rate_low"), pl.col("earn_rate_high")]
+        if for_csv
+        else [
+            pl.when(pl.col("earn_rate_low").is_not_null())
+            .then(
+                pl.format(
+                    "[{}, {}]",
+                    pl.col("earn_rate_low").round(2),
+                    pl.col("earn_rate_high").round(2),
+                )
+            )
+            .alias("earn_rate_95ci")
+        ]
+    )
+    signals = list(USED_SIGNAL_COLUMNS.values()) if for_csv else []
+    return rows.select(
+        "id",
+        "kind",
+        "offered",
+        "approx_tokens_spent",
+        "used",
+        *signals,
+        used_via_text().alias("used_via"),
+        "runs_seen",
+        outcomes_text().alias("outcomes"),
+        "earn_rate",
+        *interval,
+        "judged",
+    )
+
+
+@click.command()
+@paths_argument
+@outcomes_option()
+@mode_option
+@click.option(
+    "--format",
+    "output_format",
+    type=click.Choice(["table", "json", "csv", "parquet"]),
+    default="table",
+    show_default=True,
+)
+@output_option
+@static_tools_option()
+@click.option(
+    "--merge",
+    "merge_files",
+    multiple=True,
+    type=click.Path(dir_okay=False),
+    help="A LedgerJSON v1 file to add in (importJSON); may repeat.",
+)
+@min_offers_option(
+    help="Rows offered fewer times are marked not yet judged (the gate's minOffers)."
+)
+@strict_option
+@max_document_option
+@engine_option
+def ledger(
+    paths: tuple[str, ...],
+    outcomes_file: str | None,
+    mode: str,
+    output_format: str,
+    output: str | None,
+    static_tools_file: str | None,
+    merge_files: tuple[str, ...],
+    min_offers: int,
+    strict: bool,
+    engine: str,
+) -> None:
+    """Print the context ledger of the runs under PATHS, worst earn rate first.
+
+    PATHS are snapshot files (.json, .json.gz, JSON Lines) or directories. Table,
+    CSV and Parquet add a 95% Wilson interval on each earn rate (none where a
+    piece was used more often than offered) and whether it rests on enough
+    offers to be judged; JSON is LedgerJSON v1, as the reference writes it.
+    """
+    from contextledger.ledger import ledgerjson
+    from contextledger.ledger.compute import compute_ledger, merge_ledgers
+
+    on_spark = _spark_engine(engine, paths)
+    tables = _read_inputs(paths, mode, static_tools_file, outcomes_file, strict)
+    result = on_spark("ledger", tables) if on_spark else compute_ledger(tables)
+    try:
+        merged = [ledgerjson.load(path) for path in merge_files]
+    except (OSError, ValueError) as error:
+        _fail(str(error))
+    result = merge_ledgers([*merged, result]) if merge_files else result
+    _write_ledger(result, output_format, output, _summary(tables), min_offers)
+    if tables.problems.num_rows:
+        sys.exit(EXIT_UNREADABLE_INPUT)
+
+
+@click.command()
+@paths_argument
+@outcomes_option(help="CSV or JSON Lines of run_id,label (an archive's stored labels count too).")
+@mode_option
+@click.option(
+    "--format",
+    "output_format",
+    type=click.Choice(["table", "csv", "json"]),
+    default="table",
+    show_default=True,
+)
+@output_option
+@strict_option
+@max_document_option
+def outcomes(
+    paths: tuple[str, ...],
+    outcomes_file: str | None,
+    mode: str,
+    output_format: str,
+    output: str | None,
+    strict: bool,
+) -> None:
+    """Per piece and label: how often runs that offered it carried the label, against the
+    base rate over all labelled runs. Association, not cause. The labels are --outcomes
+    FILE's and, over an archive, those stored in it."""
+    from contextledger.ledger.stats import outcome_association
+
+    tables = _read_inputs(paths, mode, None, outcomes_file, strict)
+    if tables.outcomes.num_rows == 0 and tables.runs.num_rows:  # none selected: said, exit 0
+        _fail("no outcome labels: give --outcomes FILE (or an archive that stores labels)")
+    frame = outcome_association(tables)
+    if output_format == "csv":
+        _emit(frame.write_csv(), output)
+    elif output_format == "json":
+        _emit(frame.write_ndjson(), output)
+    else:
+        note = "Association, not cause: a piece offered in runs that went well did not make "
+        note += "them go well."
+        _emit(f"{_table_text(frame, str_len=None)}\n{note}\n{_summary(tables)}\n", output)
+    if tables.problems.num_rows:
+        sys.exit(EXIT_UNREADABLE_INPUT)
+
+
+def _write_ledger(
+    result: Ledger, output_format: str, output: str | None, summary: str, min_offers: int
+) -> None:
+    from contextledger.ledger import ledgerjson
+    from contextledger.ledger.stats import with_uncertainty
+
+    rows = with_uncertainty(result.rows(), min_offers=min_offers)
+    if output_format == "parquet":
+        if not output:
+            _fail("--format parquet needs -o FILE")
+            return
+        with _writing(output) as temporary:
+            rows.write_parquet(temporary)
+        click.echo(summary, err=True)
+        return
+    if output_format == "json":
+        text = ledgerjson.dumps(result) + "\n"
+    elif output_format == "csv":
+        text = _printable(rows, for_csv=True).write_csv()
+    else:
+        text = f"{_table_text(_printable(rows))}\n{summary}\n"
+    _emit(text, output)
+    if output_format != "table":
+        click.echo(summary, err=True)
+
+
+def _nested_as_json(frame: pl.DataFrame) -> pl.DataFrame:
+    """List and struct columns as JSON text, for CSV (which holds only flat values)."""
+    import json
+
+    import polars as pl
+
+    def encode(value: object) -> str | None:
+        return None if value is None else json.dumps(value, default=str, ensure_ascii=False)
+
+    nested = [name for name, dtype in frame.schema.items() if dtype.is_nested()]
+    return frame.with_columns(
+        pl.Series(name, [encode(value) for value in frame[name].to_list()], dtype=pl.String)
+        for name in nested
+    )
+
+
+@click.command()
+@click.argument("paths", nargs=-1, type=click.Path())
+@click.argument("query")
+@mode_option
+@outcomes_option()
+@click.option(
+    "--format",
+    "output_format",
+    type=click.Choice(["table", "csv", "json"]),
+    default="table",
+    show_default=True,
+)
+@output_option
+@click.option(
+    "--no-external-access",
+    is_flag=True,
+    help="For a query from someone else: DuckDB may not touch files, the network or "
+    "extensions, nor change settings (an archive is read into memory first).",
+)
+@max_document_option
+@engine_option
+def sql(
+    paths: tuple[str, ...],
+    query: str,
+    mode: str,
+    outcomes_file: str | None,
+    output_format: str,
+    output: str | None,
+    no_external_access: bool,
+    engine: str,
+) -> None:
+    """Run QUERY (DuckDB SQL, the last argument) over the runs under PATHS and print the result
+    (Spark SQL with --engine spark).
+
+    Tables: runs, offers, uses, outcomes. Views: ledger (insertion order), ledger_rows
+    (worst earn rate first), and the steps between them (see contextledger/ledger/sql).
+    DuckDB can read and write local files, ATTACH databases and load extensions:
+    --no-external-access refuses all of that once the views exist.
+    """
+    import duckdb
+    import polars as pl
+
+    from contextledger.ledger.duckdb_views import connect, result_frame
+
+    if not paths:  # one argument: click took it as the query
+        _fail(f"sql needs PATH... and then the QUERY; only one argument was given: {query!r}")
+    on_spark = _spark_engine(engine, paths)
+    tables = _read_inputs(paths, mode, None, outcomes_file, False)
+    result: pl.DataFrame | None = None
+    if on_spark:
+        result = on_spark("sql", tables, query, failure="SQL error")
+    else:
+        con = connect(tables, external_access=not no_external_access)
+        try:
+            relation = con.sql(query)
+            result = result_frame(relation) if relation is not None else None
+        except (duckdb.Error, pl.exceptions.PolarsError) as error:
+            lines = (line.strip() for line in str(error).splitlines())  # DuckDB's are several
+            _fail(f"SQL error: {'; '.join(line for line in lines if line and line != '^')}")
+        finally:
+            con.close()
+    if result is not None:
+        if output_format == "json":
+            text = result.write_json() + "\n"
+        elif output_format == "csv":
+            text = _nested_as_json(result).write_csv()
+        else:
+            text = f"{_table_text(result)}\n"
+        _emit(text, output)
+    if tables.problems.num_rows:
+        sys.exit(EXIT_UNREADABLE_INPUT)
+
+
+@click.command()
+@paths_argument
+@min_offers_option(help="Judge a piece only once earlier runs offered it this many times.")
+@click.option(
+    "--floor",
+    "earn_rate_floor",
+    type=click.FloatRange(min=0),
+    default=0.05,
+    show_default=True,
+    help="Demote a piece whose earn rate over earlier runs is below this.",
+)
+@click.option(
+    "--refresh-every",
+    type=click.IntRange(min=0),
+    default=10,
+    show_default=True,
+    help="Parole: a demoted piece passes at every Nth demotion (0: never).",
+)
+@mode_option
+@click.option(
+    "--format",
+    "output_format",
+    type=click.Choice(["table", "json", "csv"]),
+    default="table",
+    show_default=True,
+)
+@output_option
+@max_document_option
+def gates(
+    paths: tuple[str, ...],
+    min_offers: int,
+    earn_rate_floor: float,
+    refresh_every: int,
+    mode: str,
+    output_format: str,
+    output: str | None,
+) -> None:
+    """What agentfootprint's ledger gates would have left out of the runs under PATHS.
+
+    Runs are replayed in input order, each judged by the ledger of the runs before it:
+    per piece, the approx tokens the gates would have saved, the offers they would have
+    left out and the uses that would have cost. Table: pieces the ledger demoted.
+    """
+    import json
+
+    import polars as pl
+
+    from contextledger.ledger.gates import ATTRIBUTION_NOTE, describe_total, gate_what_if
+
+    tables = _read_inputs(paths, mode, None, None, False)
+    pieces, total = gate_what_if(
+        tables,
+        min_offers=min_offers,
+        earn_rate_floor=earn_rate_floor,
+        refresh_every=refresh_every,
+    )
+    summary = f"{describe_total(total)}\n{_summary(tables)}"
+    if output_format == "json":
+        document = {
+            "total": total.row(0, named=True),
+            "pieces": pieces.to_dicts(),
+            "note": ATTRIBUTION_NOTE,
+        }
+        _emit(json.dumps(document, indent=2) + "\n", output)
+        click.echo(_summary(tables), err=True)
+    elif output_format == "csv":
+        _emit(pieces.write_csv(), output)
+        click.echo(summary, err=True)
+    else:
+        touched = (pl.col("offers_demoted") + pl.col("uses_lost") + pl.col("uses_at_risk")) > 0
+        shown = pieces.filter(touched)
+        hidden = pieces.height - shown.height
+        hidden_note = f"({hidden} other piece(s) never demoted; --format csv lists every piece)"
+        _emit(f"{_table_text(shown, str_len=None)}\n{hidden_note}\n{summary}\n", output)
+    if tables.problems.num_rows:
+        sys.exit(EXIT_UNREADABLE_INPUT)

@@ -1,0 +1,259 @@
+"""The commands over the context window: ``whatif`` and the ``report`` that shows it."""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING
+
+import click
+
+from contextledger.cli.common import (
+    EXIT_UNREADABLE_INPUT,
+    _emit,
+    _fail,
+    _name_duplicates,
+    _name_nothing_selected,
+    _name_skipped,
+    _name_unmatched,
+    _name_unmatched_labels,
+    _spark_engine,
+    _summary,
+    _table_text,
+    _warn,
+    _writing,
+    engine_option,
+    max_document_option,
+    mode_option,
+    outcomes_option,
+    output_option,
+    paths_argument,
+    standings_option,
+)
+from contextledger.output import terminal_text
+from contextledger.read.snapshot import ReadProblem
+
+if TYPE_CHECKING:
+    import polars as pl
+
+
+def _chart_formats(_ctx: click.Context, _param: click.Parameter, value: str) -> tuple[str, ...]:
+    """``svg``, ``png``, both comma-separated in any order, or ``none``."""
+    names = [name.strip().lower() for name in value.split(",") if name.strip()]
+    if names == ["none"]:
+        return ()
+    unknown = [name for name in names if name not in ("svg", "png")]
+    if unknown or not names:
+        raise click.BadParameter(f"{value!r}: give svg, png, svg,png or none")
+    return tuple(dict.fromkeys(names))
+
+
+@click.command(name="whatif")
+@paths_argument
+@click.option(
+    "--policy",
+    "policies",
+    multiple=True,
+    required=True,
+    help="A window policy: none, sliding:keep=N, token_budget:threshold=T[,keep=N], each "
+    "windowed one with optional ,last_tool_results=N and ,ledger_facts=N. Repeat to compare.",
+)
+@standings_option()
+@click.option(
+    "--format",
+    "output_format",
+    type=click.Choice(["table", "json", "parquet"]),
+    default="table",
+    show_default=True,
+    help="table: one row per policy over the runs; json: JSON Lines, one object per "
+    "(run, policy); parquet: the same rows (needs -o).",
+)
+@output_option
+@max_document_option
+@engine_option
+def whatif_command(
+    paths: tuple[str, ...],
+    policies: tuple[str, ...],
+    standings_file: str | None,
+    output_format: str,
+    output: str | None,
+    engine: str,
+) -> None:
+    """Replay the runs under PATHS under each --policy: what would each window have served?"""
+
+    from contextledger.jobs import whatif as sourced
+    from contextledger.tables.standings import StandingsFileError, load_standings
+    from contextledger.window import whatif as replayed
+    from contextledger.window.policies import PolicySpecError
+
+    if output_format == "parquet" and not output:
+        _fail("--format parquet needs -o FILE")
+    on_spark = _spark_engine(engine, paths)
+    try:
+        parsed = replayed.parse_policies(policies)
+        standings = load_standings(standings_file).to_pylist() if standings_file else []
+    except (PolicySpecError, StandingsFileError) as error:
+        _fail(str(error))
+        raise  # unreachable: _fail exits
+    from contextledger.archive import ArchiveError
+
+    archived = None
+    try:
+        if on_spark:
+            archived = on_spark("whatif_archive", paths[0], parsed, standings)
+        else:
+            archived = sourced.whatif_archive(paths, parsed, standings)
+    except ArchiveError as error:
+        _fail(str(error))
+    per_run: pl.DataFrame | pl.LazyFrame
+    if archived is not None:
+        problems = list(archived.problems)
+        per_run = archived.rows  # scanned from disk: memory does not grow with the archive
+        click.echo(
+            f"contextledger: {archived.runs} archived run(s) replayed under {len(parsed)} "
+            f"polic{'y' if len(parsed) == 1 else 'ies'} in {archived.seconds:.2f} s: "
+            f"{archived.runs_per_second:,.0f} runs/s"
+            + (f"; {archived.left_out_text()}" if problems else ""),
+            err=True,
+        )
+    else:
+        inputs = sourced.read_inputs(paths)
+        problems = list(inputs.problems)
+        _name_skipped(inputs.skipped)
+        _name_duplicates(inputs.duplicates)
+        _name_unmatched(
+            "standings",
+            [str(row["run_id"]) for row in standings],
+            [stream.run_id for stream in inputs.streams],
+        )
+        per_run = replayed.whatif_table(inputs.streams, parsed, [*inputs.standings, *standings])
+    for problem in problems:
+        _warn(f"skipped {problem.where}: {problem.reason}")
+    replayable = archived.runs if archived is not None else len(inputs.streams)
+    _name_nothing_selected(
+        replayable, paths, archived=archived is not None, then=": nothing to replay"
+    )
+    note = replayed.describe(per_run, len(parsed))
+    if output_format == "parquet" or (output_format == "json" and output):
+        with _writing(str(output)) as temporary:
+            if output_format == "parquet":
+                per_run.lazy().sink_parquet(temporary)
+            else:
+                per_run.lazy().sink_ndjson(temporary)
+        click.echo(note, err=True)
+    else:
+        if output_format == "json":
+            text = per_run.lazy().collect().write_ndjson()
+        else:
+            table = replayed.display_table(replayed.per_policy(per_run))
+            text = f"{_table_text(table, width=250)}\n{note}\n"
+        _emit(text, output)
+        if output_format == "json" or output:
+            click.echo(note, err=True)
+    if problems:
+        sys.exit(EXIT_UNREADABLE_INPUT)
+
+
+@click.command(name="report")
+@click.argument("paths", nargs=-1, type=click.Path())
+@click.option(
+    "-o",
+    "--output-dir",
+    "output_dir",
+    type=click.Path(file_okay=False),
+    default="contextledger-report",
+    show_default=True,
+    help="Folder to write report.html (and charts/*.svg, *.png) into.",
+)
+@outcomes_option(help="CSV or JSON Lines of run_id,label (default with no PATHS: the sample's).")
+@standings_option(
+    help="CSV or JSON Lines of run_id,tool_call_id,standing,iteration: which tool results "
+    "are facts (default with no PATHS: the sample's)."
+)
+@click.option(
+    "--policy",
+    "policies",
+    multiple=True,
+    help="A window policy to compare (repeat); default: none, sliding:keep=6,ledger_facts=0, "
+    "sliding:keep=6, sliding:keep=3, token_budget:threshold=500.",
+)
+@mode_option
+@click.option(
+    "--timeline-run",
+    help="The run whose window timeline to draw (default: the run the timeline policy "
+    "removed most from).",
+)
+@click.option(
+    "--timeline-policy",
+    help="The compared policy to draw the timeline under (default: the windowed one keeping "
+    "the most facts for the answer).",
+)
+@click.option(
+    "--charts",
+    "chart_formats",
+    default="svg,png",
+    show_default=True,
+    callback=_chart_formats,
+    help="Also write each chart to DIR/charts/ in these formats (svg, png, both in any "
+    "order, or none), for slides.",
+)
+@max_document_option
+def report_command(
+    paths: tuple[str, ...],
+    output_dir: str,
+    outcomes_file: str | None,
+    standings_file: str | None,
+    policies: tuple[str, ...],
+    mode: str,
+    timeline_run: str | None,
+    timeline_policy: str | None,
+    chart_formats: tuple[str, ...],
+) -> None:
+    """Write one self-contained HTML page about the runs under PATHS (default: the sample).
+
+    The page shows the ledger (worst first), its charts, the outcome association,
+    the gate and window-policy what-ifs, one run's window timeline, the refused runs
+    and the differences from the reference. It opens offline: nothing is fetched.
+    """
+    from contextledger import report
+    from contextledger.archive import ArchiveError
+    from contextledger.tables.standings import StandingsFileError
+    from contextledger.window.policies import PolicySpecError
+
+    try:
+        data = report.collect(
+            list(paths),
+            outcomes=outcomes_file,
+            standings=standings_file,
+            policies=policies or report.DEFAULT_POLICIES,
+            mode=mode,
+            timeline_run=timeline_run,
+            timeline_policy=timeline_policy,
+        )
+    except (
+        ArchiveError,
+        PolicySpecError,
+        StandingsFileError,
+        FileNotFoundError,
+        ValueError,
+    ) as error:
+        _fail(str(error))
+        raise  # unreachable: _fail exits
+    _name_skipped(data.tables.skipped)
+    for problem in data.tables.problems.to_pylist():
+        _warn(f"skipped {ReadProblem(**problem).where}: {problem['reason']}")
+    _name_duplicates(data.tables.duplicates)
+    _name_unmatched_labels(data.tables)
+    for problem in data.unreplayed:
+        _warn(f"not replayed {ReadProblem(**problem).where}: {problem['reason']}")
+    formats = chart_formats
+    try:
+        page = report.write_report(data, output_dir, formats=formats)
+    except OSError as error:
+        _fail(f"cannot write the report to {output_dir}: {error.strerror or error}")
+        raise  # unreachable: _fail exits
+    click.echo(
+        terminal_text(f"wrote {page}" + (f" and {page.parent / 'charts'}/" if formats else ""))
+    )
+    click.echo(_summary(data.tables))
+    if data.tables.problems.num_rows or data.unreplayed:
+        sys.exit(EXIT_UNREADABLE_INPUT)

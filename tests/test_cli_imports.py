@@ -1,0 +1,58 @@
+"""A command imports only what it needs: help is instant, a ledger loads no DuckDB or charts.
+
+Checked in a fresh interpreter (``sys.modules`` after the command), not by timing.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from .conftest import SAMPLE
+
+#: What no ``--help`` may load: the data and chart stack.
+HEAVY = ("polars", "pyarrow", "duckdb", "altair", "jinja2", "vl_convert", "numpy")
+#: What ``ledger`` may not load: it reads runs and sums them, it draws and queries nothing.
+NOT_FOR_THE_LEDGER = ("duckdb", "altair", "jinja2", "vl_convert")
+COMMANDS = ("ledger", "outcomes", "sql", "gates", "whatif", "report", "ingest", "synth", "check")
+
+
+def modules_after(*args: str) -> list[str]:
+    """The top-level modules a fresh interpreter holds after ``contextledger ARGS``."""
+    code = (
+        "import io, json, sys\n"
+        "from contextledger.cli import main\n"
+        "from contextlib import redirect_stderr, redirect_stdout\n"
+        "with redirect_stdout(io.StringIO()), redirect_stderr(io.StringIO()):\n"
+        "    try:\n"
+        f"        main({list(args)!r})\n"
+        "    except SystemExit as end:\n"
+        "        assert end.code in (0, None), end.code\n"
+        "print(json.dumps(sorted({name.split('.')[0] for name in sys.modules})))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+@pytest.mark.parametrize("command", ["", *COMMANDS])
+def test_help_imports_no_data_or_chart_library(command):
+    args = [command, "--help"] if command else ["--help"]
+    loaded = modules_after(*args)
+    assert "click" in loaded  # the check sees what the command loaded
+    assert [name for name in HEAVY if name in loaded] == []
+
+
+def test_the_ledger_loads_no_duckdb_nor_the_chart_stack():
+    loaded = modules_after("ledger", str(SAMPLE))
+    assert "polars" in loaded  # it did compute a ledger
+    assert [name for name in NOT_FOR_THE_LEDGER if name in loaded] == []
+
+
+def test_the_check_sees_a_heavy_import():
+    """The same probe, on a command that does load DuckDB: it is seen."""
+    loaded = modules_after("sql", str(SAMPLE), "SELECT 1 AS one")
+    assert "duckdb" in loaded

@@ -1,0 +1,40 @@
+"""``report --timeline-run RUN`` is checked against the runs read before any replay:
+a wrong id fails at once (exit 2, the id named), not after every policy has run."""
+
+from __future__ import annotations
+
+import pytest
+from click.testing import CliRunner
+
+import contextledger.report
+from contextledger.cli import main
+from contextledger.cli.common import EXIT_USAGE
+from contextledger.jobs.ingest import ingest
+
+from .conftest import SAMPLE
+
+
+def no_replay(*args, **kwargs):
+    raise AssertionError("the policies were replayed before the run id was checked")
+
+
+@pytest.mark.parametrize("source", ["snapshots", "archive"])
+def test_a_wrong_timeline_run_fails_before_the_replay(tmp_path, monkeypatch, source):
+    path = SAMPLE
+    if source == "archive":
+        path = tmp_path / "archive"
+        ingest([SAMPLE], path, workers=1)
+    monkeypatch.setattr(contextledger.report, "whatif_table", no_replay)
+    args = ["report", str(path), "-o", str(tmp_path / "out"), "--charts", "none"]
+    result = CliRunner().invoke(main, [*args, "--timeline-run", "s9999-nosuch"])
+    assert result.exit_code == EXIT_USAGE, result.output
+    assert "--timeline-run 's9999-nosuch': no such run among the inputs" in result.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_timeline_run_among_the_inputs_is_drawn(tmp_path):
+    out = tmp_path / "out"
+    args = ["report", str(SAMPLE), "-o", str(out), "--charts", "none"]
+    result = CliRunner().invoke(main, [*args, "--timeline-run", "s0003-loop"])
+    assert result.exit_code == 0, result.output
+    assert "s0003-loop" in (out / "report.html").read_text(encoding="utf-8")
