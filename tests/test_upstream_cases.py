@@ -31,6 +31,7 @@ from contextledger.window.standings import StandingsTimeline
 from contextledger.window.synthetic import Batch, Result, Said, build_stream
 from contextledger.window.turns import answered_call_ids, segment_turns
 from contextledger.window.whatif import parse_policies, whatif_table, whatif_table_exact
+from tests.conftest import SAMPLE
 
 # The upstream fixtures, in our messages.
 TASK = "Walk the whole floor and tell me which rack is hottest."
@@ -485,3 +486,108 @@ def test_results_dropped_count_only_results_that_ran(marked):
     )
     assert per_run["results_dropped"][0] == (1 if marked else 2)
     assert per_run["results_dropped_fact"][0] == (0 if marked else 1)
+
+
+# ── the ledger under redaction: RecordedRun.basis and unmetered (9.1xx) ──
+
+
+def hand_built_chart(redacted: list[str]) -> dict:
+    """Upstream's hand-built chart: a seed writing the request, the history and one
+    injection, then a call writing its tokens and a history with a ``lookup`` call;
+    ``redacted`` names the keys the executor's redaction policy scrubs (footprintjs writes
+    ``REDACTED`` in their place and lists them in ``redactedPaths``)."""
+    history = [{"role": "user", "content": "hi"}]
+    called = [*history, {"role": "assistant", "toolCalls": [{"name": "lookup"}]}]
+
+    def bundle(stage, idx, values):
+        return {
+            "stageId": stage,
+            "runtimeStageId": f"{stage}#{idx}",
+            "trace": [{"path": key, "verb": "set"} for key in values],
+            "overwrite": {k: "REDACTED" if k in redacted else v for k, v in values.items()},
+            "updates": {},
+            "redactedPaths": [k for k in values if k in redacted],
+        }
+
+    seed = {
+        "userMessage": "hi",
+        "history": history,
+        "activeInjections": [{"id": "fact-a", "flavor": "fact"}],
+    }
+    call = {"totalInputTokens": 10, "history": called}
+    return {"commitLog": [bundle("seed", 0, seed), bundle("call-llm", 1, call)]}
+
+
+def ledger_of(tmp_path, snapshot):
+    import json
+
+    import polars as pl
+
+    from contextledger.ledger.compute import compute_ledger
+    from contextledger.tables.build import read_runs
+
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps(snapshot))
+    tables = read_runs([path])
+    runs = pl.DataFrame(tables.runs)
+    rows = {(r["kind"], r["id"]): r for r in compute_ledger(tables).rows().to_dicts()}
+    return runs.row(0, named=True), rows
+
+
+def test_a_redacted_history_is_reported_as_redacted_and_not_counted_as_data(tmp_path):
+    """``RecordedRun.basis`` names the redacted key; nothing is read out of the
+    placeholder (no ``lookup`` row); the injection is still offered once. Upstream:
+    test/lib/context-ledger/contextLedger.basis.test.ts, 'a redacted history is reported as
+    redacted' (9.1xx). Differs: upstream's basis also carries the exact-answer codes
+    (``activatedInjectionIds: ['never-written', 'from-initial-state']``); we read only
+    ``'redacted'``, the code that changes what is metered. And tools are left
+    ``unmetered`` for the run (types.ts · ``RecordedRun.unmetered``), so the reference's
+    row-absence is ours too."""
+    run, rows = ledger_of(tmp_path, hand_built_chart(["history"]))
+    assert run["basis"] == [{"key": "history", "codes": ["redacted"]}]
+    assert run["unmetered_kinds"] == ["tool"] and run["metered"]
+    assert ("tool", "lookup") not in rows
+    assert rows[("injection", "fact-a")]["offered"] == 1
+    exact, exact_rows = ledger_of(tmp_path, hand_built_chart([]))
+    assert exact["basis"] == [] and exact["unmetered_kinds"] == []  # absent when all exact
+    assert exact_rows[("tool", "lookup")]["used"] == 1
+
+
+def test_a_run_whose_every_kind_rests_on_a_redaction_is_refused_not_scored_zero(tmp_path):
+    """With the injections and the history scrubbed, no kind can be metered: the run is
+    refused by name, its pieces never offered (types.ts · ``RecordedRun.unmetered``:
+    "a placeholder never counts as not used")."""
+    run, rows = ledger_of(tmp_path, hand_built_chart(["history", "activeInjections"]))
+    assert not run["metered"] and rows == {}
+    assert run["refused_reason"] == (
+        "every kind rests on a redaction (redacted: activeInjections, history)"
+    )
+    assert run["unmetered_kinds"] == ["injection", "skill", "tool"]
+
+
+def test_a_redacted_corpus_run_loses_only_the_kinds_it_rests_on(tmp_path):
+    """A sample run (recorded by 9.62, ``redactedPaths`` always ``[]``) with its history
+    writes marked redacted: tools leave its ledger, injections and skills stay; the
+    unmarked copy is untouched, and the command says which runs rest on a redaction."""
+    import gzip
+    import json
+
+    from click.testing import CliRunner
+
+    from contextledger.cli import main
+
+    raw = (SAMPLE / "s0003-loop.json.gz").read_bytes()
+    source = json.loads(gzip.decompress(raw))
+    snapshot = source.get("snapshot", source)
+    for bundle in snapshot["commitLog"]:
+        if any(t["path"] == "history" for t in bundle["trace"]):
+            bundle["redactedPaths"] = ["history"]
+    run, rows = ledger_of(tmp_path, source)
+    (tmp_path / "exact").mkdir()
+    exact, exact_rows = ledger_of(tmp_path / "exact", json.loads(gzip.decompress(raw)))
+    assert run["unmetered_kinds"] == ["tool"] and exact["unmetered_kinds"] == []
+    assert {k for k, _ in rows} == {k for k, _ in exact_rows} - {"tool"}
+    assert all(rows[key] == exact_rows[key] for key in rows)
+    result = CliRunner().invoke(main, ["ledger", str(tmp_path / "run.json")])
+    assert result.exit_code == 0
+    assert "1 run(s) rest partly on a redaction: tool left unmetered there" in result.output

@@ -9,6 +9,9 @@ from __future__ import annotations
 import pyarrow as pa
 
 #: One row per run read (metered or refused) in input order.
+#: One state key the ledger read, and the codes its answer rests on.
+BASIS_ENTRY = pa.struct([pa.field("key", pa.string()), pa.field("codes", pa.list_(pa.string()))])
+
 RUNS = pa.schema(
     [
         pa.field("run_id", pa.string(), nullable=False),
@@ -22,6 +25,9 @@ RUNS = pa.schema(
         pa.field("model_call_count", pa.int32(), nullable=False),  # call-llm executions seen
         pa.field("metered_call_count", pa.int32(), nullable=False),  # calls the accounting metered
         pa.field("unmetered_kinds", pa.list_(pa.string()), nullable=False),  # not metered here
+        # ``RecordedRun.basis`` (agentfootprint 9.1xx): the keys whose reads rest on a
+        # redaction, each with its codes (``read.basis``); empty when every read was exact.
+        pa.field("basis", pa.list_(BASIS_ENTRY), nullable=False),
         pa.field("grouped", pa.bool_(), nullable=False),  # model calls inside sf-llm-call subflows
         pa.field("slice_available", pa.bool_(), nullable=False),
         pa.field("static_tool_names_from", pa.string(), nullable=False),  # wrapper/sidecar/none
