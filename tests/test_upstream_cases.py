@@ -591,3 +591,16 @@ def test_a_redacted_corpus_run_loses_only_the_kinds_it_rests_on(tmp_path):
     result = CliRunner().invoke(main, ["ledger", str(tmp_path / "run.json")])
     assert result.exit_code == 0
     assert "1 run(s) rest partly on a redaction: tool left unmetered there" in result.output
+
+
+def test_the_corpus_carries_no_settled_call_so_the_9113_rule_keeps_its_answers():
+    """Why no rules switch: 9.62 never writes ``notDispatched``, so on the corpus the 9.113
+    rule changes nothing (its window records replay field for field in
+    ``test_window_parity.py``, with this rule in force)."""
+    from contextledger.jobs.whatif import read_inputs
+    from tests.conftest import corpus_dir, require_corpus
+
+    require_corpus()
+    streams = read_inputs(corpus_dir() / "runs").streams
+    assert len(streams) == 301
+    assert not any(m.not_dispatched for s in streams for m in s.messages)
