@@ -107,6 +107,7 @@ def small_tables() -> RunTables:
         model_call_count=[1, 1, 0],
         metered_call_count=[1, 1, 0],
         unmetered_kinds=[[], [], []],
+        basis=[[], [], []],
         grouped=[False] * 3,
         slice_available=[True] * 3,
         static_tool_names_from=["none"] * 3,

@@ -46,6 +46,7 @@ def make_tables(
             "model_call_count": [1] * n,
             "metered_call_count": [1] * n,
             "unmetered_kinds": [[]] * n,
+            "basis": [[]] * n,
             "grouped": [False] * n,
             "slice_available": [True] * n,
             "static_tool_names_from": ["none"] * n,

@@ -86,7 +86,16 @@ def test_without_standings_no_result_counts_as_a_fact(headline):
 
 
 def test_the_fact_hold_off_plans_visit_for_visit_like_the_window_without_standings(headline):
-    assert headline["visits"][1].to_list() == headline["visits"][0].to_list()
+    # the plan is the same; only the record's 9.102 keys say what left (armed: standings given)
+    planned = ["ledger_facts", "dropped_standings"]
+    without, held_off = (
+        [{k: v for k, v in visit.items() if k not in planned} for visit in headline["visits"][n]]
+        for n in (0, 1)
+    )
+    assert held_off == without
+    assert all(v["ledger_facts"] is None for v in headline["visits"][1])
+    assert all(v["dropped_standings"] is None for v in headline["visits"][0])
+    assert all(v["dropped_standings"] for v in headline["visits"][1] if v["removed_message_count"])
     assert headline["answer"][1] == headline["answer"][0]
 
 
@@ -304,6 +313,15 @@ def test_the_command_writes_json_lines_one_object_per_run_and_policy(tmp_path):
         "window_chars_before",
         "window_chars_after",
         "refusals",
+        "ledger_facts",
+        "dropped_standings",
+    }
+    # 9.102's record keys: the fact pin (default ceiling 4) and whose standing left
+    held = [v["ledger_facts"] for v in bench["visits"] if v["ledger_facts"]]
+    assert held and all(h["limit"] == 4 and h["stand_down"] is False for h in held)
+    assert {p["tool_name"] for h in held for p in h["pinned"]} == {"probe_fact"}
+    assert {d["standing"] for v in bench["visits"] for d in v["dropped_standings"] or []} == {
+        "noise"
     }
     assert bench["visits"][1]["refusals"][0] == {
         "reason": "current-request",

@@ -11,6 +11,7 @@ from __future__ import annotations
 import random
 
 import numpy as np
+import polars as pl
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -374,3 +375,22 @@ def test_refusals_listed_in_chunks_are_the_same(sample_streams):
     for name in ("counts", "reason", "turn_index", "message_index"):
         assert (getattr(whole, name) == getattr(pieces, name)).all(), name
     assert whole.counts.sum() == whole.reason.size > 0
+
+
+def test_the_9102_record_fields_from_the_kernel_are_the_exact_replays():
+    """``ledger_facts`` and ``dropped_standings`` (agentfootprint 9.102.0 ``WindowRecord``
+    keys) come out of the kernel as the exact replay files them: pins behind a notice, the
+    stand-down, undeclared results, and none at all without standings."""
+    inputs = read_inputs(SAMPLE)
+    rows = [r for n, r in enumerate(labelled_rows(inputs.streams)) if n % 4]  # some undeclared
+    per_run = same_rows(inputs.streams, ROW_POLICIES, rows)
+    visits = per_run.select(pl.col("visits").explode()).unnest("visits").drop_nulls("iteration")
+    facts = visits.filter(pl.col("ledger_facts").is_not_null())["ledger_facts"].to_list()
+    assert any(f["stand_down"] for f in facts)
+    assert any(p["turn_index"] > 1 for f in facts for p in f["pinned"])
+    dropped = visits["dropped_standings"].explode().drop_nulls().to_list()
+    assert {d["standing"] for d in dropped} >= {None, "noise", "fact"}
+    bare = same_rows(inputs.streams, ROW_POLICIES)
+    bare_visits = bare.select(pl.col("visits").explode()).unnest("visits")
+    assert bare_visits["ledger_facts"].null_count() == bare_visits.height
+    assert bare_visits["dropped_standings"].null_count() == bare_visits.height

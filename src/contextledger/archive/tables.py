@@ -431,6 +431,7 @@ _DUCKDB_TYPES = {
     pa.int32(): "INTEGER",
     pa.bool_(): "BOOLEAN",
     pa.list_(pa.string()): "VARCHAR[]",
+    pa.list_(schema.BASIS_ENTRY): "STRUCT(key VARCHAR, codes VARCHAR[])[]",
 }
 
 

@@ -486,6 +486,7 @@ def _mode_tables(
             "unmetered_kinds": [
                 ["injection"] if g and not reference else [] for g in grouped.tolist()
             ],
+            "basis": pa.array([[]] * count, schema.RUNS.field("basis").type),  # no redaction
             "grouped": grouped,
             "slice_available": ~grouped,
             "static_tool_names_from": np.full(count, "wrapper"),

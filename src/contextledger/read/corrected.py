@@ -20,8 +20,9 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
+from contextledger.read.basis import redaction_basis, unmetered_by_basis
 from contextledger.read.commitlog import ABSENT, ForwardFold
-from contextledger.read.facts import RunFacts, Use
+from contextledger.read.facts import KINDS, RunFacts, Use
 from contextledger.read.reference import (
     LLM_CALL_SUBFLOW,
     _local_stage_id,
@@ -183,7 +184,28 @@ def meter_run(run: Run, static_tool_names: Sequence[str]) -> RunFacts:
     facts.slice_available = answer is not None
     if answer is not None and not mount_keys:
         facts.uses.extend(_slot_credit(log, answer))
+    _apply_redactions(facts, redaction_basis([log, *call_logs]))
     return facts
+
+
+def _apply_redactions(facts: RunFacts, basis: dict[str, list[str]]) -> None:
+    """Leave unmetered the kinds whose reads rest on a redaction (``RecordedRun.unmetered``);
+    a run left with no kind to meter is refused, never scored as zero."""
+    facts.basis = basis
+    redacted = unmetered_by_basis(basis)
+    if not redacted:
+        return
+    kinds = set(facts.unmetered_kinds) | set(redacted)
+    facts.unmetered_kinds = [kind for kind in KINDS if kind in kinds]
+    if kinds >= set(KINDS):
+        keys = ", ".join(sorted(basis))
+        facts.refused_reason = f"every kind rests on a redaction (redacted: {keys})"
+        facts.metered = False
+        facts.offers.clear()
+        facts.uses.clear()
+        return
+    facts.offers[:] = [offer for offer in facts.offers if offer[1] not in kinds]
+    facts.uses[:] = [use for use in facts.uses if use[0] not in kinds]
 
 
 def _slot_credit(log: Sequence[Bundle], answer: AnswerSlice) -> list[Use]:

@@ -31,6 +31,9 @@ class RunFacts:
     metered_call_count: int = 0
     slice_available: bool = False
     unmetered_kinds: list[str] = field(default_factory=list)
+    #: ``RecordedRun.basis`` (agentfootprint 9.1xx): per key read, why the answer is not
+    #: exact; only ``'redacted'`` is read (``read.basis``). Empty: every read was exact.
+    basis: dict[str, list[str]] = field(default_factory=dict)
     offers: list[Offer] = field(default_factory=list)
     uses: list[Use] = field(default_factory=list)
 

@@ -117,6 +117,9 @@ class Bundle(msgspec.Struct, rename="camel", gc=False):
     stage_id: str = ""
     runtime_stage_id: str = ""
     stage: str = ""
+    #: Paths an agent's ``redact`` scrubbed from this commit (footprintjs writes the
+    #: placeholder ``REDACTED`` in their place); ``[]`` in every corpus run.
+    redacted_paths: list[str] = msgspec.field(default_factory=list)
 
 
 class _TreeContext(msgspec.Struct):

@@ -375,6 +375,7 @@ def _append_run(
         "model_call_count": facts.model_call_count,
         "metered_call_count": facts.metered_call_count,
         "unmetered_kinds": facts.unmetered_kinds,
+        "basis": [{"key": key, "codes": codes} for key, codes in facts.basis.items()],
         "grouped": facts.grouped,
         "slice_available": facts.slice_available,
         "static_tool_names_from": run.static_tool_names_from,

@@ -9,6 +9,9 @@ from __future__ import annotations
 import pyarrow as pa
 
 #: One row per run read (metered or refused) in input order.
+#: One state key the ledger read, and the codes its answer rests on.
+BASIS_ENTRY = pa.struct([pa.field("key", pa.string()), pa.field("codes", pa.list_(pa.string()))])
+
 RUNS = pa.schema(
     [
         pa.field("run_id", pa.string(), nullable=False),
@@ -22,6 +25,9 @@ RUNS = pa.schema(
         pa.field("model_call_count", pa.int32(), nullable=False),  # call-llm executions seen
         pa.field("metered_call_count", pa.int32(), nullable=False),  # calls the accounting metered
         pa.field("unmetered_kinds", pa.list_(pa.string()), nullable=False),  # not metered here
+        # ``RecordedRun.basis`` (agentfootprint 9.1xx): the keys whose reads rest on a
+        # redaction, each with its codes (``read.basis``); empty when every read was exact.
+        pa.field("basis", pa.list_(BASIS_ENTRY), nullable=False),
         pa.field("grouped", pa.bool_(), nullable=False),  # model calls inside sf-llm-call subflows
         pa.field("slice_available", pa.bool_(), nullable=False),
         pa.field("static_tool_names_from", pa.string(), nullable=False),  # wrapper/sidecar/none
@@ -215,6 +221,30 @@ WHATIF_REFUSAL = pa.struct(
     ]
 )
 
+#: One turn the ledger-fact pin held: ``WindowRecord.ledgerFacts.pinned[]``.
+WHATIF_FACT_PIN = pa.struct(
+    [
+        pa.field("tool_name", pa.string()),
+        pa.field("turn_index", pa.int32()),
+        pa.field("chars", pa.int64()),  # the whole turn's content chars
+    ]
+)
+
+#: What the fact pin held at a visit, what its ceiling turned away, and its stand-down.
+WHATIF_LEDGER_FACTS = pa.struct(
+    [
+        pa.field("pinned", pa.list_(WHATIF_FACT_PIN)),  # newest first
+        pa.field("yielded", pa.int32()),
+        pa.field("limit", pa.int32()),
+        pa.field("stand_down", pa.bool_()),  # ``standDown: true`` in the record
+    ]
+)
+
+#: A tool result that left the window, and the model's standing of it at that visit.
+WHATIF_DROPPED_STANDING = pa.struct(
+    [pa.field("tool_call_id", pa.string()), pa.field("standing", pa.string())]
+)
+
 #: One window-stage visit at which a policy engaged.
 WHATIF_VISIT = pa.struct(
     [
@@ -225,6 +255,12 @@ WHATIF_VISIT = pa.struct(
         pa.field("window_chars_before", pa.int64()),
         pa.field("window_chars_after", pa.int64()),
         pa.field("refusals", pa.list_(WHATIF_REFUSAL)),
+        # agentfootprint 9.102.0 ``WindowRecord.ledgerFacts``: null where the record has
+        # none (no standings given, or the fact pin held nothing and did not stand down).
+        pa.field("ledger_facts", WHATIF_LEDGER_FACTS),
+        # 9.102.0 ``WindowRecord.droppedStandings``: null where the record has none (no
+        # standings given, or no tool result left); a null standing is undeclared.
+        pa.field("dropped_standings", pa.list_(WHATIF_DROPPED_STANDING)),
     ]
 )
 

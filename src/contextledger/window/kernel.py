@@ -114,6 +114,10 @@ class KernelResult:
     visit_listed: np.ndarray  # [V] uint64: the candidates the record lists as refused
     visit_listed_ltr: np.ndarray  # [V] uint64: ... held by the recency pin
     visit_flags: np.ndarray  # [V] uint8: _NOTICE | _SECOND | _REFUSED_WHOLE
+    visit_fact_held: np.ndarray  # [V] uint64: the turns the ledger-fact pin admitted
+    visit_fact_yielded: np.ndarray  # [V] fact turns its ceiling turned away
+    visit_fact_stand_down: np.ndarray  # [V] bool: the fact pin stood down
+    visit_gone: np.ndarray  # [V] uint64: the run's turns that left
 
     @cached_property
     def visits(self) -> dict[str, np.ndarray]:
@@ -616,6 +620,10 @@ class _Advance:
                 taken(notice, np.uint8)
                 | taken(second, np.uint8) << 1
                 | taken(refused_whole, np.uint8) << 2,
+                taken(held_fact),
+                taken(fact_yielded, np.int32),
+                taken(stand_fact),
+                taken(gone),
             )
         )
         # apply (every change below is zero for the states not ``on``)
@@ -676,6 +684,8 @@ class _Advance:
             state, call = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int16)
             fields = [np.zeros(0, dtype=np.int64)] * 5 + [np.zeros(0, dtype=np.uint64)] * 3
             fields.append(np.zeros(0, dtype=np.uint8))
+            fields += [np.zeros(0, dtype=np.uint64), np.zeros(0, dtype=np.int32)]
+            fields += [np.zeros(0, dtype=bool), np.zeros(0, dtype=np.uint64)]
         order = np.asarray(self.order, dtype=np.int64)
         return KernelResult(
             policies=self.policies,
@@ -693,6 +703,10 @@ class _Advance:
             visit_listed=fields[6],
             visit_listed_ltr=fields[7],
             visit_flags=fields[8],
+            visit_fact_held=fields[9],
+            visit_fact_yielded=fields[10],
+            visit_fact_stand_down=fields[11],
+            visit_gone=fields[12],
         )
 
 
@@ -831,3 +845,49 @@ def _refusal_chunk(arrays: TurnArrays, result: KernelResult, visits: slice) -> R
     refused = np.flatnonzero(whole)
     reason[start[refused]] = REFUSAL_REASONS.index("replacement-not-smaller")
     return Refusals(counts, reason, turn_out, message_out)
+
+
+@dataclass
+class FactPins:
+    """Every engaged visit's ``ledgerFacts.pinned``, visits in ``KernelResult`` order:
+    ``counts[v]`` pins for visit v, newest first, each its run's ``turn`` (the turn the
+    kernel knows it by) and its ``turn_index`` in the window before the visit."""
+
+    counts: np.ndarray
+    turn: np.ndarray
+    turn_index: np.ndarray
+
+
+def fact_pin_rows(arrays: TurnArrays, result: KernelResult) -> FactPins:
+    """The turns each visit's ledger-fact pin held, as ``window_visit`` names them: newest
+    first, indexed in the window before the visit (a drop notice counts as a turn)."""
+    turns = arrays.msgs.shape[1]
+    held = result.visit_fact_held
+    visit, turn = np.nonzero(_unpack(held, turns))
+    order = np.lexsort((-turn, visit))  # within a visit, newest first
+    visit, turn = visit[order], turn[order]
+    below = _LOW.take(turn)
+    rank = _count(result.visit_present[visit] & below)
+    flags = result.visit_flags[visit]
+    notice, second = (flags & _NOTICE) != 0, (flags & _SECOND) != 0
+    turn_index = rank + (notice & (~second | (rank >= 1)))
+    counts = np.bincount(visit, minlength=held.size).astype(np.int64)
+    return FactPins(counts, turn.astype(np.int64), turn_index.astype(np.int64))
+
+
+def dropped_results(arrays: TurnArrays, result: KernelResult) -> tuple[np.ndarray, np.ndarray]:
+    """``(visit, result)`` for every tool result that left at a visit of an armed run, visits
+    in ``KernelResult`` order and results in stream order (``result`` indexes
+    ``arrays.result_ids``): what the record's ``droppedStandings`` lists."""
+    armed = arrays.armed[result.visit_run] & (result.visit_gone != 0)
+    visits = np.flatnonzero(armed)
+    runs = len(arrays.run_ids)
+    starts = np.searchsorted(arrays.result_run, np.arange(runs + 1))
+    first, last = starts[result.visit_run[visits]], starts[result.visit_run[visits] + 1]
+    sizes = last - first
+    visit = np.repeat(visits, sizes)
+    offset = np.arange(sizes.sum()) - np.repeat(np.cumsum(sizes) - sizes, sizes)
+    which = np.repeat(first, sizes) + offset
+    bit = _ONE << arrays.result_turn[which].astype(np.uint64)
+    left = (result.visit_gone[visit] & bit) != 0
+    return visit[left], which[left]

@@ -32,6 +32,7 @@ from contextledger.window.policies import (
 from contextledger.window.refusals import (
     Guards,
     current_request_index,
+    is_result,
     ledger_fact_pins,
     plan_removal,
     standing_lookup,
@@ -156,9 +157,11 @@ def window_visit(
     elif plan.ledger_facts is not None:
         record["ledgerFacts"] = plan.ledger_facts
     if standings is not None:
+        # 9.113.0: a call the batch settlement never dispatched is no result, so it has
+        # no standing to lose (``is_result``); before 9.113 no message carries the mark.
         rows = []
         for message in evicted:
-            if message.role == "tool" and message.tool_call_id:
+            if is_result(message) and message.tool_call_id:
                 row: dict[str, Any] = {"toolCallId": message.tool_call_id}
                 if message.tool_call_id in standings:
                     row["standing"] = standings[message.tool_call_id]

@@ -61,6 +61,9 @@ class TurnArrays:
     name_order: np.ndarray  # [R, T, B] position of tool b's first result in the turn
     #: [R, T] a system message is in it (of ``refuses``, the ``system-envelope`` ones).
     system: np.ndarray | None = None
+    #: [R, T] object: the tool a ledger-fact pin on the turn is named for (its newest named
+    #: result with an id; None: not pinnable).
+    pin_names: np.ndarray | None = None
     #: Runs the kernel cannot replay exactly, and why (replay those with ``replay``).
     fallback: dict[int, str] = field(default_factory=dict)
     #: Runs recorded with a window that engaged: a token budget over them falls back.
@@ -115,6 +118,7 @@ def turn_arrays(
         name_safe=np.zeros(runs, dtype=np.uint64),
         name_order=np.full((*shape, names_max), 127, dtype=np.int8),
         system=np.zeros(shape, dtype=bool),
+        pin_names=np.full(shape, None, dtype=object),
         windowed=np.zeros(runs, dtype=bool),
         facts_declared=np.array([laid["facts_declared"] for laid in per_run], dtype=np.int64),
     )
@@ -143,6 +147,7 @@ def turn_arrays(
             if count:  # (an empty list has no row width)
                 getattr(out, key)[r, :count] = [turn[key] for turn in turns]
         for t, turn in enumerate(turns):
+            out.pin_names[r, t] = turn["pin_name"]  # type: ignore[index]
             for b, position in turn["order"].items():
                 out.name_order[r, t, b] = min(position, 126)
             out.result_ids.extend(turn["ids"])
@@ -200,6 +205,7 @@ def take_runs(arrays: TurnArrays, rows: Sequence[int]) -> TurnArrays:
         name_safe=arrays.name_safe[index],
         name_order=per_turn(arrays.name_order),
         system=None if arrays.system is None else per_turn(arrays.system),
+        pin_names=None if arrays.pin_names is None else per_turn(arrays.pin_names),
         fallback={
             n: arrays.fallback[r] for n, r in enumerate(index.tolist()) if r in arrays.fallback
         },
@@ -312,6 +318,7 @@ def _lay_out(stream: RunMessages, timeline: StandingsTimeline | None) -> dict[st
             "final_counts": [0] * len(FINAL_STANDINGS),
             "order": {},
             "ids": [],
+            "pin_name": None,
         }
         for m in members:
             for call in m.tool_calls:
@@ -347,6 +354,7 @@ def _lay_out(stream: RunMessages, timeline: StandingsTimeline | None) -> dict[st
             turn["results"] += 1
             turn["ids"].append(m.tool_call_id)
             turn["pinnable"] = turn["pinnable"] or name is not None
+            turn["pin_name"] = name or turn["pin_name"]
             turn["final_counts"][FINAL_STANDINGS.index(final.get(m.tool_call_id))] += 1
             try:
                 since = _fact_from(rows_by_id.get(m.tool_call_id, []))

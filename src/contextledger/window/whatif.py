@@ -32,6 +32,8 @@ from contextledger.window.kernel import (
     VISIT_FIELDS,
     KernelResult,
     advance,
+    dropped_results,
+    fact_pin_rows,
     refusal_rows,
 )
 from contextledger.window.policies import Policy, parse_policy
@@ -93,7 +95,8 @@ def whatif_table(
     if rows:
         laid = arrays if len(rows) == len(streams) else take_runs(arrays, rows)
         chosen = [streams[r] for r in rows]
-        table = _kernel_rows(chosen, labels, laid, advance(laid, parsed))
+        timeline_of = [by_run.get(stream.run_id) for stream in chosen]
+        table = _kernel_rows(chosen, labels, laid, advance(laid, parsed), timeline_of)
         comparable = np.ones((len(rows), count), dtype=bool)
         windowed = laid.windowed if laid.windowed is not None else np.zeros(len(rows), bool)
         for p, policy in enumerate(parsed):
@@ -145,6 +148,7 @@ def _kernel_rows(
     labels: Sequence[str],
     arrays: TurnArrays,
     result: KernelResult,
+    timelines: Sequence[StandingsTimeline | None],
 ) -> pa.Table:
     """The kernel's answers as ``schema.WHATIF_RUNS`` rows: run by run, policies as given."""
     runs, count = len(streams), len(labels)
@@ -161,7 +165,7 @@ def _kernel_rows(
 
     columns["run_id"] = per_run([s.run_id for s in streams], "run_id")
     columns["policy"] = pa.array(list(labels) * runs, type=pa.string())
-    columns["visits"] = _kernel_visits(arrays, result, count)
+    columns["visits"] = _kernel_visits(arrays, result, count, timelines)
     calls = np.asarray(arrays.calls, dtype=np.int64)
     columns["answer"] = _kernel_answers(arrays, result, calls)
     budget = np.array([p.kind == "token_budget" for p in result.policies])[:, None]
@@ -197,10 +201,19 @@ _PER_VISIT = (
     "visit_listed",
     "visit_listed_ltr",
     "visit_flags",
+    "visit_fact_held",
+    "visit_fact_yielded",
+    "visit_fact_stand_down",
+    "visit_gone",
 )
 
 
-def _kernel_visits(arrays: TurnArrays, result: KernelResult, count: int) -> pa.Array:
+def _kernel_visits(
+    arrays: TurnArrays,
+    result: KernelResult,
+    count: int,
+    timelines: Sequence[StandingsTimeline | None],
+) -> pa.Array:
     """Each row's engaged visits, in call order, with their refusals."""
     visit_type = _field_type(schema.WHATIF_RUNS.field("visits").type.value_type, "refusals")
     refusal_type = visit_type.value_type
@@ -234,6 +247,8 @@ def _kernel_visits(arrays: TurnArrays, result: KernelResult, count: int) -> pa.A
                 for name in VISIT_FIELDS[1:]
             ),
             pa.ListArray.from_arrays(pa.array(offsets), refusals),
+            _kernel_ledger_facts(arrays, result),
+            _kernel_dropped_standings(arrays, result, timelines),
         ],
         fields=list(struct_type),
     )
@@ -241,6 +256,66 @@ def _kernel_visits(arrays: TurnArrays, result: KernelResult, count: int) -> pa.A
     row_offsets = np.zeros(per_row.size + 1, dtype=np.int32)
     np.cumsum(per_row, out=row_offsets[1:])
     return pa.ListArray.from_arrays(pa.array(row_offsets), visits)
+
+
+def _offsets(counts: np.ndarray) -> pa.Array:
+    offsets = np.zeros(counts.size + 1, dtype=np.int32)
+    np.cumsum(counts, out=offsets[1:])
+    return pa.array(offsets)
+
+
+def _kernel_ledger_facts(arrays: TurnArrays, result: KernelResult) -> pa.Array:
+    """Each visit's ``ledgerFacts`` block, null where ``window_visit`` files none."""
+    block_type = schema.WHATIF_LEDGER_FACTS
+    pin_type = schema.WHATIF_FACT_PIN
+    found = fact_pin_rows(arrays, result)
+    runs = np.repeat(result.visit_run, found.counts)
+    if arrays.pin_names is None:
+        msg = "lay the runs out with turn_arrays (it names the fact pins)"
+        raise ValueError(msg)
+    pins = pa.StructArray.from_arrays(
+        [
+            pa.array(arrays.pin_names[runs, found.turn].tolist(), type=pa.string()),
+            pa.array(found.turn_index, type=pa.int32()),
+            pa.array(arrays.chars[runs, found.turn], type=pa.int64()),
+        ],
+        fields=list(pin_type),
+    )
+    stand = result.visit_fact_stand_down.astype(bool)
+    held = found.counts > 0
+    limits = np.array([p.ledger_facts for p in result.policies], dtype=np.int32)
+    return pa.StructArray.from_arrays(
+        [
+            pa.ListArray.from_arrays(_offsets(found.counts), pins),
+            pa.array(np.where(held, result.visit_fact_yielded, 0), type=pa.int32()),
+            pa.array(limits[result.visit_policy], type=pa.int32()),
+            pa.array(stand, type=pa.bool_()),
+        ],
+        fields=list(block_type),
+        mask=pa.array(~(held | stand)),
+    )
+
+
+def _kernel_dropped_standings(
+    arrays: TurnArrays, result: KernelResult, timelines: Sequence[StandingsTimeline | None]
+) -> pa.Array:
+    """Each visit's ``droppedStandings``: the results that left, with the standing in force
+    at the visit (null: undeclared); null where no result left or the run has no standings."""
+    visit, which = dropped_results(arrays, result)
+    iterations = arrays.iterations[result.visit_run[visit], result.visit_call[visit]]
+    ids = [arrays.result_ids[j] for j in which.tolist()]
+    standings = []
+    for v_run, iteration, call_id in zip(
+        result.visit_run[visit].tolist(), iterations.tolist(), ids, strict=True
+    ):
+        timeline = timelines[v_run]
+        standings.append(timeline.at(iteration).get(call_id) if timeline else None)
+    counts = np.bincount(visit, minlength=result.visit_run.size)
+    rows = pa.StructArray.from_arrays(
+        [pa.array(ids, type=pa.string()), pa.array(standings, type=pa.string())],
+        fields=list(schema.WHATIF_DROPPED_STANDING),
+    )
+    return pa.ListArray.from_arrays(_offsets(counts), rows, mask=pa.array(counts == 0))
 
 
 def _kernel_answers(arrays: TurnArrays, result: KernelResult, calls: np.ndarray) -> pa.Array:
@@ -341,6 +416,28 @@ def _visit_row(before: Sequence[Any], after: Sequence[Any], record: Mapping[str,
             }
             for r in record["refusals"]
         ],
+        "ledger_facts": _ledger_facts_row(record.get("ledgerFacts")),
+        "dropped_standings": [
+            {"tool_call_id": d["toolCallId"], "standing": d.get("standing")}
+            for d in record["droppedStandings"]
+        ]
+        if "droppedStandings" in record
+        else None,
+    }
+
+
+def _ledger_facts_row(block: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """``WindowRecord.ledgerFacts`` in the per-visit row's spelling (None: no block)."""
+    if block is None:
+        return None
+    return {
+        "pinned": [
+            {"tool_name": p["toolName"], "turn_index": p["turnIndex"], "chars": p["chars"]}
+            for p in block["pinned"]
+        ],
+        "yielded": block["yielded"],
+        "limit": block["limit"],
+        "stand_down": bool(block.get("standDown")),
     }
 
 
