@@ -131,3 +131,19 @@ def test_the_cdn_checks_catch_altairs_default_renderer():
     )
     page, _ = HTMLExporter().from_notebook_node(notebook)
     assert CDN.search(page) or remote_scripts(page) != template_scripts()
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda path: path.stem)
+def test_every_result_shows_as_a_table_a_chart_or_plain_values_never_an_object_repr(path: Path):
+    shown = [output for output in outputs(executed(path)) if output.output_type == "execute_result"]
+    for output in shown:
+        if {"text/html", "image/svg+xml", "image/png"} & set(output["data"]):
+            continue
+        text = output["data"]["text/plain"]
+        assert not re.match(r"<?[\w.]*[A-Z]\w*[( ]", text), text[:200]  # Ledger(...), <...>
+    html = [output["data"]["text/html"] for output in shown if "text/html" in output["data"]]
+    summaries = sum("contextledger-summary" in page for page in html)
+    assert (
+        summaries
+        == {"01-ledger-tour": 1, "02-policy-whatif": 0, "03-archive-at-scale": 2}[path.stem]
+    )
