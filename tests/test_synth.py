@@ -3,19 +3,29 @@ streaming ledger over them equals the in-memory ledger of the same tables."""
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
 import pyarrow as pa
 import pytest
+from click.testing import CliRunner
 from polars.testing import assert_frame_equal
 
 from contextledger.archive import Archive, ArchiveTables
+from contextledger.cli import main
 from contextledger.jobs.ingest import ingest
 from contextledger.jobs.synth import synth_archive, synth_snapshots
 from contextledger.jobs.synth_model import synth_tables
 from contextledger.ledger.compute import compute_ledger
 from contextledger.ledger.duckdb_views import ledger_rows_sql
+from contextledger.read import bundled
 from contextledger.tables.build import ACCOUNTING_MODES, RunTables, read_runs
 
-from .conftest import SAMPLE
+from .conftest import REPO, SAMPLE
 
 
 def in_memory(seed: int, runs: int, chunk: int) -> tuple[dict[str, RunTables], pa.Table]:
@@ -82,3 +92,60 @@ def test_synthetic_snapshots_are_recorded_runs_under_new_ids(tmp_path):
     assert copies.offers.num_rows == 2 * originals.offers.num_rows  # each template twice
     report = ingest([tmp_path / "runs"], tmp_path / "archive", workers=1)
     assert report.runs_added == 28 and report.bytes_read > 0
+
+
+# ── the templates come with the package ────────────────────────────────────────
+
+
+def test_synth_snapshots_copies_the_bundled_sample_from_any_working_folder(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # no data/sample here
+    result = CliRunner().invoke(main, ["synth", "--snapshots", "out", "--runs", "3"])
+    assert result.exit_code == 0, result.output
+    assert result.output == "wrote 3 snapshot file(s) to out\n"
+    copies = read_runs(tmp_path / "out", workers=1)
+    assert copies.problems.num_rows == 0 and copies.runs.num_rows == 3
+
+
+def test_the_bundled_sample_is_found_in_the_first_folder_holding_it(tmp_path):
+    shutil.copytree(SAMPLE, tmp_path / "wheel" / "sample")
+    found = bundled.sample((tmp_path / "wheel", SAMPLE.parent))
+    assert found.runs == tmp_path / "wheel" / "sample"
+    assert found.outcomes == tmp_path / "wheel" / "sample-outcomes.csv"
+    assert bundled.sample((tmp_path / "nowhere", SAMPLE.parent)).runs == SAMPLE
+    with pytest.raises(FileNotFoundError, match=r"not at .*nowhere.*give PATHs"):
+        bundled.sample((tmp_path / "nowhere",))
+
+
+def test_an_installed_wheel_ships_the_sample_and_synth_finds_it_there(tmp_path):
+    from hatchling.builders.wheel import WheelBuilder
+
+    builder = WheelBuilder(str(REPO))
+    [wheel] = map(Path, builder.build(directory=str(tmp_path / "dist"), versions=["standard"]))
+    site = tmp_path / "site"
+    with zipfile.ZipFile(wheel) as archive:
+        names = set(archive.namelist())
+        archive.extractall(site)
+    shipped = {f"contextledger/_data/sample/{path.name}" for path in SAMPLE.iterdir()}
+    assert shipped <= names and "contextledger/_data/sample-outcomes.csv" in names
+    # The unpacked wheel first on the path (before the editable install), run elsewhere.
+    script = (
+        "import sys, contextledger.read.bundled as b; from contextledger.cli import main;"
+        "print(b.sample().runs, file=sys.stderr); main()"
+    )
+    work = tmp_path / "elsewhere"
+    work.mkdir()
+    result = subprocess.run(
+        [sys.executable, "-c", script, "synth", "--snapshots", "out", "--runs", "2"],
+        cwd=work,
+        env={**os.environ, "PYTHONPATH": str(site)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.strip() == str(site / "contextledger" / "_data" / "sample")
+    assert sorted(path.name for path in (work / "out").iterdir()) == [
+        "synth-0-000000000.json.gz",
+        "synth-0-000000001.json.gz",
+    ]

@@ -30,6 +30,25 @@ GATE_FLOOR = 0.05
 _KIND_SCALE = alt.Scale(domain=list(KIND_COLOURS), range=list(KIND_COLOURS.values()))
 
 
+def draw_offline() -> None:
+    """Draw Altair charts in Jupyter as SVG made in the kernel (vl-convert, as the
+    report's exports): Altair's default renderer loads Vega from a public CDN, so on an
+    offline or locked-down machine, and in a notebook exported with ``jupyter nbconvert
+    --to html``, every chart showed "Error loading script". Importing this module calls
+    it unless a renderer was already chosen; ``alt.renderers.enable("default")`` brings
+    back the interactive (online) one.
+
+    >>> draw_offline()
+    >>> alt.renderers.active
+    'svg'
+    """
+    alt.renderers.enable("svg")
+
+
+if alt.renderers.active == "default":
+    draw_offline()
+
+
 def _title(text: str, subtitle: str | list[str]) -> alt.TitleParams:
     return alt.TitleParams(
         text,

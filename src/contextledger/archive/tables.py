@@ -186,6 +186,33 @@ class ArchiveTables(RunTables):
         self._selected: list[str] | None = None
         self._selected_known = False
 
+    def _repr_html_(self) -> str:
+        """In Jupyter: which archive and selection, from the commits, reading no table."""
+        from contextledger.tables.display import summary_html
+
+        chosen = self.selection
+        filters = [
+            f"{name}={value if isinstance(value, str) else ','.join(value)}"
+            for name, value in (
+                ("since", chosen.since),
+                ("until", chosen.until),
+                ("run_id", chosen.run_ids),
+                ("label", chosen.labels),
+            )
+            if value is not None
+        ]
+        runs = f"{sum(commit.run_count for commit in self._commits):,}"
+        if chosen.run_ids is not None or chosen.labels is not None:
+            runs += " (before the run id and label filters)"
+        facts = [
+            ("archive", str(self.archive.root)),
+            ("accounting", self.mode),
+            ("selection", "&".join(filters) or "every run"),
+            ("commits selected", f"{len(self._commits):,} of {len(self.archive.commits):,}"),
+            ("runs in them", runs),
+        ]
+        return summary_html("Archive tables", facts)
+
     # ── what is selected ───────────────────────────────────────────
     @property
     def commits(self) -> list[Commit]:

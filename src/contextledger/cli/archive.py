@@ -157,9 +157,8 @@ def ingest_command(
 @click.option(
     "--templates",
     type=click.Path(),
-    default="data/sample",
-    show_default=True,
-    help="Recorded runs to copy for --snapshots.",
+    default=None,
+    help="Recorded runs to copy for --snapshots [default: the bundled sample].",
 )
 @click.option(
     "--partition-by",
@@ -181,7 +180,7 @@ def synth_command(
     archive_dir: str | None,
     snapshots_dir: str | None,
     seed: int,
-    templates: str,
+    templates: str | None,
     partition_by: str | None,
     ingest_date: str | None,
     streams: bool,

@@ -342,6 +342,14 @@ def _summary(tables: RunTables) -> str:
     )
     for reason, count, examples in reasons.sort("runs", descending=True).iter_rows():
         line += f"\n  refused {count}: {reason} (e.g. {terminal_text(', '.join(examples))})"
+    redacted = runs.filter(pl.col("metered") & (pl.col("basis").list.len() > 0))
+    if redacted.height:  # RecordedRun.basis / unmetered: a placeholder is not "not used"
+        kinds = redacted["unmetered_kinds"].explode().drop_nulls().unique(maintain_order=True)
+        examples = terminal_text(", ".join(redacted["run_id"].head(3)))
+        line += (
+            f"\n  {redacted.height} run(s) rest partly on a redaction: "
+            f"{', '.join(sorted(kinds))} left unmetered there (e.g. {examples})"
+        )
     return line
 
 

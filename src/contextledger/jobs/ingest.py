@@ -111,6 +111,12 @@ class IngestReport:
         """A few lines for people: runs read, refused, bad files, where to look."""
         return "\n".join(self.summary_lines())
 
+    def _repr_html_(self) -> str:
+        """In Jupyter: the summary the command prints, not every field."""
+        import html
+
+        return f"<pre>{html.escape(self.summary())}</pre>"
+
     def summary_lines(self) -> list[str]:
         """:meth:`summary`'s lines (a file name in one may hold a newline of its own)."""
         rate = self.runs_read / self.seconds if self.seconds else 0.0

@@ -292,10 +292,11 @@ def _keep(table: pa.Table, run_ids: pa.Array) -> pa.Table:
 
 # ── snapshot files ─────────────────────────────────────────────────
 def synth_snapshots(
-    out_dir: str | Path, runs: int, templates: str | Path, *, seed: int = 0
+    out_dir: str | Path, runs: int, templates: str | Path | None = None, *, seed: int = 0
 ) -> list[Path]:
     """Write ``runs`` snapshot files (gzip JSON) into ``out_dir``: real recorded runs from
-    ``templates`` (snapshot files or directories) under fresh run ids.
+    ``templates`` (snapshot files or directories; by default the bundled sample, found in
+    the installed package, not the working folder) under fresh run ids.
 
     >>> import tempfile
     >>> with tempfile.TemporaryDirectory() as folder:
@@ -303,8 +304,11 @@ def synth_snapshots(
     >>> [path.name for path in written]
     ['synth-1-000000000.json.gz', 'synth-1-000000001.json.gz', 'synth-1-000000002.json.gz']
     """
+    from contextledger.read.bundled import sample
     from contextledger.read.snapshot import find_snapshot_files
 
+    if templates is None:
+        templates = sample().runs
     sources = [p for p in find_snapshot_files([templates]).files if not p.name.endswith(".jsonl")]
     if not sources:
         raise ValueError(f"no snapshot files under {templates} to copy")

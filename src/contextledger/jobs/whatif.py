@@ -186,6 +186,16 @@ class ArchiveReplay:
     #: A run-level filter (run ids, a label): a damaged commit may hold fewer selected runs.
     filtered: bool = False
 
+    def _repr_html_(self) -> str:
+        """In Jupyter: how many runs, how fast, what was left out, and the per-policy table."""
+        from contextledger.tables.display import summary_html
+
+        facts = [
+            ("runs replayed", f"{self.runs:,} in {self.seconds:.1f} s"),
+            ("left out", self.left_out_text() or "none"),
+        ]
+        return summary_html("What-if over an archive", facts, per_policy(self.rows))
+
     def left_out_text(self) -> str:
         """How many runs were left out and how many problems are named: ``''`` if none.
 

@@ -42,6 +42,13 @@ class Ledger:
         """Both ledgers' counts added, as ``importJSON`` does (self's rows first)."""
         return merge_ledgers([self, other])
 
+    def _repr_html_(self) -> str:
+        """In Jupyter: the rows worst first, under how many runs and pieces they cover."""
+        from contextledger.tables.display import summary_html
+
+        facts = [("runs recorded", f"{self.runs_recorded:,}"), ("pieces", f"{self.frame.height:,}")]
+        return summary_html("Context ledger, worst earn rate first", facts, self.rows())
+
 
 def _empty_frame() -> pl.DataFrame:
     return pl.DataFrame(schema.LEDGER.empty_table())

@@ -42,6 +42,7 @@ from contextledger.ledger.stats import (
     used_via_text,
     with_uncertainty,
 )
+from contextledger.read.bundled import Sample, sample
 from contextledger.read.messages import RunMessages
 from contextledger.read.snapshot import SNAPSHOT_SUFFIXES, display_path
 from contextledger.report.differences import DIFFERENCES, HEADERS
@@ -69,30 +70,6 @@ DEFAULT_POLICIES = (
 )
 #: Chart names, in the order the page shows them, and the file names they export to.
 CHART_NAMES = ("earn_rate", "outcomes", "gates", "policies", "timeline")
-#: Where the repository keeps the bundled sample (``data/`` beside ``src/``).
-_DATA = Path(__file__).resolve().parents[3] / "data"
-
-
-@dataclass(frozen=True)
-class Sample:
-    """The bundled sample: runs, their outcome labels, and the fact bench's standings."""
-
-    runs: Path
-    outcomes: Path
-    standings: Path
-
-
-def sample() -> Sample:
-    """Paths of the bundled sample (in a source checkout or an editable install).
-
-    >>> sample().runs.name
-    'sample'
-    """
-    found = Sample(_DATA / "sample", _DATA / "sample-outcomes.csv", _DATA / "sample-standings.csv")
-    if not found.runs.is_dir():
-        msg = f"the bundled sample is not at {found.runs} (installed from a wheel?): give PATHs"
-        raise FileNotFoundError(msg)
-    return found
 
 
 @dataclass

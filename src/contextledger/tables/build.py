@@ -83,6 +83,30 @@ class RunTables:
         (a typo, or a run not read: said on stderr, never an error)."""
         return unmatched_ids(self.outcomes["run_id"].to_pylist(), self.known_run_ids())
 
+    def _repr_html_(self) -> str:
+        """In Jupyter: what was read and what was not (each unreadable input where and
+        why, the first ten), not every table's columns."""
+        import pyarrow.compute as pc
+
+        from contextledger.read.snapshot import ReadProblem
+        from contextledger.tables.display import summary_html
+
+        read = self.runs.num_rows
+        metered = pc.sum(self.runs["metered"].cast("int64")).as_py() or 0
+        facts = [
+            ("accounting", self.mode),
+            ("runs", f"{read:,} ({metered:,} metered, {read - metered:,} refused)"),
+            ("offers, uses", f"{self.offers.num_rows:,}, {self.uses.num_rows:,} rows"),
+            ("outcome labels", f"{self.outcomes.num_rows:,} (run, label) pairs"),
+            ("duplicate copies", f"{self.duplicates.num_rows:,}"),
+            ("inputs not read", f"{self.problems.num_rows:,}"),
+        ]
+        shown = self.problems.slice(0, 10).to_pylist()
+        facts += [(ReadProblem(**row).where, row["reason"]) for row in shown]
+        if self.problems.num_rows > len(shown):
+            facts.append(("…", f"{self.problems.num_rows - len(shown):,} more in .problems"))
+        return summary_html("Run tables", facts)
+
 
 def distinct_labels(outcomes: pa.Table) -> pa.Table:
     """Each (run_id, label) pair once, in first-given order.
