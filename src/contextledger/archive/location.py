@@ -33,7 +33,7 @@ _URI = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://")
 
 #: Characters left as they are when a URI is handed to pyarrow: a space (say) is
 #: escaped first, and an escape already there (``%20``) is kept for pyarrow to decode.
-_URI_SAFE = "%:/@!$&'()*+,;=~"
+_URI_SAFE = "%:/?@!$&'()*+,;=~"
 
 
 class ArchiveError(Exception):
@@ -55,7 +55,9 @@ def _from_uri(uri: str) -> tuple[pafs.FileSystem, str]:
     """pyarrow's filesystem and path for ``uri``; :class:`ArchiveError` with pyarrow's
     reason (its first line) when it cannot open it."""
     try:
-        return pafs.FileSystem.from_uri(quote(uri, safe=_URI_SAFE))
+        # a '%' that starts no escape is a percent sign: escaped, as a space is
+        escaped = quote(re.sub(r"%(?![0-9A-Fa-f]{2})", "%25", uri), safe=_URI_SAFE)
+        return pafs.FileSystem.from_uri(escaped)
     except (pa.ArrowException, OSError, ValueError) as error:
         lines = str(error).strip().splitlines() or [type(error).__name__]
         raise ArchiveError(f"{uri}: cannot be opened ({lines[0]})") from None
