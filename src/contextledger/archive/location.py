@@ -74,7 +74,8 @@ class Location:
 
     @classmethod
     def local_at(cls, root: str | Path) -> Location:
-        return cls(pafs.LocalFileSystem(), str(root))
+        """The folder ``root`` on this machine, named as ``Path(root)`` names it."""
+        return cls(pafs.LocalFileSystem(), str(Path(root)))
 
     @property
     def is_local(self) -> bool:
