@@ -188,8 +188,8 @@ def test_filters_select_by_run_id_label_and_ingest_date(tmp_path):
     good = set(labels.filter(pl.col("label") == "good")["run_id"])
     assert set(tables.select(labels=("good",)).runs["run_id"].to_pylist()) == good
     path, selection = parse_archive_path(f"{root}?since=2026-01-02&run_id=a,b&label=x") or ()
-    assert (path, selection.since, selection.run_ids, selection.labels) == (
-        root,
+    assert (path.root, selection.since, selection.run_ids, selection.labels) == (
+        str(root),
         "2026-01-02",
         ("a", "b"),
         ("x",),

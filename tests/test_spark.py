@@ -101,6 +101,26 @@ def archive(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
+def test_spark_reads_an_archive_named_by_file_uri(spark, archive):
+    """``file:///...`` (escaped) with and without a selection: Spark's ledger and rows
+    are the local ledger's over the plain path."""
+    from urllib.parse import quote
+
+    from contextledger.archive import archive_tables
+    from contextledger.jobs.spark.views import spark_ledger, spark_ledger_rows
+
+    for selection in ("", f"?since={DAY_TWO}&label=good"):
+        plain = archive_tables([f"{archive}{selection}"], "corrected")
+        assert plain is not None
+        expected = compute_ledger(plain)
+        uri = "file://" + quote(str(archive)) + selection
+        got = spark_ledger(uri, "corrected", spark)
+        assert_frame_equal(got.frame, expected.frame, check_exact=True)
+        assert got.runs_recorded == expected.runs_recorded
+        rows = spark_ledger_rows(uri, "corrected", spark)
+        assert_frame_equal(rows, expected.rows(), check_exact=True)
+
+
 def both(spark, tables: ArchiveTables, use_totals: bool | None = None) -> None:
     """Spark's ledger view (insertion order) and ledger_rows view, from one registration,
     each exactly the local ledger's; and the metered runs counted alike."""

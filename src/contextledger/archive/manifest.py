@@ -34,7 +34,7 @@ def committed_sources(archive: Archive) -> dict[str, KnownSource]:
     if not files:
         return {}
     latest = (
-        pl.scan_parquet(files, hive_partitioning=False, glob=False)
+        archive.location.scan(files)
         .select("path", "kind", "size", "mtime_ns", "content_hash", "status", "problem_count")
         .group_by("path", maintain_order=True)
         .last()
@@ -62,7 +62,7 @@ def archived_digests(
     if not files or not wanted:
         return {}
     found = (
-        pl.scan_parquet(files, hive_partitioning=False, glob=False)
+        archive.location.scan(files)
         .filter(pl.col("run_id").is_in(wanted))
         .select("run_id", "digest", "source_path", "source_line")
         .collect()
@@ -78,12 +78,13 @@ def current_quarantine(archive: Archive) -> pl.DataFrame:
     for commit in archive.commits:
         for file in commit.files:
             if file.table == "sources":
-                paths = pl.read_parquet(archive.root / file.path, columns=["path"], glob=False)
+                scan = archive.location.scan(archive.paths([file]))
+                paths = scan.select("path").collect()
                 latest.update(dict.fromkeys(paths["path"].to_list(), commit.seq))
     for commit in archive.commits:
         for file in commit.files:
             if file.table == "quarantine":
-                table = pl.read_parquet(archive.root / file.path, glob=False)
+                table = archive.location.scan(archive.paths([file])).collect()
                 rows.append(
                     table.filter(
                         pl.col("path").replace_strict(latest, default=-1, return_dtype=pl.Int64)

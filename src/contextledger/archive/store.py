@@ -63,6 +63,7 @@ from urllib.parse import quote
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from contextledger.archive.location import ArchiveError, Location, local_root, locate
 from contextledger.tables import schema
 
 FORMAT = "contextledger-archive"
@@ -112,10 +113,6 @@ QUARANTINE = pa.schema(
         pa.field("ingest_date", pa.string(), nullable=False),
     ]
 )
-
-
-class ArchiveError(Exception):
-    """An archive that cannot be opened or written as asked."""
 
 
 @dataclass(frozen=True)
@@ -206,24 +203,39 @@ class Archive:
     commits: list[Commit] = field(default_factory=list)
     #: What :meth:`reload` found damaged (a commit with a damaged file is left out whole).
     damage: list[ArchiveProblem] = field(default_factory=list)
+    #: Where its files are read from (default: the local folder ``root``); for an
+    #: archive named by URI, ``root`` is its path on that filesystem, never written.
+    location: Location = field(default=None)  # type: ignore[assignment]
+
+    def __post_init__(self) -> None:
+        if self.location is None:
+            self.location = Location.local_at(self.root)
 
     # ── opening ────────────────────────────────────────────────────
     @staticmethod
-    def is_archive(path: str | Path) -> bool:
-        """True when ``path`` is a directory holding an archive."""
-        return (Path(path) / "archive.json").is_file()
+    def is_archive(path: str | Path | Location) -> bool:
+        """True when ``path`` (a path, a URI, or a :class:`Location`) is a directory
+        holding an archive; :class:`ArchiveError` when a URI cannot be reached."""
+        location = path if isinstance(path, Location) else locate(path)
+        try:
+            return location.is_file("archive.json")
+        except OSError as error:
+            reason = str(error).strip().splitlines()[0] if str(error).strip() else error
+            raise ArchiveError(f"{location}: cannot be read ({reason})") from None
 
     @classmethod
-    def open(cls, root: str | Path) -> Archive:
-        """Open an existing archive; raises :class:`ArchiveError` when there is none."""
-        root = Path(root)
+    def open(cls, root: str | Path | Location) -> Archive:
+        """Open an existing archive (a path, a URI, or a :class:`Location`); raises
+        :class:`ArchiveError` when there is none."""
+        location = root if isinstance(root, Location) else locate(root)
         try:
-            meta = json.loads((root / "archive.json").read_text(encoding="utf-8"))
+            meta = json.loads(location.read_bytes("archive.json").decode("utf-8"))
         except (OSError, ValueError) as error:
-            raise ArchiveError(f"{root}: not a contextledger archive ({error})") from None
+            raise ArchiveError(f"{location}: not a contextledger archive ({error})") from None
         if meta.get("format") != FORMAT or meta.get("version") != VERSION:
-            raise ArchiveError(f"{root}: archive format {meta.get('version')!r} is not supported")
-        archive = cls(root, meta["partition_by"])
+            version = meta.get("version")
+            raise ArchiveError(f"{location}: archive format {version!r} is not supported")
+        archive = cls(Path(location.root), meta["partition_by"], location=location)
         archive.reload()
         return archive
 
@@ -232,9 +244,10 @@ class Archive:
         """Open ``root``, creating an empty archive there when there is none.
 
         ``partition_by`` is fixed when the archive is created; naming another one
-        later is an error.
+        later is an error. ``root`` is a local path (or ``file://`` URI): archives are
+        written on this machine only.
         """
-        root = Path(root)
+        root = local_root(root)
         if not cls.is_archive(root):
             key = partition_by or DEFAULT_PARTITION
             if key not in PARTITION_KEYS:
@@ -271,16 +284,17 @@ class Archive:
         parsed: list[Commit] = []
         numbered: dict[int, str] = {}  # every commit file's number, readable or not
         lost: list[tuple[int, str, str]] = []  # (number, commit file, why)
-        for path in sorted(self._commit_dir().glob("*.json")):
+        for relative in self.location.find(_COMMITS, "*.json"):
+            path = self.location.name(relative)
             try:
-                commit = _read_commit(path)
+                commit = _read_commit(self.location.read_bytes(relative))
             except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
-                seq = _number_of(path.name)
-                lost.append((seq, str(path), f"unreadable ({type(error).__name__}: {error})"))
-                numbered[seq] = str(path)
+                seq = _number_of(relative.rpartition("/")[2])
+                lost.append((seq, path, f"unreadable ({type(error).__name__}: {error})"))
+                numbered[seq] = path
                 continue
             parsed.append(commit)
-            numbered[commit.seq] = str(path)
+            numbered[commit.seq] = path
         parsed.sort(key=lambda commit: commit.seq)
         for seq in range(1, max([head, *numbered], default=0) + 1):
             if seq not in numbered:
@@ -320,7 +334,7 @@ class Archive:
             for file, why in found:
                 damage.append(
                     ArchiveProblem(
-                        str(self.root / file.path),
+                        self.location.name(file.path),
                         f"{why}: {_left_out(commit)}",
                         commit.ingest_date,
                         commit.seq,
@@ -334,9 +348,9 @@ class Archive:
 
     def _read_head(self, damage: list[ArchiveProblem]) -> int:
         """The latest commit's number as last written (0: none yet, or an older archive)."""
-        path = self.root / "_manifest" / "head.json"
+        relative = "_manifest/head.json"
         try:
-            return int(json.loads(path.read_bytes())["seq"])
+            return int(json.loads(self.location.read_bytes(relative))["seq"])
         except FileNotFoundError:
             return 0
         except (OSError, ValueError, KeyError, TypeError) as error:
@@ -344,32 +358,32 @@ class Archive:
                 f"unreadable ({type(error).__name__}: {error}), so a missing last commit "
                 "would go unnoticed; delete it once every commit file is in place"
             )
-            damage.append(ArchiveProblem(str(path), reason))
+            damage.append(ArchiveProblem(self.location.name(relative), reason))
             return 0
 
     def _missing_commit(self, seq: int) -> tuple[str, str]:
         """A gap in the commit numbers, named by its orphaned data files: (path, why)."""
-        orphans = sorted(self.root.rglob(f"part-{seq:08d}-*.parquet"))
-        token = orphans[0].name.removesuffix(".parquet").split("-")[-1] if orphans else "*"
-        path = self._commit_dir() / f"{seq:08d}-{token}.json"
+        orphans = self.location.find("", f"part-{seq:08d}-*.parquet", recursive=True)
+        name = orphans[0].rpartition("/")[2] if orphans else ""
+        token = name.removesuffix(".parquet").split("-")[-1] if orphans else "*"
+        path = self.location.name(f"{_COMMITS}/{seq:08d}-{token}.json")
         left = f" ({len(orphans)} of its data files remain, uncounted)" if orphans else ""
-        return str(path), f"missing{left}"
+        return path, f"missing{left}"
 
     def _file_damage(self, file: DataFile) -> str | None:
         """Why a committed file is not as its commit says (None: it is)."""
-        path = self.root / file.path
         try:
-            size = path.stat().st_size
+            size = self.location.size(file.path)
         except FileNotFoundError:
             return "missing"
         except OSError as error:
-            return f"cannot be read ({error.strerror})"
+            return f"cannot be read ({error.strerror or error})"
         if file.bytes is not None:
             if size == file.bytes:
                 return None
             return f"{size:,} bytes, its commit says {file.bytes:,} (truncated or overwritten)"
         try:
-            rows = pq.read_metadata(path).num_rows
+            rows = self.location.parquet_file(self.location.path(file.path)).metadata.num_rows
         except (OSError, pa.ArrowException) as error:
             return f"not a readable Parquet file ({error})"
         return None if rows == file.rows else f"{rows} rows, its commit says {file.rows}"
@@ -386,8 +400,9 @@ class Archive:
         return [file for commit in chosen for file in commit.files if file.table == table]
 
     def paths(self, files: Sequence[DataFile]) -> list[str]:
-        """Absolute paths of ``files``."""
-        return [str(self.root / file.path) for file in files]
+        """Paths of ``files`` for the readers: on this machine (as the archive was named),
+        or on the archive's filesystem (:attr:`location`)."""
+        return [self.location.path(file.path) for file in files]
 
     # ── writing ────────────────────────────────────────────────────
     @contextlib.contextmanager
@@ -436,7 +451,11 @@ class Archive:
         return self._commit_dir() / f"{commit.seq:08d}-{commit.token}.json"
 
     def _commit_dir(self) -> Path:
-        return self.root / "_manifest" / "commits"
+        return self.root / _COMMITS
+
+
+#: Where the commit files are, under the archive.
+_COMMITS = "_manifest/commits"
 
 
 @dataclass
@@ -524,8 +543,8 @@ class Batch:
         return commit
 
 
-def _read_commit(path: Path) -> Commit:
-    document = json.loads(path.read_text(encoding="utf-8"))
+def _read_commit(data: bytes) -> Commit:
+    document = json.loads(data.decode("utf-8"))
     return Commit(
         document["seq"],
         document["token"],
@@ -537,7 +556,7 @@ def _read_commit(path: Path) -> Commit:
     )
 
 
-def verify_archive(root: str | Path) -> list[ArchiveProblem]:
+def verify_archive(root: str | Path | Location | Archive) -> list[ArchiveProblem]:
     """Everything found wrong with the archive at ``root``, each naming its file (empty:
     nothing). Reads every committed file through.
 
@@ -556,48 +575,49 @@ def verify_archive(root: str | Path) -> list[ArchiveProblem]:
     ...     verify_archive(folder)
     []
     """
+    location = root.location if isinstance(root, Archive) else root
     try:
-        archive = Archive.open(root)
+        archive = Archive.open(location)
     except ArchiveError as error:
-        return [ArchiveProblem(str(Path(root) / "archive.json"), str(error))]
+        named = location if isinstance(location, Location) else locate(location)
+        return [ArchiveProblem(named.name("archive.json"), str(error))]
     problems = list(archive.damage)
     modes = {file.accounting for file in archive.files("runs")}
+    where = archive.location
     for commit in archive.commits:
         for file in commit.files:
-            why = _unreadable_rows(archive.root / file.path, file.rows)
+            why = _unreadable_rows(where, where.path(file.path), file.rows)
             if why is not None:
-                problems.append(
-                    ArchiveProblem(str(archive.root / file.path), why, commit.ingest_date)
-                )
+                problems.append(ArchiveProblem(where.name(file.path), why, commit.ingest_date))
         expected = list(range(commit.first_run_order, commit.next_run_order))
         for table, accounting in [("run_index", None), *(("runs", mode) for mode in modes)]:
             files = [f for f in archive.files(table, [commit]) if f.accounting == accounting]
-            orders = _run_orders(archive.paths(files))
+            orders = _run_orders(where, archive.paths(files))
             if orders is not None and orders != expected:
                 held = f"{table}" + (f" ({accounting})" if accounting else "")
                 reason = (
                     f"its {held} holds {len(orders)} run(s) ({_span(orders)}), but the commit "
                     f"counts {commit.run_count} ({_span(expected)})"
                 )
-                problems.append(
-                    ArchiveProblem(str(archive.commit_path(commit)), reason, commit.ingest_date)
-                )
+                listed = where.name(f"{_COMMITS}/{commit.seq:08d}-{commit.token}.json")
+                problems.append(ArchiveProblem(listed, reason, commit.ingest_date))
     return problems
 
 
-def _unreadable_rows(path: Path, rows: int) -> str | None:
+def _unreadable_rows(location: Location, path: str, rows: int) -> str | None:
     """Why ``path`` does not read through to ``rows`` rows (None: it does)."""
     try:
-        found = sum(batch.num_rows for batch in pq.ParquetFile(path).iter_batches(1 << 16))
+        batches = location.parquet_file(path).iter_batches(1 << 16)
+        found = sum(batch.num_rows for batch in batches)
     except (OSError, pa.ArrowException) as error:
         return f"not a readable Parquet file ({error})"
     return None if found == rows else f"{found} rows, its commit says {rows}"
 
 
-def _run_orders(paths: Sequence[str]) -> list[int] | None:
+def _run_orders(location: Location, paths: Sequence[str]) -> list[int] | None:
     """The sorted run orders ``paths`` hold (None: one cannot be read; named elsewhere)."""
     try:
-        columns = [pq.read_table(path, columns=["run_order"])["run_order"] for path in paths]
+        columns = [location.read_table(path, columns=["run_order"])["run_order"] for path in paths]
     except (OSError, pa.ArrowException, KeyError):
         return None
     return sorted(value for column in columns for value in column.to_pylist())

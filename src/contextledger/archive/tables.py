@@ -17,8 +17,8 @@ from urllib.parse import unquote
 
 import polars as pl
 import pyarrow as pa
-import pyarrow.parquet as pq
 
+from contextledger.archive.location import Location, locate, uri_scheme
 from contextledger.archive.store import (
     Archive,
     ArchiveError,
@@ -71,12 +71,22 @@ class Selection:
 _FILTERS = ("since", "until", "label", "run_id")
 
 
-def _query_fields(text: str, query: str) -> dict[str, list[tuple[str, str]]]:
+def _filesystem_options(query: str) -> list[str]:
+    """The parameters of ``query`` that are not filters, as given: on a remote
+    filesystem's URI they are pyarrow's options (``region``, ``endpoint_override``...)."""
+    parts = query.split("&") if query else []
+    return [part for part in parts if part and unquote(part.partition("=")[0]) not in _FILTERS]
+
+
+def _query_fields(
+    text: str, query: str, options: Sequence[str] = ()
+) -> dict[str, list[tuple[str, str]]]:
     """Each filter's values in order, as ``(decoded, as given)``: ``%XX`` escapes are
-    decoded, ``+`` stays a plus (a timezone offset, a run id); not form encoding."""
+    decoded, ``+`` stays a plus (a timezone offset, a run id); not form encoding.
+    ``options`` (:func:`_filesystem_options`) are passed over."""
     fields: dict[str, list[tuple[str, str]]] = {}
     for part in query.split("&") if query else []:
-        if not part:
+        if not part or part in options:
             continue
         name, _, given = part.partition("=")
         fields.setdefault(unquote(name), []).append((unquote(given), given))
@@ -89,8 +99,14 @@ def _query_fields(text: str, query: str) -> dict[str, list[tuple[str, str]]]:
     return fields
 
 
-def parse_archive_path(text: str) -> tuple[Path, Selection] | None:
+def parse_archive_path(text: str) -> tuple[Location, Selection] | None:
     """``DIR`` or ``DIR?since=D&until=D&label=L&run_id=A,B`` naming an archive; else None.
+
+    ``DIR`` may be a URI (:func:`~contextledger.archive.location.locate`): ``file:///``
+    reads as the local path; on another filesystem, query parameters other than the
+    filters are pyarrow's options for it (``s3://b/dir?region=eu-west-1&label=good``),
+    and a URI naming no archive raises :class:`ArchiveError`, as one pyarrow cannot open
+    or reach does.
 
     ``run_id`` and ``label`` may repeat or list values with commas (any of them is
     kept); ``run_id=@FILE`` reads run ids from a file, one per line. ``since`` and
@@ -100,9 +116,14 @@ def parse_archive_path(text: str) -> tuple[Path, Selection] | None:
     True
     """
     base, _, query = text.partition("?")
-    if not Archive.is_archive(base):
-        return None
-    fields = _query_fields(text, query)
+    scheme = uri_scheme(base)
+    options = _filesystem_options(query) if scheme not in (None, "file") else []
+    location = locate(base + ("?" + "&".join(options) if options else ""))
+    if not Archive.is_archive(location):
+        if scheme is None:
+            return None
+        raise ArchiveError(f"{base}: no contextledger archive there (no archive.json)")
+    fields = _query_fields(text, query, options)
     dates: dict[str, str | None] = {}
     for name in ("since", "until"):
         values = fields.get(name, [])
@@ -134,7 +155,7 @@ def parse_archive_path(text: str) -> tuple[Path, Selection] | None:
     selection = Selection(
         dates["since"], dates["until"], listed("run_id", True), listed("label", False)
     )
-    return Path(base), selection
+    return location, selection
 
 
 def archive_tables(paths: Sequence[str], mode: str) -> ArchiveTables | None:
@@ -251,11 +272,7 @@ class ArchiveTables(RunTables):
         """A lazy scan of ``table`` under the selection, rows in ingest order."""
         table_schema = schema.TABLES[table]
         files = self.files(table, first_in_run)
-        frame = (
-            pl.scan_parquet(files, hive_partitioning=False, glob=False)
-            if files
-            else _empty(table_schema)
-        )
+        frame = self.archive.location.scan(files) if files else _empty(table_schema)
         ids = self.run_id_filter()
         if ids is not None:
             frame = frame.filter(pl.col("run_id").is_in(ids))
@@ -267,10 +284,7 @@ class ArchiveTables(RunTables):
         Labels are not filtered by date: a label may arrive after its run. Each (run,
         label) pair is listed once.
         """
-        frames = [
-            pl.scan_parquet(path, hive_partitioning=False, glob=False)
-            for path in self.outcome_files()
-        ]
+        frames = [self.archive.location.scan([path]) for path in self.outcome_files()]
         if self.extra_outcomes is not None:
             frames.append(pl.DataFrame(self.extra_outcomes.cast(schema.OUTCOMES)).lazy())
         if not frames:
@@ -283,7 +297,7 @@ class ArchiveTables(RunTables):
         version, sources in the order they first arrived (labels are read in this order)."""
         latest: dict[str, str] = {}
         for file in self.archive.files("outcomes"):
-            latest[file.source or file.path] = str(self.archive.root / file.path)
+            latest[file.source or file.path] = self.archive.location.path(file.path)
         return list(latest.values())
 
     # ── what the ledger reads (see ledger.compute.StoredTables) ──────
@@ -299,7 +313,7 @@ class ArchiveTables(RunTables):
             return None
         if not files:
             return _empty(schema.PIECE_TOTALS)
-        return pl.scan_parquet(files, hive_partitioning=False, glob=False)
+        return self.archive.location.scan(files)
 
     def totals_files(self) -> list[str] | None:
         """The piece totals files of the selection; None when they do not cover it."""
@@ -363,7 +377,7 @@ class ArchiveTables(RunTables):
         labelled = self.outcome_scan().select("run_id").unique(maintain_order=True)
         index = self.archive.paths(self.archive.files("run_index"))
         if index:
-            held = pl.scan_parquet(index, hive_partitioning=False, glob=False).select("run_id")
+            held = self.archive.location.scan(index).select("run_id")
             labelled = labelled.join(held, on="run_id", how="anti", maintain_order="left")
         return [str(run_id) for run_id in labelled.collect()["run_id"].to_list()]
 
@@ -423,29 +437,54 @@ class ArchiveTables(RunTables):
 
     # ── DuckDB ─────────────────────────────────────────────────────
     def duckdb_sources(self) -> dict[str, str]:
-        """``CREATE VIEW`` bodies reading the selected files with ``read_parquet``: the
-        tables, the offers and uses that are their piece's first in the run, and the
-        piece totals when they cover the selection."""
-        sources = {}
+        """``CREATE VIEW`` bodies reading the selected files: the tables, the offers and
+        uses that are their piece's first in the run, and the piece totals when they
+        cover the selection. A local archive's are read with ``read_parquet``; one on
+        another filesystem's, from the Arrow datasets :meth:`duckdb_datasets` names (the
+        same views over either: the SQL in ``ledger/sql`` is written once)."""
+        return {name: body for name, (body, _) in self._duckdb_parts().items()}
+
+    def duckdb_datasets(self) -> dict[str, Any]:
+        """The ``pyarrow.dataset`` each :meth:`duckdb_sources` body reads, by the name to
+        register it under; none for a local archive (DuckDB reads its files itself)."""
+        parts = self._duckdb_parts().values()
+        return {name: dataset for _, datasets in parts for name, dataset in datasets.items()}
+
+    def _duckdb_parts(self) -> dict[str, tuple[str, dict[str, Any]]]:
         ids = self.run_id_filter()
+        chosen: dict[str, tuple[list[str], pa.Schema, list[str] | None]] = {}
         for table in ("runs", "offers", "uses"):
-            sources[table] = _read_parquet_sql(self.files(table), schema.TABLES[table], ids)
+            chosen[table] = (self.files(table), schema.TABLES[table], ids)
         for table in ("offers", "uses"):  # each row its piece's first in the run
             files = self.files(table, first_in_run=True)
-            sources[f"{table}_first_in_run"] = _read_parquet_sql(files, schema.TABLES[table], ids)
+            chosen[f"{table}_first_in_run"] = (files, schema.TABLES[table], ids)
         totals = self.totals_files()
         if totals is not None:
-            sources["piece_totals"] = _read_parquet_sql(totals, schema.PIECE_TOTALS, None)
-        return sources
+            chosen["piece_totals"] = (totals, schema.PIECE_TOTALS, None)
+        where = self.archive.location
+        parts = {}
+        for name, (files, table_schema, kept) in chosen.items():
+            datasets: dict[str, Any] = {}
+            source = None
+            if files and not where.is_local:
+                source = f"archive_{name}_files"
+                datasets[source] = where.dataset(files, table_schema)
+            parts[name] = (_read_parquet_sql(files, table_schema, kept, source), datasets)
+        return parts
 
 
-def _read_parquet_sql(files: Sequence[str], table_schema: pa.Schema, ids: list[str] | None) -> str:
-    """A query of ``files``' columns in ``table_schema``, rows of ``ids`` only (if given)."""
+def _read_parquet_sql(
+    files: Sequence[str], table_schema: pa.Schema, ids: list[str] | None, source: str | None = None
+) -> str:
+    """A query of ``files``' columns in ``table_schema``, rows of ``ids`` only (if given);
+    read from the registered ``source`` when given, else with ``read_parquet``."""
     columns = ", ".join(f'"{name}"' for name in table_schema.names)
     if not files:
         return f"SELECT {columns} FROM ({_empty_sql(table_schema)})"
     listed = ", ".join("'" + path.replace("'", "''") + "'" for path in files)
     body = f"SELECT {columns} FROM read_parquet([{listed}], hive_partitioning = false)"
+    if source is not None:
+        body = f'SELECT {columns} FROM "{source}"'
     if ids is not None:
         quoted = ", ".join("'" + run_id.replace("'", "''") + "'" for run_id in ids) or "NULL"
         body += f" WHERE run_id IN ({quoted})"
@@ -507,7 +546,7 @@ def stream_batches(
     def read(commit: Commit, table: str) -> pa.Table:
         table_schema = _WINDOW_SCHEMAS[table]
         paths = archive.paths(archive.files(table, [commit]))
-        parts = [pq.read_table(path, schema=table_schema) for path in paths]
+        parts = [archive.location.read_table(path, schema=table_schema) for path in paths]
         found = pa.concat_tables(parts) if parts else table_schema.empty_table()
         if wanted is not None:
             found = found.filter(pc.is_in(found["run_id"], value_set=wanted))
@@ -539,7 +578,7 @@ def require_streams(archive: Archive, commits: Sequence[Commit]) -> None:
     ]
     if without:
         raise ArchiveError(
-            f"{archive.root}: {sum(c.run_count for c in without)} archived run(s) have no "
+            f"{archive.location}: {sum(c.run_count for c in without)} archived run(s) have no "
             "message streams (ingested before archives stored them, or written by "
             "synth --archive --no-streams), so whatif cannot replay them; ingest the "
             "snapshots again into a new archive (contextledger ingest PATH... --archive "
@@ -578,11 +617,12 @@ def unreplayable_runs(archive: Archive, selection: Selection | None = None) -> l
         if not commit.run_count or not selection.keeps(commit):
             continue
         paths = archive.paths(archive.files("run_index", [commit]))
-        index = pa.concat_tables([pq.read_table(path, columns=columns) for path in paths])
+        read = archive.location.read_table
+        index = pa.concat_tables([read(path, columns=columns) for path in paths])
         if wanted is not None:
             index = index.filter(pc.is_in(index["run_id"], value_set=wanted))
         paths = archive.paths(archive.files("streams", [commit]))
-        stored = [pq.read_table(path, columns=["run_id"])["run_id"] for path in paths]
+        stored = [read(path, columns=["run_id"])["run_id"] for path in paths]
         if stored:
             held = pa.chunked_array(stored).combine_chunks()
             index = index.filter(pc.invert(pc.is_in(index["run_id"], value_set=held)))
@@ -591,7 +631,7 @@ def unreplayable_runs(archive: Archive, selection: Selection | None = None) -> l
         return []
     said: dict[str, dict[str, Any]] = {}  # the latest whatif quarantine row of each run
     for path in archive.paths(archive.files("quarantine")):
-        for row in pq.read_table(path).to_pylist():
+        for row in archive.location.read_table(path).to_pylist():
             if row["accounting"] == "whatif" and row["run_id"] is not None:
                 said[row["run_id"]] = row
     problems = []

@@ -228,7 +228,7 @@ def _archive_damage(tables: RunTables) -> list[str]:
 
     if not isinstance(tables, ArchiveTables):
         return []
-    return [str(problem) for problem in verify_archive(tables.archive.root)]
+    return [str(problem) for problem in verify_archive(tables.archive)]
 
 
 @click.command(name="check")

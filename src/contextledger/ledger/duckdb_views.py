@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 from importlib.resources import files
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import duckdb
 import polars as pl
@@ -56,10 +56,13 @@ ARCHIVE_TABLES = ("offers_first_in_run", "uses_first_in_run")
 
 @runtime_checkable
 class HasParquetSources(Protocol):
-    """Tables stored as Parquet (an archive): each table is a ``read_parquet`` query; with
+    """Tables stored as Parquet (an archive): each table is a ``read_parquet`` query, or
+    one of Arrow datasets registered first (files on a remote filesystem); with
     ``offers_first_in_run`` and ``uses_first_in_run`` too, the archive's base views are used."""
 
     def duckdb_sources(self) -> dict[str, str]: ...
+
+    def duckdb_datasets(self) -> dict[str, Any]: ...
 
 
 def view_sql(name: str) -> str:
@@ -115,6 +118,9 @@ def connect(
             tables.mode, tables.runs, tables.offers, tables.uses, tables.outcomes, tables.problems
         )
     sources = tables.duckdb_sources() if isinstance(tables, HasParquetSources) else {}
+    if isinstance(tables, HasParquetSources):
+        for name, dataset in tables.duckdb_datasets().items():
+            con.register(name, dataset)
     for name in TABLES:
         if name in sources:  # an archive: read its Parquet files in place
             con.execute(f"CREATE OR REPLACE VIEW {name} AS {sources[name]}")

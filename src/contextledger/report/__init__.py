@@ -26,6 +26,7 @@ import altair as alt
 import polars as pl
 
 from contextledger import charts
+from contextledger.archive.location import uri_scheme
 from contextledger.archive.tables import (
     ArchiveTables,
     archive_tables,
@@ -108,7 +109,9 @@ class ReportData:
 
 
 def _shown(path: str | Path) -> str:
-    """``path`` relative to the working directory when it lies inside it."""
+    """``path`` relative to the working directory when it lies inside it; a URI as given."""
+    if uri_scheme(str(path)) is not None:
+        return str(path)
     resolved = Path(path).resolve()
     try:
         return str(resolved.relative_to(Path.cwd()))

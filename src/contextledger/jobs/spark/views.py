@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 import polars as pl
 import pyarrow as pa
 
+from contextledger.archive.location import Location
 from contextledger.archive.store import ArchiveError
 from contextledger.archive.tables import ArchiveTables, archive_tables
 from contextledger.jobs.spark.dialect import to_spark
@@ -106,9 +107,9 @@ def _sources(
         "offers_first_in_run": read_table(spark, tables, "offers", schema.OFFERS, True),
         "uses_first_in_run": read_table(spark, tables, "uses", schema.USES, True),
     }
-    root = tables.archive.root
+    where = tables.archive.location
     if totals is not None:
-        sources["piece_totals"] = _read(spark, root, totals, schema.PIECE_TOTALS, False)
+        sources["piece_totals"] = _read(spark, where, totals, schema.PIECE_TOTALS, False)
     rows = _outcome_rows(spark, tables)
     sources["outcome_rows"] = rows
     sources["outcomes"] = rows.orderBy("row_position").select("run_id", "label")
@@ -127,13 +128,14 @@ def _literal(path: str) -> str:
 
 def _read(
     spark: SparkSession,
-    root: Path,
+    where: Location,
     files: Sequence[str],
     table_schema: pa.Schema,
     positioned: bool,
 ) -> DataFrame:
     """``files``' columns in ``table_schema``; ``positioned`` adds ``file_index`` (the
-    file's place in ``files``) and ``file_row_number`` (the row's in its file)."""
+    file's place in ``files``) and ``file_row_number`` (the row's in its file). Spark
+    reads them with its own (Hadoop) filesystems, by path or by the archive's URI."""
     from pyspark.sql import functions as F
     from pyspark.sql.pandas.types import from_arrow_schema
 
@@ -145,12 +147,12 @@ def _read(
         return spark.createDataFrame(empty.empty_table())
     reader = spark.read.schema(from_arrow_schema(table_schema))  # no job to infer it
     if not positioned:
-        return reader.parquet(*map(_literal, files)).select(*names)
+        return reader.parquet(*(_literal(where.spark_path(f)) for f in files)).select(*names)
     # Spark names a row's file by URI (file:/..., s3a://...); the archive by its path
     # under the root. Archive paths hold only [A-Za-z0-9._%=/-] (hive values are
     # percent-quoted), of which a URI escapes only '%', so the last segments of the URI,
     # '%25' read back as '%', are the relative path.
-    relative = [Path(file).relative_to(root).as_posix() for file in files]
+    relative = [where.relative(file) for file in files]
     index = pa.table({"_file_key": relative, "file_index": pa.array(range(len(files)), pa.int64())})
     keys = spark.createDataFrame(index)
     parts = []
@@ -158,7 +160,7 @@ def _read(
         group = [f for f, key in zip(files, relative, strict=True) if key.count("/") + 1 == depth]
         segments = F.slice(F.split(F.col("_metadata.file_path"), "/"), -depth, depth)
         key = F.regexp_replace(F.concat_ws("/", segments), "%25", "%")
-        frame = reader.parquet(*map(_literal, group)).select(
+        frame = reader.parquet(*(_literal(where.spark_path(f)) for f in group)).select(
             *names,
             key.alias("_file_key"),
             F.col("_metadata.row_index").cast("bigint").alias("file_row_number"),
@@ -184,7 +186,7 @@ def read_table(
     from pyspark.sql import functions as F
 
     files = tables.files(table, first_in_run)
-    frame = _read(spark, tables.archive.root, files, table_schema, positioned)
+    frame = _read(spark, tables.archive.location, files, table_schema, positioned)
     ids = tables.run_id_filter()
     if ids is None:
         return frame
@@ -199,7 +201,7 @@ def _outcome_rows(spark: SparkSession, tables: ArchiveTables) -> DataFrame:
     from pyspark.sql import functions as F
 
     files = tables.outcome_files()
-    rows = _read(spark, tables.archive.root, files, schema.OUTCOMES, True)
+    rows = _read(spark, tables.archive.location, files, schema.OUTCOMES, True)
     if tables.extra_outcomes is not None and tables.extra_outcomes.num_rows:
         extra = tables.extra_outcomes.cast(schema.OUTCOMES)
         count = extra.num_rows
