@@ -241,7 +241,7 @@ def policy_chart(per_run: pl.DataFrame, *, per_run_points: bool = False) -> alt.
 
     ``per_run`` is the what-if's per-(run, policy) frame
     (:func:`contextledger.jobs.whatif.whatif`), optionally with a
-    ``wire_violations`` column (:func:`contextledger.report.frames.wire_check`):
+    ``wire_violations`` column (:func:`contextledger.window.audit.wire_check`):
     a policy whose windows a provider would reject is drawn as a red cross and named.
     ``per_run_points`` draws one point per run and policy instead.
 

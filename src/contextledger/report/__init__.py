@@ -50,10 +50,10 @@ from contextledger.report.frames import (
     accounting_comparison,
     refused_runs,
     timeline_frame,
-    wire_check,
 )
 from contextledger.tables.build import RunTables, load_outcomes, read_runs
 from contextledger.tables.standings import load_standings
+from contextledger.window.audit import AUDIT_SCHEMA, audit_table, wire_frame
 from contextledger.window.standings import timelines
 from contextledger.window.whatif import parse_policies, per_policy, whatif_table
 
@@ -115,6 +115,8 @@ class ReportData:
     #: Runs read whose message stream could not be (path, line, run_id, reason): in the
     #: ledger, left out of the window policies.
     unreplayed: list[dict[str, Any]] = field(default_factory=list)
+    #: The audit of every (run, policy) (:func:`~contextledger.window.audit.audit_table`).
+    audit: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=AUDIT_SCHEMA))
     min_offers: int = DEFAULT_MIN_OFFERS
     bundled: bool = False
 
@@ -186,13 +188,20 @@ def collect(
         _archive_batches(archived) if archived is not None else _snapshot_batches(paths, tables)
     )
 
-    def replayed(streams: list[RunMessages], standing_rows: list[dict[str, Any]]) -> pl.DataFrame:
+    def replayed(
+        streams: list[RunMessages], standing_rows: list[dict[str, Any]]
+    ) -> tuple[pl.DataFrame, pl.DataFrame]:
         per_run = whatif_table(streams, parsed, standing_rows)
-        wire = wire_check(streams, parsed, standing_rows)
-        return per_run.join(wire, on=["run_id", "policy"], how="left", maintain_order="left")
+        audited = audit_table(streams, parsed, standing_rows)
+        wire = wire_frame(audited)
+        joined = per_run.join(wire, on=["run_id", "policy"], how="left", maintain_order="left")
+        return joined, audited
 
-    parts = [replayed(streams, [*held, *given]) for streams, held in batches()]
-    per_run = pl.concat(parts or [replayed([], [])])
+    parts = [replayed(streams, [*held, *given]) for streams, held in batches()] or [
+        replayed([], [])
+    ]
+    per_run = pl.concat(part for part, _ in parts)
+    audited = pl.concat(audit for _, audit in parts)
 
     label, run_id = _timeline_choice(per_run, parsed, timeline_policy, timeline_run)
     timeline = pl.DataFrame(schema=TIMELINE_SCHEMA)
@@ -218,6 +227,7 @@ def collect(
         gate_total=gate_total,
         per_run=per_run,
         per_policy=per_policy(per_run),
+        audit=audited,
         policies=[label for label, _ in parsed],
         timeline=timeline,
         standings_from=display_path(standings) if standings is not None else None,
