@@ -350,3 +350,30 @@ def test_compare_over_no_run_says_so(tmp_path):
     result = invoke(empty, "--policy", "none")
     assert result.exit_code == 0
     assert "no run read" in result.stderr
+
+
+# ── the chart and the report ───────────────────────────────────────
+
+
+def test_the_cost_chart_draws_a_policy_per_point_and_marks_wire_problems():
+    from contextledger import charts
+
+    found = compare(LOOP, ["none", "sliding:keep=2"])
+    spec = charts.compare_chart(found.table).to_dict()
+    assert [layer["mark"]["type"] for layer in spec["layer"]] == ["rule", "point"]
+    assert spec["layer"][0]["encoding"]["x2"]["field"] == "cost_without_cache"
+    assert spec["layer"][1]["encoding"]["y"]["field"] == "facts_at_answer"
+    broken = found.table.with_columns(wire_problems=pl.Series([0, 3]))
+    flagged = charts.compare_chart(broken).to_dict()
+    assert flagged["layer"][-1]["transform"] == [{"filter": "(datum.wire_problems > 0)"}]
+    assert "3 wire problem(s)" in json.dumps(flagged["datasets"])
+
+
+def test_the_report_carries_the_audit_and_draws_the_cost_chart():
+    from contextledger.report import build_charts, collect
+
+    policies = ["none", "sliding:keep=3"]
+    data = collect(policies=policies)
+    expected = compare(SAMPLE, policies, standings=STANDINGS).per_run
+    assert_frame_equal(data.audit, expected, check_exact=True)
+    assert "policy_cost" in build_charts(data)

@@ -7,7 +7,7 @@ opens offline, and exports each chart as SVG and PNG for slides.
 
 >>> data = collect()  # the bundled sample
 >>> sorted(build_charts(data))
-['earn_rate', 'gates', 'outcomes', 'policies', 'timeline']
+['earn_rate', 'gates', 'outcomes', 'policies', 'policy_cost', 'timeline']
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from contextledger.archive.tables import (
     stream_batches,
     unreplayable_runs,
 )
+from contextledger.jobs.compare import comparison_table
 from contextledger.jobs.whatif import read_inputs
 from contextledger.ledger.compute import compute_ledger
 from contextledger.ledger.gates import describe_total, gate_what_if
@@ -53,7 +54,7 @@ from contextledger.report.frames import (
 )
 from contextledger.tables.build import RunTables, load_outcomes, read_runs
 from contextledger.tables.standings import load_standings
-from contextledger.window.audit import AUDIT_SCHEMA, audit_table, wire_frame
+from contextledger.window.audit import AUDIT_SCHEMA, CachePrices, audit_table, wire_frame
 from contextledger.window.standings import timelines
 from contextledger.window.whatif import parse_policies, per_policy, whatif_table
 
@@ -68,7 +69,7 @@ DEFAULT_POLICIES = (
     "token_budget:threshold=500",
 )
 #: Chart names, in the order the page shows them, and the file names they export to.
-CHART_NAMES = ("earn_rate", "outcomes", "gates", "policies", "timeline")
+CHART_NAMES = ("earn_rate", "outcomes", "gates", "policies", "policy_cost", "timeline")
 #: Where the repository keeps the bundled sample (``data/`` beside ``src/``).
 _DATA = Path(__file__).resolve().parents[3] / "data"
 
@@ -311,6 +312,7 @@ def build_charts(data: ReportData) -> dict[str, alt.TopLevelMixin]:
         "outcomes": data.association.height > 0,
         "gates": charts.gate_touched(data.gate_pieces).height > 0,
         "policies": data.per_run.height > 0,
+        "policy_cost": data.audit.height > 0,
         "timeline": data.timeline.height > 0,
     }
     build: dict[str, Callable[[], alt.TopLevelMixin]] = {
@@ -318,6 +320,7 @@ def build_charts(data: ReportData) -> dict[str, alt.TopLevelMixin]:
         "outcomes": lambda: charts.outcome_chart(data.association),
         "gates": lambda: charts.gate_chart(data.gate_pieces),
         "policies": lambda: charts.policy_chart(data.per_run),
+        "policy_cost": lambda: charts.compare_chart(comparison_table(data.audit, data.policies)),
         "timeline": lambda: charts.timeline_chart(data.timeline),
     }
     return {name: build[name]() for name in CHART_NAMES if drawable[name]}
@@ -425,7 +428,7 @@ def render_html(data: ReportData, built: dict[str, alt.TopLevelMixin] | None = N
 
     >>> page = render_html(collect(policies=["none", "sliding:keep=6"]))
     >>> "<script src=" in page, page.count('class="chart"')
-    (False, 5)
+    (False, 6)
     """
     import jinja2
 
@@ -473,6 +476,7 @@ def render_html(data: ReportData, built: dict[str, alt.TopLevelMixin] | None = N
         charts=[(name, _spec_json(chart)) for name, chart in built.items()],
         chart_names=list(built),
         vega_script=_vega_script(),
+        cache_prices=CachePrices(),
     )
 
 
