@@ -377,3 +377,13 @@ def test_the_report_carries_the_audit_and_draws_the_cost_chart():
     expected = compare(SAMPLE, policies, standings=STANDINGS).per_run
     assert_frame_equal(data.audit, expected, check_exact=True)
     assert "policy_cost" in build_charts(data)
+
+
+def test_the_readme_shows_what_compare_prints_on_the_sample():
+    from .conftest import REPO
+
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    command = "$ contextledger compare data/sample --standings data/sample-standings.csv\n"
+    shown = readme.split(command, 1)[1].split("```", 1)[0]
+    result = invoke(SAMPLE, "--standings", STANDINGS)
+    assert result.exit_code == 0 and result.stdout == shown

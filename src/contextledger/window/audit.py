@@ -172,8 +172,11 @@ class CachePrices:
     """Prompt-cache prices as multiples of the base input-token price.
 
     Defaults are Anthropic's published ratios: a 5-minute cache write costs 1.25x the
-    base input price and a cache read 0.1x
-    (https://docs.claude.com/en/docs/build-with-claude/prompt-caching#pricing).
+    base input price and a cache read 0.1x ("Prompt caching", Pricing:
+    https://platform.claude.com/docs/en/build-with-claude/prompt-caching#pricing; a
+    1-hour write is 2x). :func:`priced` states how a run is priced with them: the best
+    case, where every call caches its whole window and the next reads any shared prefix
+    (no minimum cacheable length, no breakpoint limit).
     """
 
     write: float = 1.25
