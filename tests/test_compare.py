@@ -387,3 +387,20 @@ def test_the_readme_shows_what_compare_prints_on_the_sample():
     shown = readme.split(command, 1)[1].split("```", 1)[0]
     result = invoke(SAMPLE, "--standings", STANDINGS)
     assert result.exit_code == 0 and result.stdout == shown
+
+
+def test_compare_reads_an_archive_on_the_command_line_and_refuses_one_without_streams(tmp_path):
+    from contextledger.jobs.synth import synth_archive
+
+    archive = tmp_path / "archive"
+    ingest([SAMPLE], archive, workers=1)
+    args = ("--policy", "none", "--policy", "sliding:keep=3", "--format", "json")
+    from_archive = invoke(archive, *args)
+    from_snapshots = invoke(SAMPLE, *args)
+    assert from_archive.exit_code == 0, from_archive.output
+    assert from_archive.stdout == from_snapshots.stdout
+    bare = tmp_path / "bare"
+    synth_archive(bare, runs=5, seed=1, streams=False)
+    result = invoke(bare, "--policy", "none")
+    assert result.exit_code == 2
+    assert str(bare) in result.stderr and "Traceback" not in result.stderr
