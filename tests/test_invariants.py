@@ -19,8 +19,8 @@ from contextledger.jobs.ingest import ingest
 from contextledger.jobs.synth import synth_archive, synth_snapshots
 from contextledger.ledger.compute import ledger_inputs
 from contextledger.ledger.invariants import INVARIANTS, check_invariants
-from contextledger.report.frames import wire_check
 from contextledger.tables.build import ACCOUNTING_MODES, RunTables, read_runs
+from contextledger.window.audit import wire_check
 from contextledger.window.whatif import parse_policies
 
 from .conftest import SAMPLE

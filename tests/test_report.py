@@ -27,8 +27,9 @@ from contextledger.report import (
     render_html,
 )
 from contextledger.report.differences import DIFFERENCES, markdown_table
-from contextledger.report.frames import accounting_comparison, wire_check
+from contextledger.report.frames import accounting_comparison
 from contextledger.tables.build import read_runs
+from contextledger.window.audit import wire_check
 from contextledger.window.whatif import parse_policies
 
 from .conftest import REPO, SAMPLE

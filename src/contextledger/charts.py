@@ -260,7 +260,7 @@ def policy_chart(per_run: pl.DataFrame, *, per_run_points: bool = False) -> alt.
 
     ``per_run`` is the what-if's per-(run, policy) frame
     (:func:`contextledger.jobs.whatif.whatif`), optionally with a
-    ``wire_violations`` column (:func:`contextledger.report.frames.wire_check`):
+    ``wire_violations`` column (:func:`contextledger.window.audit.wire_check`):
     a policy whose windows a provider would reject is drawn as a red cross and named.
     ``per_run_points`` draws one point per run and policy instead.
 
@@ -369,6 +369,93 @@ def policy_chart(per_run: pl.DataFrame, *, per_run_points: bool = False) -> alt.
                 f"Replayed on the recorded runs, {what}: up and left is better. "
                 "Crosses: windows a provider would reject.",
                 note,
+            ],
+        ),
+    )
+
+
+def compare_chart(table: pl.DataFrame) -> alt.LayerChart:
+    """Facts reaching the answer against what the input cost with a prompt cache, one
+    point per policy; a line back to the cost without a cache shows what caching saved.
+
+    ``table`` is :func:`contextledger.jobs.compare.comparison_table` (``Comparison.table``).
+    A policy whose windows a provider would reject is a red cross, named with its count.
+
+    >>> from contextledger.jobs.compare import compare
+    >>> found = compare("data/sample/s0003-loop.json.gz", ["none", "sliding:keep=2"])
+    >>> compare_chart(found.table).to_dict()["layer"][1]["encoding"]["x"]["field"]
+    'cost_with_cache'
+    """
+    # Policies are told apart by the legend (and the tooltip): labels beside the points
+    # overlap when two policies cost about the same.
+    frame = table.with_columns(
+        wire=pl.when(pl.col("wire_problems") > 0)
+        .then(pl.lit("rejected on the wire"))
+        .otherwise(pl.lit("valid on the wire")),
+        flag=pl.when(pl.col("wire_problems") > 0)
+        .then(pl.format("{} wire problem(s)", "wire_problems"))
+        .otherwise(pl.lit("")),
+    )
+    x = alt.X(
+        "cost_with_cache:Q",
+        title="input cost with a prompt cache, in input-token units (line: without a cache)",
+        scale=alt.Scale(zero=False, nice=True),
+    )
+    y = alt.Y(
+        "facts_at_answer:Q",
+        title="facts reaching the answer turn verbatim",
+        scale=alt.Scale(zero=True, nice=True),
+        axis=alt.Axis(tickMinStep=1),
+    )
+    colour = alt.Color("policy:N", title="window policy")
+    tooltip = [
+        alt.Tooltip("policy:N"),
+        alt.Tooltip("runs:Q"),
+        alt.Tooltip("facts_at_answer:Q", title="facts at the answer"),
+        alt.Tooltip("facts_declared:Q", title="facts filed"),
+        alt.Tooltip("input_tokens:Q", title="input tokens", format=","),
+        alt.Tooltip("cache_invalidations:Q", title="prefix-cache invalidations"),
+        alt.Tooltip("cost_without_cache:Q", title="cost without a cache", format=",.0f"),
+        alt.Tooltip("cost_with_cache:Q", title="cost with a cache", format=",.0f"),
+        alt.Tooltip("wire_problems:Q", title="wire problems"),
+        alt.Tooltip("first_offending_call:N", title="first offending call"),
+    ]
+    base = alt.Chart(frame)
+    layers: list[Any] = [
+        base.mark_rule(strokeDash=[4, 3], opacity=0.6).encode(
+            x=x, x2="cost_without_cache:Q", y=y, color=colour
+        ),
+        base.mark_point(filled=True, size=140, opacity=0.85).encode(
+            x=x,
+            y=y,
+            color=colour,
+            shape=alt.Shape(
+                "wire:N",
+                title="wire check",
+                scale=alt.Scale(
+                    domain=["valid on the wire", "rejected on the wire"],
+                    range=["circle", "cross"],
+                ),
+            ),
+            tooltip=tooltip,
+        ),
+    ]
+    if frame["wire_problems"].sum():  # an empty layer would warn of an infinite extent
+        layers.append(
+            base.transform_filter(alt.datum.wire_problems > 0)
+            .mark_text(align="left", dx=9, dy=8, fontSize=10, color="#d62728", fontWeight="bold")
+            .encode(x=x, y=y, text="flag:N")
+        )
+    return alt.LayerChart(layer=layers).properties(
+        width=640,
+        height=340,
+        title=_title(
+            "What does each window policy cost once a prompt cache is counted?",
+            [
+                "Up and left is better. A policy that trims the window breaks the cached "
+                "prefix: it may send fewer tokens and still cost more.",
+                "Cache reads and writes priced as multiples of the input price; crosses: "
+                "windows a provider would reject.",
             ],
         ),
     )

@@ -31,6 +31,7 @@ for command in (
     ledger.gates,
     window.whatif_command,
     window.report_command,
+    window.compare_command,
     archive.ingest_command,
     archive.synth_command,
     archive.check_command,

@@ -10,6 +10,7 @@ import click
 from contextledger.cli.common import (
     EXIT_UNREADABLE_INPUT,
     _emit,
+    _error_lines,
     _fail,
     _name_duplicates,
     _name_nothing_selected,
@@ -256,4 +257,99 @@ def report_command(
     )
     click.echo(_summary(data.tables))
     if data.tables.problems.num_rows or data.unreplayed:
+        sys.exit(EXIT_UNREADABLE_INPUT)
+
+
+@click.command(name="compare")
+@paths_argument
+@click.option(
+    "--policy",
+    "policies",
+    multiple=True,
+    help="A window policy to compare (repeat), as whatif takes it; default: the report's "
+    "(none, sliding:keep=6,ledger_facts=0, sliding:keep=6, sliding:keep=3, "
+    "token_budget:threshold=500).",
+)
+@standings_option()
+@click.option(
+    "--cache-write",
+    type=float,
+    default=1.25,
+    show_default=True,
+    help="Price of a token written to the prompt cache, in multiples of the input price "
+    "(Anthropic: 1.25 for the 5-minute cache).",
+)
+@click.option(
+    "--cache-read",
+    type=float,
+    default=0.1,
+    show_default=True,
+    help="Price of a token read from the prompt cache, in multiples of the input price "
+    "(Anthropic: 0.1).",
+)
+@click.option(
+    "--format",
+    "output_format",
+    type=click.Choice(["table", "json", "csv"]),
+    default="table",
+    show_default=True,
+    help="table: one row per policy, side by side; json: JSON Lines, one object per "
+    "(run, policy); csv: the same per-run rows.",
+)
+@output_option
+@max_document_option
+def compare_command(
+    paths: tuple[str, ...],
+    policies: tuple[str, ...],
+    standings_file: str | None,
+    cache_write: float,
+    cache_read: float,
+    output_format: str,
+    output: str | None,
+) -> None:
+    """Compare window policies over the runs under PATHS, at every model call: wire
+    problems a provider would reject, facts reaching the answer, input tokens,
+    prefix-cache invalidations, and the cost with and without a prompt cache."""
+    from contextledger.archive import ArchiveError
+    from contextledger.jobs import compare as compared
+    from contextledger.report import DEFAULT_POLICIES
+    from contextledger.tables.standings import StandingsFileError, load_standings
+    from contextledger.window.audit import CachePrices
+    from contextledger.window.policies import PolicySpecError
+
+    try:
+        prices = CachePrices(write=cache_write, read=cache_read)
+        compared.parse_compared(policies or DEFAULT_POLICIES)  # a bad spec: before any work
+        standings = load_standings(standings_file) if standings_file else None
+        found = compared.compare(
+            paths, policies or DEFAULT_POLICIES, standings=standings, prices=prices
+        )
+    except (PolicySpecError, StandingsFileError, ArchiveError) as error:
+        _fail(_error_lines(error))
+        raise  # unreachable: _fail exits
+    except ValueError as error:  # a cache price that is no price
+        _fail(str(error))
+        raise  # unreachable: _fail exits
+    _name_skipped(found.skipped)
+    _name_duplicates(found.duplicates)
+    if standings is not None:
+        _name_unmatched("standings", standings.column("run_id").to_pylist(), found.run_ids)
+    if found.left_out:
+        _warn(found.left_out)
+    for problem in found.problems:
+        _warn(f"skipped {problem.where}: {problem.reason}")
+    _name_nothing_selected(found.runs, paths, archived=found.archived, then=": nothing to compare")
+    note = compared.describe(found)
+    if output_format == "json":
+        text = found.per_run.write_ndjson()
+    elif output_format == "csv":
+        text = found.per_run.write_csv()
+    else:
+        text = f"{_table_text(compared.display_table(found.table), width=250, str_len=100)}\n"
+    if output_format == "table" and output is None:
+        text += note
+    _emit(text, output)
+    if output_format != "table" or output is not None:
+        click.echo(note, err=True, nl=False)
+    if found.problems:
         sys.exit(EXIT_UNREADABLE_INPUT)

@@ -7,7 +7,7 @@ opens offline, and exports each chart as SVG and PNG for slides.
 
 >>> data = collect()  # the bundled sample
 >>> sorted(build_charts(data))
-['earn_rate', 'gates', 'outcomes', 'policies', 'timeline']
+['earn_rate', 'gates', 'outcomes', 'policies', 'policy_cost', 'timeline']
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from contextledger.archive.tables import (
     stream_batches,
     unreplayable_runs,
 )
+from contextledger.jobs.compare import comparison_table
 from contextledger.jobs.whatif import read_inputs
 from contextledger.ledger.compute import compute_ledger
 from contextledger.ledger.gates import describe_total, gate_what_if
@@ -52,10 +53,10 @@ from contextledger.report.frames import (
     accounting_comparison,
     refused_runs,
     timeline_frame,
-    wire_check,
 )
 from contextledger.tables.build import RunTables, load_outcomes, read_runs
 from contextledger.tables.standings import load_standings
+from contextledger.window.audit import AUDIT_SCHEMA, CachePrices, audit_table, wire_frame
 from contextledger.window.standings import timelines
 from contextledger.window.whatif import parse_policies, per_policy, whatif_table
 
@@ -70,7 +71,7 @@ DEFAULT_POLICIES = (
     "token_budget:threshold=500",
 )
 #: Chart names, in the order the page shows them, and the file names they export to.
-CHART_NAMES = ("earn_rate", "outcomes", "gates", "policies", "timeline")
+CHART_NAMES = ("earn_rate", "outcomes", "gates", "policies", "policy_cost", "timeline")
 
 
 @dataclass
@@ -93,6 +94,8 @@ class ReportData:
     #: Runs read whose message stream could not be (path, line, run_id, reason): in the
     #: ledger, left out of the window policies.
     unreplayed: list[dict[str, Any]] = field(default_factory=list)
+    #: The audit of every (run, policy) (:func:`~contextledger.window.audit.audit_table`).
+    audit: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=AUDIT_SCHEMA))
     min_offers: int = DEFAULT_MIN_OFFERS
     bundled: bool = False
 
@@ -169,13 +172,20 @@ def collect(
         _archive_batches(archived) if archived is not None else _snapshot_batches(paths, tables)
     )
 
-    def replayed(streams: list[RunMessages], standing_rows: list[dict[str, Any]]) -> pl.DataFrame:
+    def replayed(
+        streams: list[RunMessages], standing_rows: list[dict[str, Any]]
+    ) -> tuple[pl.DataFrame, pl.DataFrame]:
         per_run = whatif_table(streams, parsed, standing_rows)
-        wire = wire_check(streams, parsed, standing_rows)
-        return per_run.join(wire, on=["run_id", "policy"], how="left", maintain_order="left")
+        audited = audit_table(streams, parsed, standing_rows)
+        wire = wire_frame(audited)
+        joined = per_run.join(wire, on=["run_id", "policy"], how="left", maintain_order="left")
+        return joined, audited
 
-    parts = [replayed(streams, [*held, *given]) for streams, held in batches()]
-    per_run = pl.concat(parts or [replayed([], [])])
+    parts = [replayed(streams, [*held, *given]) for streams, held in batches()] or [
+        replayed([], [])
+    ]
+    per_run = pl.concat(part for part, _ in parts)
+    audited = pl.concat(audit for _, audit in parts)
 
     label, run_id = _timeline_choice(per_run, parsed, timeline_policy, timeline_run)
     timeline = pl.DataFrame(schema=TIMELINE_SCHEMA)
@@ -201,6 +211,7 @@ def collect(
         gate_total=gate_total,
         per_run=per_run,
         per_policy=per_policy(per_run),
+        audit=audited,
         policies=[label for label, _ in parsed],
         timeline=timeline,
         standings_from=display_path(standings) if standings is not None else None,
@@ -284,6 +295,7 @@ def build_charts(data: ReportData) -> dict[str, alt.TopLevelMixin]:
         "outcomes": data.association.height > 0,
         "gates": charts.gate_touched(data.gate_pieces).height > 0,
         "policies": data.per_run.height > 0,
+        "policy_cost": data.audit.height > 0,
         "timeline": data.timeline.height > 0,
     }
     build: dict[str, Callable[[], alt.TopLevelMixin]] = {
@@ -291,6 +303,7 @@ def build_charts(data: ReportData) -> dict[str, alt.TopLevelMixin]:
         "outcomes": lambda: charts.outcome_chart(data.association),
         "gates": lambda: charts.gate_chart(data.gate_pieces),
         "policies": lambda: charts.policy_chart(data.per_run),
+        "policy_cost": lambda: charts.compare_chart(comparison_table(data.audit, data.policies)),
         "timeline": lambda: charts.timeline_chart(data.timeline),
     }
     return {name: build[name]() for name in CHART_NAMES if drawable[name]}
@@ -398,7 +411,7 @@ def render_html(data: ReportData, built: dict[str, alt.TopLevelMixin] | None = N
 
     >>> page = render_html(collect(policies=["none", "sliding:keep=6"]))
     >>> "<script src=" in page, page.count('class="chart"')
-    (False, 5)
+    (False, 6)
     """
     import jinja2
 
@@ -446,6 +459,7 @@ def render_html(data: ReportData, built: dict[str, alt.TopLevelMixin] | None = N
         charts=[(name, _spec_json(chart)) for name, chart in built.items()],
         chart_names=list(built),
         vega_script=_vega_script(),
+        cache_prices=CachePrices(),
     )
 
 

@@ -1,14 +1,13 @@
 """The frames the report and the charts read that no other module computes.
 
-A replayed window's timeline (turn by turn, call by call), whether each window a
-policy would have served is one a provider accepts, and the two accountings'
-totals side by side. Each is a small reshaping of what ``window`` and ``tables``
-already compute.
+A replayed window's timeline (turn by turn, call by call) and the two accountings'
+totals side by side (whether a window is one a provider accepts is
+:mod:`contextledger.window.audit`'s). Each is a small reshaping of what ``window``
+and ``tables`` already compute.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
 from typing import Any
 
 import polars as pl
@@ -18,7 +17,6 @@ from contextledger.tables.build import RunTables
 from contextledger.tables.windows import messages_table
 from contextledger.window.policies import Policy, parse_policy
 from contextledger.window.replay import Standings, replay
-from contextledger.window.standings import timelines
 
 #: What each refusal reason means, for a reader who has not read agentfootprint.
 REASON_TEXT = {
@@ -134,68 +132,6 @@ def timeline_frame(
                 }
             )
     return pl.DataFrame(rows, schema=TIMELINE_SCHEMA)
-
-
-def wire_violations(window: Sequence[Message]) -> list[str]:
-    """What a provider would reject in a window: each problem once per message.
-
-    ``head-not-user`` (the first message is not the user's), ``orphan-result`` (a
-    tool result whose call is not earlier in the window), ``unanswered-call`` (a
-    tool call with no result in the window).
-
-    >>> from contextledger.read.messages import Message, ToolCall
-    >>> call = Message("assistant", "", tool_calls=(ToolCall("c1", "probe"),))
-    >>> wire_violations([Message("user", "go"), call, Message("tool", "r", tool_call_id="c1")])
-    []
-    >>> wire_violations([Message("tool", "r", tool_call_id="c0"), call])
-    ['head-not-user', 'orphan-result', 'unanswered-call']
-    """
-    problems: list[str] = []
-    if window and window[0].role != "user":
-        problems.append("head-not-user")
-    asked: set[str] = set()
-    answered = {m.tool_call_id for m in window if m.role == "tool" and m.tool_call_id}
-    for message in window:
-        if message.role == "tool" and message.tool_call_id not in asked:
-            problems.append("orphan-result")
-        asked.update(call.id for call in message.tool_calls)
-    for message in window:
-        problems.extend("unanswered-call" for c in message.tool_calls if c.id not in answered)
-    return problems
-
-
-def wire_check(
-    streams: Sequence[RunMessages],
-    policies: Sequence[tuple[str, Policy]],
-    standings_rows: Sequence[Mapping[str, Any]] = (),
-) -> pl.DataFrame:
-    """Per (run, policy): how many problems :func:`wire_violations` finds in the windows
-    the policy would have served, and which kinds, replayed as the what-if replays them.
-
-    >>> from contextledger.jobs.whatif import read_inputs
-    >>> from contextledger.window.whatif import parse_policies
-    >>> streams = read_inputs("data/sample/s0003-loop.json.gz").streams
-    >>> wire_check(streams, parse_policies(["sliding:keep=1"])).row(0)
-    ('s0003-loop', 'sliding:keep=1', 0, [])
-    """
-    by_run = timelines(standings_rows)
-    rows = []
-    for stream in streams:
-        timeline = by_run.get(stream.run_id)
-        for label, policy in policies:
-            result = replay(stream, policy, timeline.at if timeline else None)
-            found = [problem for window in result.served for problem in wire_violations(window)]
-            rows.append((stream.run_id, label, len(found), sorted(set(found))))
-    return pl.DataFrame(
-        rows,
-        schema={
-            "run_id": pl.String,
-            "policy": pl.String,
-            "wire_violations": pl.Int64,
-            "wire_violation_kinds": pl.List(pl.String),
-        },
-        orient="row",
-    )
 
 
 def accounting_totals(tables: RunTables) -> dict[str, int]:

@@ -1,0 +1,266 @@
+"""Compare window policies over a source: the audit of every run, side by side.
+
+Reads the runs as the what-if does (snapshot paths, runs in memory, or an archive
+``DIR?since=..``, a batch at a time), audits each (run, policy) with
+:func:`~contextledger.window.audit.audit_table` and puts the policies side by side:
+wire problems, facts reaching the answer, results rewritten, input tokens, prefix-cache
+invalidations and what the tokens cost with and without a prompt cache.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pyarrow as pa
+
+from contextledger.jobs.whatif import ArchiveReplay, _standing_rows, read_inputs, with_problems
+from contextledger.read.identity import DUPLICATES
+from contextledger.read.snapshot import ReadProblem
+from contextledger.tables import schema
+from contextledger.tables.build import ACCOUNTING_MODES
+from contextledger.window.audit import (
+    AUDIT_SCHEMA,
+    AnyPolicy,
+    CachePrices,
+    audit_table,
+    parse_audit_policy,
+)
+from contextledger.window.frameworks import FrameworkPolicy
+from contextledger.window.policies import Policy
+
+
+@dataclass
+class Comparison:
+    """Policies compared over a source: ``per_run`` (one :data:`AUDIT_SCHEMA` row per run
+    and policy) and ``table`` (one row per policy), with what could not be read."""
+
+    per_run: pl.DataFrame
+    table: pl.DataFrame
+    prices: CachePrices
+    runs: int = 0
+    problems: list[ReadProblem] = field(default_factory=list)
+    duplicates: pa.Table = field(default_factory=lambda: schema.empty(DUPLICATES))
+    skipped: list[str] = field(default_factory=list)
+    #: The run ids read (to name standings rows that match none).
+    run_ids: list[str] = field(default_factory=list)
+    #: Over an archive: how many selected runs were left out (``''``: none, or snapshots).
+    left_out: str = ""
+    #: True when the source was an archive (its selection, not files, chose the runs).
+    archived: bool = False
+
+
+def parse_compared(specs: Sequence[str | AnyPolicy] | str) -> list[tuple[str, AnyPolicy]]:
+    """``(spec as given, policy)`` per spec, duplicates once; raises ``PolicySpecError``
+    naming the first bad one.
+
+    >>> [label for label, _ in parse_compared(["none", "sliding:keep=6", "none"])]
+    ['none', 'sliding:keep=6']
+    """
+    given = [specs] if isinstance(specs, str | AnyPolicy) else list(specs)
+    parsed: dict[str, AnyPolicy] = {}
+    for spec in given:
+        label = spec.spec if isinstance(spec, Policy | FrameworkPolicy) else str(spec).strip()
+        if label not in parsed:
+            parsed[label] = parse_audit_policy(spec)
+    if not parsed:
+        msg = "give at least one window policy (e.g. 'sliding:keep=6')"
+        raise ValueError(msg)
+    return list(parsed.items())
+
+
+def compare(
+    paths: Any,
+    policies: Sequence[str | AnyPolicy] | str,
+    *,
+    standings: Any = None,
+    prices: CachePrices | None = None,
+) -> Comparison:
+    """Audit every run under every policy: per-run rows and the side-by-side table.
+
+    ``paths`` is what :func:`~contextledger.jobs.whatif.read_inputs` takes, or one
+    archive (``DIR``, ``DIR?since=..&label=..``), read a batch of runs at a time.
+    ``standings`` (a CSV / JSON Lines file, or a frame of ``run_id, tool_call_id,
+    standing, iteration``) adds to the standings the snapshots or the archive hold.
+
+    >>> found = compare("data/sample/s0001-fact-bench.json.gz", ["none", "sliding:keep=6"],
+    ...                 standings="data/sample-standings.csv")
+    >>> found.table.select("policy", "facts_at_answer", "facts_declared").rows()
+    [('none', 6, 6), ('sliding:keep=6', 6, 6)]
+    """
+    parsed = parse_compared(policies)
+    prices = prices or CachePrices()
+    given = _standing_rows(standings)
+    archived = _compare_archive(paths, parsed, given, prices)
+    if archived is not None:
+        return archived
+    inputs = read_inputs(paths)
+    per_run = audit_table(inputs.streams, parsed, [*inputs.standings, *given], prices)
+    return Comparison(
+        per_run=per_run,
+        table=comparison_table(per_run, [label for label, _ in parsed]),
+        prices=prices,
+        runs=len(inputs.streams),
+        problems=list(inputs.problems),
+        duplicates=inputs.duplicates,
+        skipped=list(inputs.skipped),
+        run_ids=[stream.run_id for stream in inputs.streams],
+    )
+
+
+def _compare_archive(
+    paths: Any,
+    parsed: list[tuple[str, AnyPolicy]],
+    given: list[dict[str, Any]],
+    prices: CachePrices,
+) -> Comparison | None:
+    """:func:`compare` over an archive, a batch of runs at a time; None when ``paths``
+    names none."""
+    from contextledger.archive.tables import archive_tables, stream_batches
+
+    named = [paths] if isinstance(paths, str | Path) else paths
+    if not all(isinstance(path, str | Path) for path in named):
+        return None
+    tables = archive_tables([str(path) for path in named], ACCOUNTING_MODES[0])
+    if tables is None:
+        return None
+    started = time.perf_counter()
+    parts = [pl.DataFrame(schema=AUDIT_SCHEMA)]
+    run_ids: list[str] = []
+    for streams, held in stream_batches(tables.archive, tables.selection):
+        parts.append(audit_table(streams, parsed, [*held, *given], prices))
+        run_ids += [stream.run_id for stream in streams]
+    per_run = pl.concat(parts)
+    seconds = time.perf_counter() - started
+    replayed = with_problems(ArchiveReplay(per_run.lazy(), len(run_ids), seconds), tables)
+    return Comparison(
+        per_run=per_run,
+        table=comparison_table(per_run, [label for label, _ in parsed]),
+        prices=prices,
+        runs=len(run_ids),
+        problems=replayed.problems,
+        run_ids=run_ids,
+        left_out=replayed.left_out_text(),
+        archived=True,
+    )
+
+
+#: Columns of :func:`comparison_table`.
+TABLE_SCHEMA: dict[str, Any] = {
+    "policy": pl.String,
+    "runs": pl.Int64,
+    "wire_problems": pl.Int64,
+    "runs_rejected": pl.Int64,
+    "first_offending_call": pl.String,
+    "facts_at_answer": pl.Int64,
+    "facts_declared": pl.Int64,
+    "answer_placeholders": pl.Int64,
+    "answer_previews": pl.Int64,
+    "input_tokens": pl.Int64,
+    "input_tokens_from": pl.String,
+    "runs_without_tokens": pl.Int64,
+    "cache_invalidations": pl.Int64,
+    "cost_without_cache": pl.Float64,
+    "cost_with_cache": pl.Float64,
+}
+
+
+def comparison_table(per_run: pl.DataFrame, policies: Sequence[str]) -> pl.DataFrame:
+    """One row per policy, in the order given: the per-run audit summed over the runs.
+
+    ``first_offending_call`` names the first run (in input order) whose windows a
+    provider would reject: ``RUN call N: KIND: the message``. ``input_tokens`` and the
+    costs add up the runs whose tokens are known (``runs_without_tokens`` are not: no
+    call of theirs reported a count to estimate from); ``input_tokens_from`` says
+    whether the counts are the provider's, estimates, or both.
+    """
+    first = pl.format(
+        "{} call {}: {}: {}",
+        "run_id",
+        "first_problem_call",
+        "first_problem_kind",
+        "first_problem_message",
+    )
+    sources = pl.col("input_tokens_from").drop_nulls().unique()
+    grouped = (
+        per_run.lazy()
+        .group_by("policy", maintain_order=True)
+        .agg(
+            runs=pl.len().cast(pl.Int64),
+            wire_problems=pl.col("wire_problems").sum(),
+            runs_rejected=(pl.col("wire_problems") > 0).sum().cast(pl.Int64),
+            first_offending_call=first.drop_nulls().first(),
+            facts_at_answer=pl.col("facts_at_answer").sum(),
+            facts_declared=pl.col("facts_declared").sum(),
+            answer_placeholders=pl.col("answer_placeholders").sum(),
+            answer_previews=pl.col("answer_previews").sum(),
+            input_tokens=pl.col("input_tokens").sum(),
+            input_tokens_from=pl.when(sources.len() > 1)
+            .then(pl.lit("recorded+estimated"))
+            .otherwise(sources.first()),
+            runs_without_tokens=pl.col("input_tokens").null_count().cast(pl.Int64),
+            cache_invalidations=pl.col("cache_invalidations").sum(),
+            cost_without_cache=pl.col("cost_without_cache").sum(),
+            cost_with_cache=pl.col("cost_with_cache").sum(),
+        )
+        .collect()
+    )
+    order = pl.DataFrame({"policy": list(policies)}, schema={"policy": pl.String})
+    table = order.join(grouped, on="policy", how="left", maintain_order="left")
+    return table.with_columns(
+        pl.col(name).fill_null(0)
+        for name, dtype in TABLE_SCHEMA.items()
+        if dtype in (pl.Int64, pl.Float64)
+    ).cast(TABLE_SCHEMA)  # type: ignore[arg-type]
+
+
+def display_table(table: pl.DataFrame) -> pl.DataFrame:
+    """What the ``table`` format prints: one row per policy, counts with thousands commas,
+    facts as ``at the answer / declared``."""
+
+    def number(name: str) -> pl.Expr:
+        return (
+            pl.col(name)
+            .round(0)
+            .cast(pl.Int64)
+            .map_elements(lambda value: f"{value:,}", return_dtype=pl.String)
+        )
+
+    return table.select(
+        "policy",
+        "runs",
+        pl.col("wire_problems").alias("wire problems"),
+        pl.col("first_offending_call").fill_null("-").alias("first offending call"),
+        pl.format("{} / {}", "facts_at_answer", "facts_declared").alias("facts at answer"),
+        pl.format("{} / {}", "answer_placeholders", "answer_previews").alias(
+            "placeholders / previews"
+        ),
+        number("input_tokens").alias("input tokens"),
+        pl.col("input_tokens_from").fill_null("-").alias("tokens from"),
+        pl.col("cache_invalidations").alias("cache invalidations"),
+        number("cost_without_cache").alias("cost, no cache"),
+        number("cost_with_cache").alias("cost, cache"),
+    )
+
+
+def describe(comparison: Comparison) -> str:
+    """The lines under the table: what was compared, the price model, what is missing."""
+    policies = comparison.table.height
+    prices = comparison.prices
+    line = (
+        f"{comparison.runs} run(s) under {policies} polic{'y' if policies == 1 else 'ies'}; "
+        "counts are totals over the runs. Wire problems: per kind, per message, per call. "
+        "Facts: tool results filed as 'fact' reaching the last call verbatim / filed.\n"
+        "Costs in base input-token units: without a cache every token costs 1; with one, "
+        f"the prefix a call shares with the previous call's window is read at {prices.read:g} "
+        f"and the rest written at {prices.write:g}. A cache invalidation: the previous "
+        "window is not a prefix of this one."
+    )
+    missing = max(comparison.table["runs_without_tokens"].to_list(), default=0)
+    if missing:
+        line += f"\n{missing} run(s) reported no input tokens: left out of tokens and costs."
+    return line + "\n"

@@ -1,0 +1,454 @@
+"""What a window policy does to the wire, the facts and the cache, at every model call.
+
+Everything here reads one shape only: the windows a policy would have served, one per
+model call in call order (``served``), and the run's :class:`RunMessages` stream. A
+policy's replay gives that shape whichever framework it imitates, so one audit judges
+them all; :func:`served_windows` is the one place a policy spec is turned into it.
+
+Per (run, policy), :func:`audit_run` counts
+
+* **wire validity** (:func:`wire_violations`): what a provider rejects in a request;
+* **what reached the answer**: tool results verbatim in the last call's window, the
+  facts among them (the what-if's standings rule), and results a policy rewrote in
+  place (``Message.edit``: placeholders, previews, summaries);
+* **cost**: input tokens over all calls, and prefix-cache invalidations priced with a
+  :class:`CachePrices` model.
+
+Pure functions, no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import polars as pl
+
+from contextledger.read.messages import Message, RunMessages
+from contextledger.window.frameworks import (
+    FrameworkPolicy,
+    parse_any_policy,
+    replay_framework,
+)
+from contextledger.window.policies import Policy
+from contextledger.window.refusals import current_request_index, is_result
+from contextledger.window.replay import Standings, replay, same_window
+from contextledger.window.standings import StandingsTimeline, timelines
+from contextledger.window.turns import window_chars
+
+#: A policy of any family the audit replays: agentfootprint's or another framework's.
+AnyPolicy = Policy | FrameworkPolicy
+
+
+# ── which windows a policy serves ──────────────────────────────────
+
+
+def parse_audit_policy(spec: str | AnyPolicy) -> AnyPolicy:
+    """A policy spec of any family the audit replays: another framework's by the name it
+    starts with (``anthropic_clear:...``), else agentfootprint's (``none``,
+    ``sliding:...``, ``token_budget:...``); raises ``PolicySpecError`` naming it."""
+    return parse_any_policy(spec)
+
+
+def served_windows(
+    stream: RunMessages, policy: str | AnyPolicy, standings: Standings | None = None
+) -> list[list[Message]]:
+    """The window each model call of ``stream`` would have been served under ``policy``.
+
+    The one dispatch from a policy to its replay: agentfootprint's policies go to
+    :func:`~contextledger.window.replay.replay` (``standings`` arms their fact pin);
+    another framework's policy goes to :func:`~contextledger.window.frameworks.replay_framework`
+    (standings do not change what those frameworks keep).
+
+    >>> from contextledger.jobs.whatif import read_inputs
+    >>> stream = read_inputs("data/sample/s0003-loop.json.gz").streams[0]
+    >>> [len(w) for w in served_windows(stream, "sliding:keep=2")][:5]
+    [1, 4, 6, 8, 8]
+    """
+    parsed = parse_audit_policy(policy)
+    if isinstance(parsed, FrameworkPolicy):
+        return replay_framework(stream, parsed).served
+    return replay(stream, parsed, standings).served
+
+
+# ── wire validity ──────────────────────────────────────────────────
+
+#: What a provider rejects, each counted per message per call.
+WIRE_KINDS = ("head-not-user", "orphan-result", "unanswered-call", "request-dropped")
+#: The column counting each kind in :func:`audit_run`'s row.
+WIRE_COLUMNS = {kind: "wire_" + kind.replace("-", "_") for kind in WIRE_KINDS}
+
+
+@dataclass(frozen=True)
+class WireViolation:
+    """One thing a provider would reject in one window."""
+
+    kind: str
+    #: The message it is about (for ``request-dropped``: the request no longer there).
+    message: Message
+    #: Its position in the window; -1 when it is not in the window.
+    position: int
+
+
+def wire_violations(
+    window: Sequence[Message], request: Message | None = None
+) -> list[WireViolation]:
+    """What a provider would reject in a window, in window order, each problem once per
+    message.
+
+    ``head-not-user``: the first message after any system messages is not the user's
+    (a tool result or an assistant turn opens it). ``orphan-result``: a tool result
+    whose call is not earlier in the window. ``unanswered-call``: a tool call whose
+    result is not in the window while the call stays. ``request-dropped``: ``request``
+    (the run's current request at this call) is not in the window.
+
+    >>> from contextledger.read.messages import Message, ToolCall
+    >>> call = Message("assistant", "", tool_calls=(ToolCall("c1", "probe"),))
+    >>> ask = Message("user", "go")
+    >>> wire_violations([ask, call, Message("tool", "r", tool_call_id="c1")], ask)
+    []
+    >>> [v.kind for v in wire_violations([Message("tool", "r", tool_call_id="c0"), call], ask)]
+    ['head-not-user', 'orphan-result', 'unanswered-call', 'request-dropped']
+    """
+    found: list[WireViolation] = []
+    head = next((p for p, m in enumerate(window) if m.role != "system"), None)
+    if head is not None and window[head].role != "user":
+        found.append(WireViolation("head-not-user", window[head], head))
+    asked: set[str] = set()
+    answered = {m.tool_call_id for m in window if m.role == "tool" and m.tool_call_id}
+    for position, message in enumerate(window):
+        if message.role == "tool" and message.tool_call_id not in asked:
+            found.append(WireViolation("orphan-result", message, position))
+        asked.update(call.id for call in message.tool_calls)
+    for position, message in enumerate(window):
+        found.extend(
+            WireViolation("unanswered-call", message, position)
+            for call in message.tool_calls
+            if call.id not in answered
+        )
+    if request is not None and not any(m is request for m in window):
+        found.append(WireViolation("request-dropped", request, -1))
+    return found
+
+
+def current_requests(stream: RunMessages) -> list[Message | None]:
+    """The run's current request at each model call: in the window no policy trimmed (every
+    message the run appended before the call), the last message a person said whose text
+    is the run's ``userMessage`` (else the last a person said); None where there is none.
+    """
+    out: list[Message | None] = []
+    entered: list[Message] = []
+    for call in stream.calls:
+        entered += stream.entering_before(call.ordinal)
+        position = current_request_index(entered, stream.user_message)
+        out.append(entered[position] if position >= 0 else None)
+    return out
+
+
+def describe_message(message: Message) -> str:
+    """A message as a user finds it again: what it is, and its place in the run's stream.
+
+    >>> from contextledger.read.messages import Message
+    >>> describe_message(Message("tool", "r", tool_call_id="c1", tool_name="probe", index=7))
+    'tool result c1 (probe), stream message 7'
+    """
+    if message.role == "tool":
+        name = message.resolved_tool_name or message.tool_name
+        what = f"tool result {message.tool_call_id or '(no call id)'}" + (
+            f" ({name})" if name else ""
+        )
+    elif message.tool_calls:
+        calls = ", ".join(f"{c.id} ({c.name})" for c in message.tool_calls[:3])
+        more = len(message.tool_calls) - 3
+        what = f"assistant calling {calls}" + (f" and {more} more" if more > 0 else "")
+    else:
+        text = " ".join(message.content.split())
+        text = text if len(text) <= 40 else f"{text[:39]}…"
+        what = f"{message.role} message" + (f" {text!r}" if text else "")
+    where = "written by the policy" if message.index < 0 else f"stream message {message.index}"
+    return f"{what}, {where}"
+
+
+# ── the cache ──────────────────────────────────────────────────────
+
+
+@dataclass(frozen=True)
+class CachePrices:
+    """Prompt-cache prices as multiples of the base input-token price.
+
+    Defaults are Anthropic's published ratios: a 5-minute cache write costs 1.25x the
+    base input price and a cache read 0.1x ("Prompt caching", Pricing:
+    https://platform.claude.com/docs/en/build-with-claude/prompt-caching#pricing; a
+    1-hour write is 2x). :func:`priced` states how a run is priced with them: the best
+    case, where every call caches its whole window and the next reads any shared prefix
+    (no minimum cacheable length, no breakpoint limit).
+    """
+
+    write: float = 1.25
+    read: float = 0.1
+
+    def __post_init__(self) -> None:
+        for name in ("write", "read"):
+            value = getattr(self, name)
+            if not value >= 0 or value == float("inf"):  # also refuses NaN
+                msg = f"cache {name} price must be a finite number >= 0, not {value!r}"
+                raise ValueError(msg)
+
+
+def _wire_key(message: Message) -> tuple[Any, ...]:
+    """What a cache compares: which message it is and the bytes it carries now (an
+    edited message differs from its original)."""
+    stream_index = message.index if message.index >= 0 and not message.window_authored else None
+    return (
+        stream_index,
+        message.role,
+        message.content,
+        message.chars,
+        message.tool_call_id,
+        message.tool_calls,
+        message.edit,
+    )
+
+
+def shared_prefix(previous: Sequence[Message], current: Sequence[Message]) -> int:
+    """How many leading messages ``current`` shares with ``previous`` (same message, same
+    content, same edit).
+
+    >>> from contextledger.read.messages import Message
+    >>> a, b, c = Message("user", "a", index=0), Message("tool", "b", index=1), Message("user", "c")
+    >>> shared_prefix([a, b], [a, b, c]), shared_prefix([a, b], [a, c])
+    (2, 1)
+    """
+    count = 0
+    for old, new in zip(previous, current, strict=False):
+        if old is not new and _wire_key(old) != _wire_key(new):
+            break
+        count += 1
+    return count
+
+
+@dataclass(frozen=True)
+class CallCost:
+    """One model call's input tokens, the part a prompt cache could have read, and whether
+    it broke the previous call's prefix."""
+
+    tokens: int | None
+    recorded: bool
+    cached: int | None
+    invalidated: bool
+
+
+def call_costs(
+    stream: RunMessages, served: Sequence[Sequence[Message]], rate: float | None
+) -> list[CallCost]:
+    """Per model call: input tokens, cached tokens, and whether the cache was invalidated.
+
+    Tokens are the provider's recorded count where the call was served the very window
+    the run sent and reported a count (so, usually, under ``none``), else
+    ``round(rate * chars)`` (``rate``: the run's recorded tokens per char), None with no
+    rate. The cached part is ``round(rate * chars of the prefix shared with the previous
+    call's window)`` (at most the call's tokens; 0 at the first call). A call invalidates
+    the cache when the previous call's window is not a prefix of its own.
+    """
+    out: list[CallCost] = []
+    previous: Sequence[Message] | None = None
+    for call, window in zip(stream.calls, served, strict=True):
+        recorded = call.input_tokens > 0 and same_window(window, stream.window(call.window_served))
+        tokens: int | None
+        if recorded:
+            tokens = call.input_tokens
+        else:
+            tokens = None if rate is None else round(rate * window_chars(window))
+        shared = 0 if previous is None else shared_prefix(previous, window)
+        invalidated = previous is not None and shared < len(previous)
+        cached: int | None = None
+        if tokens is not None and rate is not None:
+            cached = min(tokens, round(rate * window_chars(window[:shared])))
+        elif tokens is not None:
+            cached = 0
+        out.append(CallCost(tokens, recorded, cached, invalidated))
+        previous = window
+    return out
+
+
+def priced(costs: Sequence[CallCost], prices: CachePrices) -> tuple[float | None, float | None]:
+    """``(without cache, with cache)`` in base input-token units, over ``costs``.
+
+    Without a cache every input token costs 1. With one, each call reads the tokens of
+    the prefix it shares with the previous call's window at ``prices.read`` and writes
+    the rest at ``prices.write`` (every call caches its whole window for the next; the
+    first call writes all of it): ``sum(cached * read + (tokens - cached) * write)``.
+    None when some call's tokens are unknown.
+
+    >>> costs = [CallCost(100, True, 0, False), CallCost(150, False, 100, False)]
+    >>> priced(costs, CachePrices())
+    (250.0, 197.5)
+    """
+    if any(c.tokens is None or c.cached is None for c in costs):
+        return None, None
+    without = float(sum(c.tokens or 0 for c in costs))
+    with_cache = sum(
+        (c.cached or 0) * prices.read + ((c.tokens or 0) - (c.cached or 0)) * prices.write
+        for c in costs
+    )
+    return without, with_cache
+
+
+# ── one row per (run, policy) ──────────────────────────────────────
+
+#: Columns of :func:`audit_run`'s rows, in order.
+AUDIT_SCHEMA: dict[str, Any] = {
+    "run_id": pl.String,
+    "policy": pl.String,
+    "model_calls": pl.Int64,
+    "wire_problems": pl.Int64,
+    **{column: pl.Int64 for column in WIRE_COLUMNS.values()},
+    "calls_rejected": pl.Int64,
+    "first_problem_call": pl.Int64,
+    "first_problem_kind": pl.String,
+    "first_problem_message": pl.String,
+    "facts_declared": pl.Int64,
+    "facts_at_answer": pl.Int64,
+    "answer_results_verbatim": pl.Int64,
+    "answer_placeholders": pl.Int64,
+    "answer_previews": pl.Int64,
+    "answer_summaries": pl.Int64,
+    "tokens_per_char": pl.Float64,
+    "input_tokens": pl.Int64,
+    "input_tokens_from": pl.String,
+    "cached_tokens": pl.Int64,
+    "cache_invalidations": pl.Int64,
+    "cost_without_cache": pl.Float64,
+    "cost_with_cache": pl.Float64,
+}
+
+
+def audit_run(
+    stream: RunMessages,
+    label: str,
+    served: Sequence[Sequence[Message]],
+    timeline: StandingsTimeline | None = None,
+    prices: CachePrices | None = None,
+) -> dict[str, Any]:
+    """One :data:`AUDIT_SCHEMA` row: what the windows ``served`` (one per model call) did.
+
+    Wire problems are counted per kind over every call (a problem a window carries for
+    five calls counts five times); ``calls_rejected`` counts the calls with any;
+    ``first_problem_*`` names the earliest (call ordinal, kind, the message). Facts are
+    the what-if's: a tool result is a fact when its last filed standing is ``fact``;
+    ``facts_at_answer`` counts those in the last call's window verbatim (not rewritten
+    by the policy), ``facts_declared`` those in the run's stream. ``input_tokens_from``
+    says whether the token counts are the provider's (``recorded``), estimated
+    (``estimated``) or both.
+    """
+    prices = prices or CachePrices()
+    if len(served) != len(stream.calls):
+        msg = f"{stream.run_id}: {len(served)} windows for {len(stream.calls)} model calls"
+        raise ValueError(msg)
+    row: dict[str, Any] = dict.fromkeys(AUDIT_SCHEMA)
+    row.update(run_id=stream.run_id, policy=label, model_calls=len(stream.calls))
+    counts = dict.fromkeys(WIRE_KINDS, 0)
+    rejected = 0
+    for call, window, request in zip(stream.calls, served, current_requests(stream), strict=True):
+        found = wire_violations(window, request)
+        if not found:
+            continue
+        rejected += 1
+        for violation in found:
+            counts[violation.kind] += 1
+        if row["first_problem_call"] is None:
+            first = found[0]
+            row["first_problem_call"] = call.ordinal
+            row["first_problem_kind"] = first.kind
+            row["first_problem_message"] = describe_message(first.message)
+    row["wire_problems"] = sum(counts.values())
+    row.update({WIRE_COLUMNS[kind]: count for kind, count in counts.items()})
+    row["calls_rejected"] = rejected
+
+    final = timeline.final() if timeline else {}
+    results = {m.tool_call_id for m in stream.messages if is_result(m) and m.tool_call_id}
+    row["facts_declared"] = sum(final.get(call_id) == "fact" for call_id in results)
+    answer = served[-1] if served else []
+    verbatim = [m.tool_call_id for m in answer if is_result(m) and m.tool_call_id and not m.edit]
+    row["answer_results_verbatim"] = len(verbatim)
+    row["facts_at_answer"] = sum(final.get(call_id) == "fact" for call_id in verbatim)
+    edits = [m.edit for m in answer]
+    row["answer_placeholders"] = edits.count("placeholder")
+    row["answer_previews"] = edits.count("preview")
+    row["answer_summaries"] = edits.count("summary")
+
+    rate = stream.tokens_per_char()
+    costs = call_costs(stream, served, rate)
+    row["tokens_per_char"] = rate
+    known = all(c.tokens is not None for c in costs)
+    row["input_tokens"] = sum(c.tokens or 0 for c in costs) if known else None
+    sources = {c.recorded for c in costs}
+    row["input_tokens_from"] = (
+        None
+        if not costs or not known
+        else "recorded+estimated"
+        if len(sources) == 2
+        else "recorded"
+        if True in sources
+        else "estimated"
+    )
+    row["cached_tokens"] = sum(c.cached or 0 for c in costs) if known else None
+    row["cache_invalidations"] = sum(c.invalidated for c in costs)
+    row["cost_without_cache"], row["cost_with_cache"] = priced(costs, prices)
+    return row
+
+
+def audit_table(
+    streams: Sequence[RunMessages],
+    policies: Sequence[tuple[str, AnyPolicy]],
+    standings_rows: Sequence[Mapping[str, Any]] = (),
+    prices: CachePrices | None = None,
+) -> pl.DataFrame:
+    """One :func:`audit_run` row per (run, policy), runs in order, policies as given.
+
+    >>> from contextledger.jobs.whatif import read_inputs
+    >>> from contextledger.window.whatif import parse_policies
+    >>> streams = read_inputs("data/sample/s0003-loop.json.gz").streams
+    >>> audit_table(streams, parse_policies(["none"])).select("policy", "wire_problems").row(0)
+    ('none', 0)
+    """
+    by_run = timelines(standings_rows)
+    rows = []
+    for stream in streams:
+        timeline = by_run.get(stream.run_id)
+        for label, policy in policies:
+            served = served_windows(stream, policy, timeline.at if timeline else None)
+            rows.append(audit_run(stream, label, served, timeline, prices))
+    return pl.DataFrame(rows, schema=AUDIT_SCHEMA, orient="row")
+
+
+def wire_check(
+    streams: Sequence[RunMessages],
+    policies: Sequence[tuple[str, AnyPolicy]],
+    standings_rows: Sequence[Mapping[str, Any]] = (),
+) -> pl.DataFrame:
+    """Per (run, policy): how many problems :func:`wire_violations` finds in the windows
+    the policy would have served (``wire_violations``), and which kinds.
+
+    >>> from contextledger.jobs.whatif import read_inputs
+    >>> from contextledger.window.whatif import parse_policies
+    >>> streams = read_inputs("data/sample/s0003-loop.json.gz").streams
+    >>> wire_check(streams, parse_policies(["sliding:keep=1"])).row(0)
+    ('s0003-loop', 'sliding:keep=1', 0, [])
+    """
+    return wire_frame(audit_table(streams, policies, standings_rows))
+
+
+def wire_frame(audited: pl.DataFrame) -> pl.DataFrame:
+    """:func:`wire_check`'s columns from :func:`audit_table`'s rows."""
+    kinds = [
+        pl.when(pl.col(column) > 0).then(pl.lit(kind))
+        for kind, column in sorted(WIRE_COLUMNS.items())
+    ]
+    return audited.select(
+        "run_id",
+        "policy",
+        wire_violations=pl.col("wire_problems"),
+        wire_violation_kinds=pl.concat_list(kinds).list.drop_nulls(),
+    )

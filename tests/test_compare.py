@@ -1,0 +1,406 @@
+"""The policy audit and ``contextledger compare``: wire validity at every model call,
+facts at the answer, input tokens, prefix-cache invalidations and their cost."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import replace
+from pathlib import Path
+
+import polars as pl
+import pytest
+from click.testing import CliRunner
+from polars.testing import assert_frame_equal
+
+from contextledger.cli import main
+from contextledger.jobs.compare import compare
+from contextledger.jobs.ingest import ingest
+from contextledger.jobs.whatif import read_inputs, whatif
+from contextledger.read.messages import Message, ModelCall, RunMessages, ToolCall
+from contextledger.window.audit import (
+    AUDIT_SCHEMA,
+    WIRE_COLUMNS,
+    CachePrices,
+    audit_run,
+    call_costs,
+    priced,
+    served_windows,
+    wire_violations,
+)
+
+from .conftest import SAMPLE, require_corpus
+
+STANDINGS = SAMPLE.parent / "sample-standings.csv"
+LOOP = SAMPLE / "s0003-loop.json.gz"
+#: agentfootprint's own policies, gentle to brutal: each refuses to split a call from
+#: its result, to drop the current request, or to open a window with anything but a user.
+OWN_POLICIES = (
+    "none",
+    "sliding:keep=6",
+    "sliding:keep=3",
+    "sliding:keep=1",
+    "sliding:keep=1,last_tool_results=0,ledger_facts=0",
+    "token_budget:threshold=500",
+    "token_budget:threshold=100,keep=1,last_tool_results=0",
+)
+
+
+# ── wire validity ──────────────────────────────────────────────────
+
+
+def test_agentfootprints_own_policies_never_break_the_wire_on_the_corpus():
+    corpus = require_corpus()
+    found = compare(corpus / "runs", OWN_POLICIES, standings=STANDINGS)
+    assert found.runs == 301 and not found.problems
+    assert found.per_run.height == 301 * len(OWN_POLICIES)
+    broken = found.per_run.filter(pl.col("wire_problems") > 0)
+    assert broken.height == 0, broken.select("run_id", "policy", "first_problem_message").rows()
+    assert found.table["wire_problems"].to_list() == [0] * len(OWN_POLICIES)
+    assert found.table["first_offending_call"].to_list() == [None] * len(OWN_POLICIES)
+    # The audit reads what the what-if reads: tokens, facts and results at the answer agree.
+    per_run, _ = whatif(corpus / "runs", OWN_POLICIES, standings=STANDINGS)
+    joined = found.per_run.join(per_run, on=["run_id", "policy"], suffix="_whatif")
+    for ours, theirs in (
+        ("input_tokens", "input_tokens_whatif"),
+        ("facts_at_answer", "answer_facts_verbatim"),
+        ("facts_declared", "facts_declared_whatif"),
+        ("answer_results_verbatim", "answer_results_verbatim_whatif"),
+    ):
+        assert_frame_equal(
+            joined.select(pl.col(ours).alias("n")),
+            joined.select(pl.col(theirs).cast(pl.Int64).alias("n")),
+            check_exact=True,
+        )
+    # The corpus's cache picture (pinned): no window, no invalidation; the tighter the
+    # window, the more often it breaks the previous call's prefix.
+    table = found.table.select("policy", "cache_invalidations", "input_tokens").rows()
+    assert table[:5] == [
+        ("none", 0, 1_935_769),
+        ("sliding:keep=6", 704, 1_440_234),
+        ("sliding:keep=3", 1117, 1_091_541),
+        ("sliding:keep=1", 1417, 807_404),
+        ("sliding:keep=1,last_tool_results=0,ledger_facts=0", 1676, 609_984),
+    ]
+
+
+def loop_windows() -> tuple[RunMessages, list[list[Message]]]:
+    """s0003-loop and the windows ``none`` serves it (every message, in order)."""
+    stream = read_inputs(LOOP).streams[0]
+    return stream, [list(window) for window in served_windows(stream, "none")]
+
+
+def without(window: list[Message], *indices: int) -> list[Message]:
+    return [m for m in window if m.index not in indices]
+
+
+def test_a_hand_built_window_per_wire_rule_is_caught_at_its_first_offending_call():
+    stream, none = loop_windows()
+    assert [m.index for m in none[3]] == list(range(8))  # call 4: request, three batches
+    summary = Message("user", "[summary of the run so far]", edit="summary")
+    cases = {
+        # the assistant calling t1c1-8 and t1c1-9 is gone, both results stay
+        "orphan-result": (3, without(none[2], 1), "tool result t1c1-8 (send_email), stream "),
+        # t1c2-10's result is gone, its call stays
+        "unanswered-call": (4, without(none[3], 5), "assistant calling t1c2-10 (get_user)"),
+        # the window opens with an assistant turn (the request moved behind it)
+        "head-not-user": (3, [*none[2][1:], none[2][0]], "assistant calling t1c1-8 (send_email)"),
+        # the request is replaced by a summary: the window is well formed, the ask is gone
+        "request-dropped": (5, [summary, *none[4][1:]], "user message 'Please investigate: "),
+    }
+    for kind, (call, window, named) in cases.items():
+        served = [list(w) for w in none]
+        served[call - 1] = window
+        row = audit_run(stream, "hand", served)
+        assert row["first_problem_call"] == call, kind
+        assert row["first_problem_kind"] == kind
+        assert row["first_problem_message"].startswith(named), row["first_problem_message"]
+        assert row["calls_rejected"] == 1
+        others = {k: c for k, c in WIRE_COLUMNS.items() if k != kind}
+        assert all(row[column] == 0 for column in others.values()), (kind, row)
+        assert (
+            row[WIRE_COLUMNS[kind]] == row["wire_problems"] == (2 if kind == "orphan-result" else 1)
+        )
+    assert audit_run(stream, "none", none)["wire_problems"] == 0
+
+
+def test_a_problem_counts_at_every_call_that_carries_it_and_the_first_is_named():
+    stream, none = loop_windows()
+    served = [without(window, 5) if 5 in {m.index for m in window} else window for window in none]
+    row = audit_run(stream, "drops t1c2-10's result", served)
+    carrying = sum(5 in {m.index for m in window} for window in none)  # calls 3..13
+    assert carrying == 11
+    assert row["wire_unanswered_call"] == row["calls_rejected"] == carrying
+    assert row["first_problem_call"] == 3
+    assert row["first_problem_message"] == "assistant calling t1c2-10 (get_user), stream message 4"
+
+
+def test_wire_rules_on_single_windows():
+    ask = Message("user", "go", index=0)
+    system = Message("system", "be brief")
+    call = Message("assistant", "", tool_calls=(ToolCall("c1", "probe"),), index=1)
+    result = Message("tool", "r", tool_call_id="c1", index=2)
+    assert wire_violations([system, ask, call, result], ask) == []  # system first is fine
+    assert [v.kind for v in wire_violations([result, ask], ask)] == [
+        "head-not-user",
+        "orphan-result",
+    ]
+    assert [v.kind for v in wire_violations([ask, call], ask)] == ["unanswered-call"]
+    dropped = wire_violations([Message("user", "go")], ask)  # same text, another message
+    assert [(v.kind, v.message, v.position) for v in dropped] == [("request-dropped", ask, -1)]
+
+
+# ── what reached the answer ────────────────────────────────────────
+
+
+def test_results_rewritten_in_place_are_counted_by_edit_and_are_not_verbatim_facts():
+    stream = read_inputs(SAMPLE / "s0001-fact-bench.json.gz").streams[0]
+    from contextledger.tables.standings import load_standings
+    from contextledger.window.standings import timelines
+
+    timeline = timelines(load_standings(STANDINGS).to_pylist())[stream.run_id]
+    served = [list(w) for w in served_windows(stream, "none")]
+    answer = served[-1]
+    facts = [p for p, m in enumerate(answer) if timeline.final().get(m.tool_call_id) == "fact"]
+    assert len(facts) == 6
+    edits = {facts[0]: "placeholder", facts[1]: "preview", facts[2]: "placeholder"}
+    for position, edit in edits.items():
+        answer[position] = replace(answer[position], content="[cleared]", edit=edit)
+    row = audit_run(stream, "edited", served, timeline)
+    assert (row["facts_declared"], row["facts_at_answer"]) == (6, 3)
+    assert (row["answer_placeholders"], row["answer_previews"]) == (2, 1)
+    assert row["answer_results_verbatim"] == 20 - 3
+    assert row["cache_invalidations"] == 1  # the edited answer window breaks the prefix
+    assert row["wire_problems"] == 0  # a placeholder still answers its call
+
+
+# ── the cache and its cost ─────────────────────────────────────────
+
+
+def hand_stream() -> tuple[RunMessages, list[Message]]:
+    """Four 40-char messages; calls 1 and 2 reported 10 and 30 tokens for 40 and 120
+    chars (0.25 tokens per char), call 3 reported none."""
+    m = [
+        Message("user", "u" * 40, index=0, first_call=1),
+        Message("assistant", "a" * 40, tool_calls=(ToolCall("c1", "t"),), index=1, first_call=2),
+        Message("tool", "t" * 40, tool_call_id="c1", index=2, first_call=2),
+        Message("user", "v" * 40, index=3, first_call=3),
+    ]
+    served = ((0,), (0, 1, 2), (0, 1, 2, 3))
+    calls = [
+        ModelCall(n + 1, n + 1, n, f"call-llm#{n}", None, tokens, window, window)
+        for n, (tokens, window) in enumerate(zip((10, 30, 0), served, strict=True))
+    ]
+    return RunMessages("hand", "u" * 40, m, calls, served[-1], []), m
+
+
+def test_cache_invalidations_on_a_hand_built_sequence():
+    stream, (a, b, c, d) = hand_stream()
+    edited = replace(c, content="[cleared]", edit="placeholder")
+    same_edit = replace(c, content="[cleared]", edit="placeholder")  # another object, same bytes
+    sequence = [
+        [a],
+        [a, b, c],  # grows: the previous window is its prefix
+        [a, b, c, d],
+        [a, d],  # b and c dropped: invalidated
+        [a, b, edited],  # c back, rewritten: invalidated (an edit changes the bytes)
+        [a, b, same_edit],  # the same bytes in another object: the prefix holds
+        [a, b, same_edit],  # the same window again
+        [a],  # shrinks: the previous window is no prefix of it
+    ]
+    stream.calls = [replace(stream.calls[0], ordinal=n + 1) for n in range(len(sequence))]
+    costs = call_costs(stream, sequence, 0.25)
+    assert [c.invalidated for c in costs] == [False, False, False, True, True, False, False, True]
+    # 0.25 tokens per char of the shared prefix: "[cleared]" is 9 chars
+    assert [c.cached for c in costs] == [0, 10, 30, 10, 10, 22, 22, 10]
+
+
+def test_the_cost_arithmetic_is_exact_on_a_small_case():
+    stream, (a, b, c, d) = hand_stream()
+    assert stream.tokens_per_char() == 0.25
+    prices = CachePrices(write=1.25, read=0.5)
+    # As recorded: 10 and 30 tokens; call 3 estimated at 160 chars * 0.25 = 40.
+    row = audit_run(stream, "none", [[a], [a, b, c], [a, b, c, d]], prices=prices)
+    assert (row["input_tokens"], row["input_tokens_from"]) == (80, "recorded+estimated")
+    # cached: 0; a = 10; a, b, c = 30. Written: 10, 20, 10.
+    assert row["cached_tokens"] == 40 and row["cache_invalidations"] == 0
+    assert row["cost_without_cache"] == 80.0
+    assert row["cost_with_cache"] == 10 * 1.25 + (10 * 0.5 + 20 * 1.25) + (30 * 0.5 + 10 * 1.25)
+    # Call 3 drops b and c: 80 chars = 20 tokens, of which a's 10 are read.
+    row = audit_run(stream, "drop", [[a], [a, b, c], [a, d]], prices=prices)
+    assert (row["input_tokens"], row["cached_tokens"], row["cache_invalidations"]) == (60, 20, 1)
+    assert row["cost_with_cache"] == 12.5 + 30.0 + (10 * 0.5 + 10 * 1.25)
+    assert priced(call_costs(stream, [[a], [a, b, c], [a, d]], 0.25), CachePrices()) == (
+        60.0,
+        10 * 1.25 + (10 * 0.1 + 20 * 1.25) + (10 * 0.1 + 10 * 1.25),
+    )
+    # No call reported tokens: nothing to estimate from, so no tokens and no cost.
+    silent = replace(stream, calls=[replace(call, input_tokens=0) for call in stream.calls])
+    row = audit_run(silent, "none", [[a], [a, b, c], [a, b, c, d]])
+    assert row["input_tokens"] is None and row["cost_with_cache"] is None
+    assert row["input_tokens_from"] is None and row["cache_invalidations"] == 0
+
+
+def test_cache_prices_must_be_prices():
+    for bad in (-0.1, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="cache write price"):
+            CachePrices(write=bad)
+
+
+# ── compare over a source ──────────────────────────────────────────
+
+
+def test_compare_over_an_archive_gives_the_rows_it_gives_over_the_snapshots(tmp_path):
+    archive = tmp_path / "archive"
+    ingest([SAMPLE], archive, workers=1)
+    policies = ["none", "sliding:keep=3"]
+    snapshots = compare(SAMPLE, policies, standings=STANDINGS)
+    archived = compare(str(archive), policies, standings=STANDINGS)
+    assert archived.runs == snapshots.runs == 14 and not archived.problems
+    assert_frame_equal(archived.per_run, snapshots.per_run, check_exact=True)
+    assert_frame_equal(archived.table, snapshots.table, check_exact=True)
+    selected = compare(f"{archive}?run_id=s0001-fact-bench", policies, standings=STANDINGS)
+    assert selected.per_run["run_id"].unique().to_list() == ["s0001-fact-bench"]
+
+
+# ── the command ────────────────────────────────────────────────────
+
+
+def invoke(*args: object) -> object:
+    return CliRunner().invoke(main, ["compare", *map(str, args)])
+
+
+def test_compare_prints_the_side_by_side_table_with_the_reports_policies():
+    result = invoke(SAMPLE, "--standings", STANDINGS)
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    for policy in ("none", "sliding:keep=6,ledger_facts=0", "token_budget:threshold=500"):
+        assert any(line.startswith(f"│ {policy} ") for line in lines), policy
+    assert "wire problems" in lines[1] and "cost, cache" in lines[1]
+    assert "│ sliding:keep=6,ledger_facts=0 ┆ 14   ┆ 0 " in result.stdout
+    assert "┆ 2 / 6 " in result.stdout  # the 9.62 window: 2 of the 6 facts reach the answer
+    assert "read at 0.1 and the rest written at 1.25" in result.stdout
+
+
+def test_compare_json_is_json_lines_of_the_per_run_rows_and_o_writes_it(tmp_path):
+    result = invoke(SAMPLE, "--policy", "none", "--policy", "sliding:keep=2", "--format", "json")
+    assert result.exit_code == 0
+    rows = [json.loads(line) for line in result.stdout.splitlines()]
+    assert len(rows) == 14 * 2 and list(rows[0]) == list(AUDIT_SCHEMA)
+    assert [row["policy"] for row in rows[:2]] == ["none", "sliding:keep=2"]
+    out = tmp_path / "deep" / "rows.jsonl"
+    written = invoke(
+        SAMPLE, "--policy", "none", "--policy", "sliding:keep=2", "--format", "json", "-o", out
+    )
+    assert written.exit_code == 0 and written.stdout == ""
+    assert out.read_text(encoding="utf-8") == result.stdout
+    assert "14 run(s) under 2 policies" in written.stderr
+    csv = tmp_path / "rows.csv"
+    assert invoke(SAMPLE, "--policy", "none", "--format", "csv", "-o", csv).exit_code == 0
+    assert pl.read_csv(csv).columns == list(AUDIT_SCHEMA)
+    cheap = invoke(
+        SAMPLE,
+        "--policy",
+        "sliding:keep=2",
+        "--cache-write",
+        "1",
+        "--cache-read",
+        "1",
+        "--format",
+        "json",
+    )
+    rows = [json.loads(line) for line in cheap.stdout.splitlines()]
+    assert all(row["cost_with_cache"] == row["cost_without_cache"] for row in rows)
+
+
+def test_compare_on_a_corpus_copy_names_a_damaged_file_and_counts_the_rest(tmp_path):
+    corpus = require_corpus()
+    copy = tmp_path / "runs"
+    copy.mkdir()
+    chosen = sorted((corpus / "runs").iterdir())[:12]
+    for path in chosen:
+        shutil.copy(path, copy / path.name)
+    data = (copy / chosen[3].name).read_bytes()
+    (copy / chosen[3].name).write_bytes(data[: len(data) // 2])  # a truncated gzip
+    result = invoke(copy, "--policy", "sliding:keep=1", "--format", "json")
+    assert result.exit_code == 1
+    assert chosen[3].name in result.stderr and "skipped" in result.stderr
+    rows = [json.loads(line) for line in result.stdout.splitlines()]
+    assert len(rows) == 11 and all(row["wire_problems"] == 0 for row in rows)
+
+
+@pytest.mark.parametrize(
+    ("args", "named"),
+    [
+        (["--policy", "sliding:kep=3"], "'sliding:kep=3'"),
+        (["--policy", "none", "--policy", "trim:max=3"], "'trim:max=3'"),
+        (["--cache-read", "-1"], "cache read price"),
+    ],
+)
+def test_a_bad_policy_or_price_is_a_usage_error_naming_it(args, named, tmp_path):
+    out = tmp_path / "never.txt"
+    result = invoke(SAMPLE, *args, "-o", out)
+    assert result.exit_code == 2
+    assert named in result.stderr and "Traceback" not in result.stderr
+    assert not out.exists()
+
+
+def test_compare_over_no_run_says_so(tmp_path):
+    empty = Path(tmp_path)
+    result = invoke(empty, "--policy", "none")
+    assert result.exit_code == 0
+    assert "no run read" in result.stderr
+
+
+# ── the chart and the report ───────────────────────────────────────
+
+
+def test_the_cost_chart_draws_a_policy_per_point_and_marks_wire_problems():
+    from contextledger import charts
+
+    found = compare(LOOP, ["none", "sliding:keep=2"])
+    spec = charts.compare_chart(found.table).to_dict()
+    assert [layer["mark"]["type"] for layer in spec["layer"]] == ["rule", "point"]
+    assert spec["layer"][0]["encoding"]["x2"]["field"] == "cost_without_cache"
+    assert spec["layer"][1]["encoding"]["y"]["field"] == "facts_at_answer"
+    broken = found.table.with_columns(wire_problems=pl.Series([0, 3]))
+    flagged = charts.compare_chart(broken).to_dict()
+    assert flagged["layer"][-1]["transform"] == [{"filter": "(datum.wire_problems > 0)"}]
+    assert "3 wire problem(s)" in json.dumps(flagged["datasets"])
+
+
+def test_the_report_carries_the_audit_and_draws_the_cost_chart():
+    from contextledger.report import build_charts, collect
+
+    policies = ["none", "sliding:keep=3"]
+    data = collect(policies=policies)
+    expected = compare(SAMPLE, policies, standings=STANDINGS).per_run
+    assert_frame_equal(data.audit, expected, check_exact=True)
+    assert "policy_cost" in build_charts(data)
+
+
+def test_the_readme_shows_what_compare_prints_on_the_sample():
+    from .conftest import REPO
+
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    command = "$ contextledger compare data/sample --standings data/sample-standings.csv\n"
+    shown = readme.split(command, 1)[1].split("```", 1)[0]
+    result = invoke(SAMPLE, "--standings", STANDINGS)
+    assert result.exit_code == 0 and result.stdout == shown
+
+
+def test_compare_reads_an_archive_on_the_command_line_and_refuses_one_without_streams(tmp_path):
+    from contextledger.jobs.synth import synth_archive
+
+    archive = tmp_path / "archive"
+    ingest([SAMPLE], archive, workers=1)
+    args = ("--policy", "none", "--policy", "sliding:keep=3", "--format", "json")
+    from_archive = invoke(archive, *args)
+    from_snapshots = invoke(SAMPLE, *args)
+    assert from_archive.exit_code == 0, from_archive.output
+    assert from_archive.stdout == from_snapshots.stdout
+    bare = tmp_path / "bare"
+    synth_archive(bare, runs=5, seed=1, streams=False)
+    result = invoke(bare, "--policy", "none")
+    assert result.exit_code == 2
+    assert str(bare) in result.stderr and "Traceback" not in result.stderr
