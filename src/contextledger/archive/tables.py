@@ -24,6 +24,7 @@ from contextledger.archive.store import (
     ArchiveError,
     ArchiveProblem,
     Commit,
+    DataFile,
     ingest_date_text,
 )
 from contextledger.read.identity import DUPLICATES
@@ -151,6 +152,15 @@ def archive_tables(paths: Sequence[str], mode: str) -> ArchiveTables | None:
     return ArchiveTables(Archive.open(root), mode, selection)
 
 
+def latest_outcome_files(files: Sequence[DataFile]) -> list[DataFile]:
+    """Of outcomes ``files`` (commit order), each source's latest version, sources in the
+    order they first arrived: the labels that count, in the order they are read."""
+    latest: dict[str, DataFile] = {}
+    for file in files:
+        latest[file.source or file.path] = file
+    return list(latest.values())
+
+
 def _empty(table_schema: pa.Schema) -> pl.LazyFrame:
     return pl.DataFrame(schema.empty(table_schema)).lazy()
 
@@ -254,10 +264,7 @@ class ArchiveTables(RunTables):
     def outcome_files(self) -> list[str]:
         """Absolute paths of the archived outcomes files that count: each source's latest
         version, sources in the order they first arrived (labels are read in this order)."""
-        latest: dict[str, str] = {}
-        for file in self.archive.files("outcomes"):
-            latest[file.source or file.path] = str(self.archive.root / file.path)
-        return list(latest.values())
+        return self.archive.paths(latest_outcome_files(self.archive.files("outcomes")))
 
     # ── what the ledger reads (see ledger.compute.StoredTables) ──────
     def totals_scan(self) -> pl.LazyFrame | None:
@@ -283,6 +290,82 @@ class ArchiveTables(RunTables):
             if tables & {"offers", "uses"} and "piece_totals" not in tables:
                 return None
         return self.files("piece_totals")
+
+    def credit_scan(self) -> tuple[pl.LazyFrame, pl.LazyFrame | None, pl.LazyFrame] | None:
+        """The stored label credit where it stands (``schema.LABEL_CREDIT``), the first
+        offers of the other selected commits (to credit from the labels; None: there are
+        none), and the first offers the stored credit covers (for the invariant); None:
+        credit every run from the labels (:meth:`credit_split`)."""
+        files = self.credit_files()
+        if files is None:
+            return None
+        stored, uncovered, covered = files
+        return (
+            self._scan_files(stored, "label_credit"),
+            self._scan_files(uncovered, "offers") if uncovered else None,
+            self._scan_files(covered, "offers"),
+        )
+
+    def credit_files(self) -> tuple[list[str], list[str], list[str]] | None:
+        """:meth:`credit_scan`'s files: the stored label credit files that stand, the
+        first-in-run offer files of the commits they do not cover, and those of the
+        commits they do; None: credit every run from the labels."""
+        split = self.credit_split()
+        if split is None:
+            return None
+        stored, uncovered = split
+        covered = [c for c in self._commits if c.seq in stored]
+        first = [c for c in self._commits if c.seq in uncovered]
+        return (
+            self._mode_files("label_credit", covered),
+            self._mode_files("offers", first, True),
+            self._mode_files("offers", covered, True),
+        )
+
+    def credit_split(self) -> tuple[set[int], set[int]] | None:
+        """The selected commits (by number) whose stored label credit stands, and those
+        whose runs are credited from the labels; None when no stored credit is used.
+
+        Stored credit counts the labels a commit's runs had when it was written. It is
+        used with the piece totals (no run-level filter), and not at all when labels are
+        added here (``--outcomes``) or the archive is damaged (a lost commit's labels may
+        be in it). A commit's own credit does not stand when it stores none (written
+        before label credit was), or a later commit's labels (or the labels they
+        replace) name its runs (``Commit.relabels``).
+        """
+        if self.totals_files() is None or self.extra_outcomes is not None:
+            return None
+        if self.archive.damage:
+            return None
+        relabelled = {seq for commit in self.archive.commits for seq in commit.relabels}
+        stored, uncovered = set(), set()
+        for commit in self._commits:
+            tables = {f.table for f in commit.files if f.accounting == self.mode}
+            if "offers" not in tables:
+                continue
+            if commit.label_credit and commit.seq not in relabelled:
+                stored.add(commit.seq)
+            else:
+                uncovered.add(commit.seq)
+        return (stored, uncovered) if stored else None
+
+    def _mode_files(
+        self, table: str, commits: Sequence[Commit], first_in_run: bool | None = None
+    ) -> list[str]:
+        """Absolute paths of ``table``'s files of ``commits`` under this accounting."""
+        chosen = [
+            file
+            for file in self.archive.files(table, commits)
+            if file.accounting == self.mode
+            and (first_in_run is None or file.first_in_run == first_in_run)
+        ]
+        return self.archive.paths(chosen)
+
+    def _scan_files(self, files: list[str], table: str) -> pl.LazyFrame:
+        table_schema = schema.LABEL_CREDIT if table == "label_credit" else schema.TABLES[table]
+        if not files:
+            return _empty(table_schema)
+        return pl.scan_parquet(files, hive_partitioning=False, glob=False)
 
     def with_outcomes(self, outcomes: pa.Table) -> ArchiveTables:
         """The same selection with ``outcomes`` added after the archived labels."""
@@ -409,7 +492,20 @@ class ArchiveTables(RunTables):
         totals = self.totals_files()
         if totals is not None:
             sources["piece_totals"] = _read_parquet_sql(totals, schema.PIECE_TOTALS, None)
+        sources.update(self._credit_sources())
         return sources
+
+    def _credit_sources(self) -> dict[str, str]:
+        """The stored label credit that stands (``label_credit``) and the first offers of
+        the commits it does not cover (``uncredited_offers``), when it is used."""
+        files = self.credit_files()
+        if files is None:
+            return {}
+        stored, uncovered, _ = files
+        return {
+            "label_credit": _read_parquet_sql(stored, schema.LABEL_CREDIT, None),
+            "uncredited_offers": _read_parquet_sql(uncovered, schema.OFFERS, None),
+        }
 
 
 def _read_parquet_sql(files: Sequence[str], table_schema: pa.Schema, ids: list[str] | None) -> str:
