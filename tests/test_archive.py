@@ -372,3 +372,26 @@ def test_an_archive_under_a_folder_whose_name_looks_like_a_glob_is_read(tmp_path
     ):
         result = runner.invoke(main, args)
         assert result.exit_code == 0, (args, result.output)
+
+
+def test_a_run_id_filter_reads_only_the_commits_holding_its_runs(tmp_path):
+    """Every commit's files were scanned (and filtered row by row) for a few run ids."""
+    root = tmp_path / "archive"
+    files = sorted(SAMPLE.glob("*.json.gz"))
+    ingest(files, root, batch_runs=3, outcomes=SAMPLE_OUTCOMES, workers=1)
+    archive = Archive.open(root)
+    assert len(archive.commits) >= 4
+    chosen = ("s0003-loop", "s0224-wrapup")
+    for mode in ACCOUNTING_MODES:
+        tables = ArchiveTables(archive, mode).select(run_ids=chosen)
+        holding = {c.seq for c in archive.commits for f in c.files if f.table == "offers"}
+        read = {path.split("part-")[1][:8] for path in tables.files("offers")}
+        assert len(read) == 2 < len(holding)
+        direct = read_runs([SAMPLE / f"{run}.json.gz" for run in chosen], mode=mode)
+        direct = direct.with_outcomes(load_outcomes(SAMPLE_OUTCOMES))
+        expected = compute_ledger(direct)
+        assert_frame_equal(compute_ledger(tables).frame, expected.frame, check_exact=True)
+        assert_frame_equal(ledger_rows_sql(tables), expected.rows(), check_exact=True)
+        assert sorted(tables.runs["run_id"].to_pylist()) == sorted(chosen)
+        none = ArchiveTables(archive, mode).select(run_ids=("no-such-run",))
+        assert none.files("offers") == [] and compute_ledger(none).runs_recorded == 0

@@ -195,6 +195,7 @@ class ArchiveTables(RunTables):
         self._cache: dict[str, pa.Table] = {}
         self._selected: list[str] | None = None
         self._selected_known = False
+        self._holding: list[Commit] | None = None
 
     # ── what is selected ───────────────────────────────────────────
     @property
@@ -206,11 +207,25 @@ class ArchiveTables(RunTables):
         """Absolute paths of the selected files of ``table`` (this accounting), commit order."""
         chosen = [
             file
-            for file in self.archive.files(table, self._commits)
+            for file in self.archive.files(table, self._holding_commits())
             if file.accounting in (None, self.mode)
             and (first_in_run is None or file.first_in_run == first_in_run)
         ]
         return self.archive.paths(chosen)
+
+    def _holding_commits(self) -> list[Commit]:
+        """The selected commits that can hold a selected run: under a run-level filter,
+        only those holding one of its runs (by the run index: a run's rows are all in the
+        commit that added it), so a few run ids read a few commits' files."""
+        ids = self.run_id_filter()
+        if ids is None:
+            return self._commits
+        if self._holding is None:
+            from contextledger.archive.manifest import commits_holding
+
+            held = commits_holding(self.archive, ids)
+            self._holding = [c for c in self._commits if c.seq in held]
+        return self._holding
 
     def run_id_filter(self) -> list[str] | None:
         """The run ids the selection keeps (None: no run-level filter)."""
