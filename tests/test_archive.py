@@ -375,7 +375,8 @@ def test_an_archive_under_a_folder_whose_name_looks_like_a_glob_is_read(tmp_path
 
 
 def test_a_run_id_filter_reads_only_the_commits_holding_its_runs(tmp_path):
-    """Every commit's files were scanned (and filtered row by row) for a few run ids."""
+    """Every commit's files were scanned (and filtered row by row) for a few run ids, and
+    every stored label was read and numbered to credit those few runs."""
     root = tmp_path / "archive"
     files = sorted(SAMPLE.glob("*.json.gz"))
     ingest(files, root, batch_runs=3, outcomes=SAMPLE_OUTCOMES, workers=1)
@@ -393,5 +394,10 @@ def test_a_run_id_filter_reads_only_the_commits_holding_its_runs(tmp_path):
         assert_frame_equal(compute_ledger(tables).frame, expected.frame, check_exact=True)
         assert_frame_equal(ledger_rows_sql(tables), expected.rows(), check_exact=True)
         assert sorted(tables.runs["run_id"].to_pylist()) == sorted(chosen)
+        # the labels credited are the chosen runs' (in order), not every stored label
+        credited = ledger_inputs(tables).outcomes.collect()
+        stored = tables.outcome_scan().collect()
+        assert credited.equals(stored.filter(pl.col("run_id").is_in(chosen)))
+        assert 0 < credited.height < stored.height
         none = ArchiveTables(archive, mode).select(run_ids=("no-such-run",))
         assert none.files("offers") == [] and compute_ledger(none).runs_recorded == 0

@@ -259,12 +259,19 @@ class ArchiveTables(RunTables):
             frame = frame.filter(pl.col("run_id").is_in(ids))
         return frame
 
-    def outcome_scan(self) -> pl.LazyFrame:
+    def outcome_scan(self, selected: bool = False) -> pl.LazyFrame:
         """Archived labels (each outcomes file's latest version), then those added here.
 
         Labels are not filtered by date: a label may arrive after its run. Each (run,
-        label) pair is listed once.
+        label) pair is listed once. ``selected``: only the selected runs' labels, in the
+        same order, under a run-level filter (what the ledger credits: a few runs' labels,
+        not every label the archive holds).
         """
+        frame = self._outcome_scan()
+        ids = self.run_id_filter() if selected else None
+        return frame if ids is None else frame.filter(pl.col("run_id").is_in(ids))
+
+    def _outcome_scan(self) -> pl.LazyFrame:
         frames = [
             pl.scan_parquet(path, hive_partitioning=False, glob=False)
             for path in self.outcome_files()

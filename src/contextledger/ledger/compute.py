@@ -140,7 +140,7 @@ class StoredTables(Protocol):
 
     def scan(self, table: str, first_in_run: bool | None = None) -> pl.LazyFrame: ...
 
-    def outcome_scan(self) -> pl.LazyFrame: ...
+    def outcome_scan(self, selected: bool = False) -> pl.LazyFrame: ...
 
     def totals_scan(self) -> pl.LazyFrame | None: ...
 
@@ -183,7 +183,7 @@ def ledger_inputs(tables: RunTables | LedgerInputs) -> LedgerInputs:
             runs=tables.scan("runs"),
             offers=tables.scan("offers"),
             uses=tables.scan("uses"),
-            outcomes=tables.outcome_scan(),
+            outcomes=tables.outcome_scan(selected=True),
             split=SplitRows(
                 first_offers=tables.scan("offers", first_in_run=True),
                 later_offers=tables.scan("offers", first_in_run=False),
