@@ -47,7 +47,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-import pyarrow as pa
+import polars as pl
 
 from contextledger.archive import Archive, ArchiveTables, Selection
 from contextledger.tables import schema
@@ -81,7 +81,7 @@ def measure_once(name: str, archive_dir: str, mode: str) -> dict[str, float]:
         height = compute_ledger(replace(ledger_inputs(tables), credit=None)).frame.height
     elif name == "ledger, no labels":
         no_labels = pl.LazyFrame(schema={"run_id": pl.String, "label": pl.String})
-        unlabelled = replace(ledger_inputs(tables), outcomes=no_labels)
+        unlabelled = replace(ledger_inputs(tables), outcomes=no_labels, credit=None)
         height = compute_ledger(unlabelled).frame.height
     elif name == "ledger from rows":
         inputs = replace(ledger_inputs(tables), totals=None, credit=None)
@@ -108,9 +108,11 @@ def measure_once(name: str, archive_dir: str, mode: str) -> dict[str, float]:
 class Unlabelled(ArchiveTables):
     """An archive's tables without its outcome labels (for the DuckDB views)."""
 
-    @property
-    def outcomes(self) -> pa.Table:
-        return schema.empty(schema.OUTCOMES)
+    def outcome_scan(self, selected: bool = False) -> pl.LazyFrame:
+        return pl.DataFrame(schema.empty(schema.OUTCOMES)).lazy()
+
+    def credit_files(self) -> tuple[list[str], list[str], list[str]] | None:
+        return None
 
 
 def three_runs(archive_dir: str) -> tuple[str, ...]:

@@ -25,6 +25,7 @@ from typing import Protocol, runtime_checkable
 import duckdb
 import polars as pl
 
+from contextledger.ledger.compute import StoredTables
 from contextledger.tables.build import RunTables
 
 #: The base views, by where the tables are: ``sql/NAME.sql`` for each name listed.
@@ -135,6 +136,9 @@ def connect(
     for name in TABLES:
         if name in sources:  # an archive: read its Parquet files in place
             con.execute(f"CREATE OR REPLACE VIEW {name} AS {sources[name]}")
+        elif name == "outcomes" and isinstance(tables, StoredTables):
+            # read when a query reads it: the stored label credit may leave it unread
+            con.register(name, tables.outcome_scan())
         else:
             con.register(name, getattr(tables, name))
     base = "tables"
