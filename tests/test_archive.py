@@ -373,3 +373,74 @@ def test_an_archive_under_a_folder_whose_name_looks_like_a_glob_is_read(tmp_path
     ):
         result = runner.invoke(main, args)
         assert result.exit_code == 0, (args, result.output)
+
+
+def test_a_run_id_filter_reads_only_the_commits_holding_its_runs(tmp_path):
+    """Every commit's files were scanned (and filtered row by row) for a few run ids, and
+    every stored label was read and numbered to credit those few runs."""
+    root = tmp_path / "archive"
+    files = sorted(SAMPLE.glob("*.json.gz"))
+    ingest(files, root, batch_runs=3, outcomes=SAMPLE_OUTCOMES, workers=1)
+    archive = Archive.open(root)
+    assert len(archive.commits) >= 4
+    chosen = ("s0003-loop", "s0224-wrapup")
+    for mode in ACCOUNTING_MODES:
+        tables = ArchiveTables(archive, mode).select(run_ids=chosen)
+        holding = {c.seq for c in archive.commits for f in c.files if f.table == "offers"}
+        read = {path.split("part-")[1][:8] for path in tables.files("offers")}
+        assert len(read) == 2 < len(holding)
+        direct = read_runs([SAMPLE / f"{run}.json.gz" for run in chosen], mode=mode)
+        direct = direct.with_outcomes(load_outcomes(SAMPLE_OUTCOMES))
+        expected = compute_ledger(direct)
+        assert_frame_equal(compute_ledger(tables).frame, expected.frame, check_exact=True)
+        assert_frame_equal(ledger_rows_sql(tables), expected.rows(), check_exact=True)
+        assert sorted(tables.runs["run_id"].to_pylist()) == sorted(chosen)
+        # the labels credited are the chosen runs' (in order), not every stored label
+        credited = ledger_inputs(tables).outcomes.collect()
+        stored = tables.outcome_scan().collect()
+        assert credited.equals(stored.filter(pl.col("run_id").is_in(chosen)))
+        assert 0 < credited.height < stored.height
+        none = ArchiveTables(archive, mode).select(run_ids=("no-such-run",))
+        assert none.files("offers") == [] and compute_ledger(none).runs_recorded == 0
+
+
+def test_an_archive_written_before_runs_had_a_basis_column_still_reads(tmp_path, monkeypatch):
+    """A commit written by a version without ``runs.basis`` beside one written with it:
+    the ledger, the rows path, DuckDB and ``check`` read both, the old runs with an empty
+    basis, and give the ledger of the snapshots read directly."""
+    import pyarrow.parquet as pq
+
+    import contextledger.archive.store as store
+
+    runs = sorted((SAMPLE).glob("*.json*"))
+    first, second = tmp_path / "first", tmp_path / "second"
+    first.mkdir()
+    second.mkdir()
+    for index, path in enumerate(runs):
+        shutil.copy(path, (first if index < 7 else second) / path.name)
+    write_table = pq.write_table
+
+    def as_older_versions_wrote(table, *args, **kwargs):
+        if "basis" in table.column_names:
+            table = table.drop_columns("basis")
+        return write_table(table, *args, **kwargs)
+
+    root = tmp_path / "archive"
+    monkeypatch.setattr(store.pq, "write_table", as_older_versions_wrote)
+    ingest([first], root)
+    monkeypatch.setattr(store.pq, "write_table", write_table)
+    ingest([second], root)
+    written = sorted(root.glob("runs/accounting=corrected/*/*.parquet"))
+    assert sorted("basis" in pq.read_schema(path).names for path in written) == [False, True]
+    for mode in ACCOUNTING_MODES:
+        archived = ArchiveTables(Archive.open(root), mode)
+        direct = read_runs([first, second], mode=mode)
+        expected = compute_ledger(direct)
+        assert_frame_equal(compute_ledger(archived).frame, expected.frame, check_exact=True)
+        inputs = ledger_inputs(archived)
+        from_rows = compute_ledger(replace(inputs, totals=None))
+        assert_frame_equal(from_rows.frame, expected.frame, check_exact=True)
+        assert_frame_equal(ledger_rows_sql(archived), expected.rows(), check_exact=True)
+        assert archived.scan("runs").collect()["basis"].to_list() == [[]] * len(runs)
+    result = CliRunner().invoke(main, ["check", str(root)])
+    assert result.exit_code == 0, result.output

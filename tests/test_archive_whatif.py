@@ -366,3 +366,39 @@ def test_synthetic_streams_built_on_worker_processes_are_the_same(tmp_path, monk
             pl.read_parquet(here.paths(here.files(table))),
             check_exact=True,
         )
+
+
+def test_streams_rebuilt_from_a_slice_of_the_tables_are_those_of_the_whole(corpus_archive):
+    """The streams are rebuilt column by column from the lists' offsets: a slice of the
+    streams table (as whatif reads a commit, a batch at a time) gives its own runs, every
+    call, window and message as the snapshots recorded them."""
+    from contextledger.read.messages import rebuild_messages
+    from contextledger.read.snapshot import decode_run, iter_documents
+
+    archive = Archive.open(corpus_archive)
+    read = [pa.concat_tables(pq_read(archive, table)) for table in ("streams", "messages")]
+    streams, messages = read[0].sort_by("run_order"), read[1]
+    whole = window_tables.streams_from_tables(streams, messages)
+    part = window_tables.streams_from_tables(streams.slice(40, 25), messages)
+    assert [s.run_id for s in part] == [s.run_id for s in whole[40:65]]
+    for got, want in zip(part, whole[40:65], strict=True):
+        assert (got.calls, got.final_window, got.user_message) == (
+            want.calls,
+            want.final_window,
+            want.user_message,
+        )
+        assert [m.as_json() for m in got.messages] == [m.as_json() for m in want.messages]
+    by_id = {s.run_id: s for s in whole}
+    path = sorted((require_corpus() / "runs").glob("*.json.gz"))[0]
+    recorded = rebuild_messages(decode_run(next(iter_documents(path))))
+    back = by_id[recorded.run_id]
+    assert back.calls == recorded.calls and back.final_window == recorded.final_window
+    assert [(m.role, m.chars, m.tool_calls, m.first_call) for m in back.messages] == [
+        (m.role, m.chars, m.tool_calls, m.first_call) for m in recorded.messages
+    ]
+
+
+def pq_read(archive: Archive, table: str) -> list[pa.Table]:
+    import pyarrow.parquet as pq
+
+    return [pq.read_table(path) for path in archive.paths(archive.files(table))]

@@ -524,3 +524,19 @@ def test_an_archive_under_a_folder_whose_name_looks_like_a_glob_is_read_on_spark
     assert_frame_equal(
         on_spark.ledger_rows(tables, spark=spark), compute_ledger(tables).rows(), check_exact=True
     )
+
+
+@pytest.mark.parametrize("mode", ACCOUNTING_MODES)
+def test_stored_label_credit_gives_the_local_ledger_on_spark(spark, archive, mode):
+    """Day two's commits are credited from their stored label credit; day one's, whose
+    runs day two's labels name, from their first offers: on Spark as locally."""
+    from contextledger.jobs.spark.views import register, view_files
+
+    tables = ArchiveTables(Archive.open(archive), mode)
+    split = tables.credit_split()
+    assert split is not None and split[0] and split[1]  # stored, and credited from offers
+    assert "credit_piece_outcomes" in view_files("totals", credit=True)
+    session = register(tables, spark=spark)
+    assert session.table("label_credit").count() > 0
+    assert session.table("uncredited_offers").count() > 0
+    both(spark, tables)

@@ -149,11 +149,34 @@ class Location:
             if info.type == pafs.FileType.File and fnmatch.fnmatchcase(info.base_name, pattern)
         )
 
-    def scan(self, paths: Sequence[str]) -> pl.LazyFrame:
-        """A lazy Polars scan of the Parquet files ``paths`` (at least one), in order."""
-        if self.is_local:
+    def scan(self, paths: Sequence[str], table_schema: pa.Schema | None = None) -> pl.LazyFrame:
+        """A lazy Polars scan of the Parquet files ``paths`` (at least one), in order.
+
+        With ``table_schema``, a file written before one of its columns existed (an
+        archive older than ``runs.basis``) reads that column as null, or as an empty
+        list where the schema says it cannot be null: archives written by earlier
+        versions stay readable after the schema grows.
+        """
+        if not self.is_local:
+            frame = pl.scan_pyarrow_dataset(self.dataset(paths, table_schema))
+        elif table_schema is None:
             return pl.scan_parquet(list(paths), hive_partitioning=False, glob=False)
-        return pl.scan_pyarrow_dataset(self.dataset(paths))
+        else:
+            frame = pl.scan_parquet(
+                list(paths),
+                hive_partitioning=False,
+                glob=False,
+                schema=pl.Schema(pl.from_arrow(table_schema.empty_table()).schema),
+                missing_columns="insert",
+            )
+        if table_schema is None:
+            return frame
+        empty_lists = [
+            pl.col(f.name).fill_null(pl.lit([], dtype=frame.collect_schema()[f.name]))
+            for f in table_schema
+            if not f.nullable and pa.types.is_list(f.type)
+        ]
+        return frame.with_columns(empty_lists) if empty_lists else frame
 
     def dataset(self, paths: Sequence[str], table_schema: pa.Schema | None = None) -> Any:
         """The Parquet files ``paths`` as one ``pyarrow.dataset`` on this filesystem."""

@@ -70,6 +70,26 @@ def archived_digests(
     return {run_id: (digest, path, line) for run_id, digest, path, line in found.iter_rows()}
 
 
+def commits_holding(archive: Archive, run_ids: Iterable[str]) -> set[int]:
+    """The numbers of the commits that hold any of ``run_ids`` (by the run index)."""
+    import bisect
+
+    files = archive.paths(archive.files("run_index"))
+    wanted = list(set(run_ids))
+    if not files or not wanted:
+        return set()
+    orders = (
+        archive.location.scan(files)
+        .filter(pl.col("run_id").is_in(wanted))
+        .select("run_order")
+        .collect()["run_order"]
+        .to_list()
+    )
+    commits = [commit for commit in archive.commits if commit.run_count]
+    starts = [commit.first_run_order for commit in commits]
+    return {commits[bisect.bisect_right(starts, order) - 1].seq for order in orders}
+
+
 def current_quarantine(archive: Archive) -> pl.DataFrame:
     """What is quarantined now: the problems of each source's latest ingest."""
     empty = pl.DataFrame(pa.Table.from_pylist([], schema=store.QUARANTINE))

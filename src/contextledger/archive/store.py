@@ -30,6 +30,14 @@ that part alone, and takes insertion order from its first rows.
 Piece totals are the ledger's counts over one commit's runs of a partition; the
 ledger adds them up instead of reading every offer and use again (it still reads
 the first offers, to credit outcome labels that may arrive after their runs).
+    DIR/label_credit/accounting=MODE/KEY=VALUE/part-*.parquet    schema.LABEL_CREDIT
+
+Label credit is the outcome credit of one commit's runs of a partition, for the labels
+the archive held when the commit was written (its own outcomes files included): the
+ledger adds it up instead of joining every first offer with the labels, as long as no
+later commit's labels name those runs (a commit lists the earlier commits whose runs its
+labels, or the labels they replace, name: ``relabels``). Commits written before label
+credit was stored (``label_credit`` false) are credited from their first offers.
     DIR/streams/KEY=VALUE/part-*.parquet                 schema.STREAMS (one row per run)
     DIR/messages/KEY=VALUE/part-*.parquet                schema.MESSAGES
     DIR/standings/KEY=VALUE/part-*.parquet               schema.STANDINGS (findings ledgers)
@@ -72,7 +80,7 @@ VERSION = 1
 PARTITION_KEYS = ("ingest_date", "ingest_month", "runner_kind", "source_dir")
 DEFAULT_PARTITION = "ingest_date"
 #: Tables stored once per accounting mode.
-PER_MODE_TABLES = ("runs", "offers", "uses", "piece_totals")
+PER_MODE_TABLES = ("runs", "offers", "uses", "piece_totals", "label_credit")
 #: Tables stored once per run, whatever the accounting: what a window replay reads.
 WINDOW_TABLES = ("streams", "messages", "standings")
 
@@ -180,6 +188,11 @@ class Commit:
     first_run_order: int
     run_count: int
     files: tuple[DataFile, ...]
+    #: Whether the commit stores its runs' label credit (a missing file: none to give).
+    label_credit: bool = False
+    #: The earlier commits whose runs this commit's outcome labels (or those they
+    #: replace) name: their stored label credit no longer stands.
+    relabels: tuple[int, ...] = ()
 
     @property
     def next_run_order(self) -> int:
@@ -469,6 +482,8 @@ class Batch:
     first_run_order: int
     run_count: int = 0
     files: list[DataFile] = field(default_factory=list)
+    label_credit: bool = False
+    relabels: tuple[int, ...] = ()
 
     @property
     def name(self) -> str:
@@ -525,6 +540,8 @@ class Batch:
             self.first_run_order,
             self.run_count,
             tuple(self.files),
+            self.label_credit,
+            tuple(sorted(set(self.relabels))),
         )
         document = {
             "seq": commit.seq,
@@ -535,6 +552,10 @@ class Batch:
             "run_count": commit.run_count,
             "files": [file.to_json() for file in commit.files],
         }
+        if commit.label_credit:  # only then: an older reader ignores keys it does not know
+            document["label_credit"] = True
+        if commit.relabels:
+            document["relabels"] = list(commit.relabels)
         path = self.archive.commit_path(commit)
         write_atomically(path, json.dumps(document, indent=1).encode())
         head = json.dumps({"seq": commit.seq}).encode()  # after the commit: never ahead of it
@@ -553,6 +574,8 @@ def _read_commit(data: bytes) -> Commit:
         document["first_run_order"],
         document["run_count"],
         tuple(DataFile(**file) for file in document["files"]),
+        bool(document.get("label_credit", False)),
+        tuple(int(seq) for seq in document.get("relabels", ())),
     )
 
 

@@ -24,6 +24,7 @@ from contextledger.archive.store import (
     ArchiveError,
     ArchiveProblem,
     Commit,
+    DataFile,
     ingest_date_text,
 )
 from contextledger.read.identity import DUPLICATES
@@ -172,6 +173,15 @@ def archive_tables(paths: Sequence[str], mode: str) -> ArchiveTables | None:
     return ArchiveTables(Archive.open(root), mode, selection)
 
 
+def latest_outcome_files(files: Sequence[DataFile]) -> list[DataFile]:
+    """Of outcomes ``files`` (commit order), each source's latest version, sources in the
+    order they first arrived: the labels that count, in the order they are read."""
+    latest: dict[str, DataFile] = {}
+    for file in files:
+        latest[file.source or file.path] = file
+    return list(latest.values())
+
+
 def _empty(table_schema: pa.Schema) -> pl.LazyFrame:
     return pl.DataFrame(schema.empty(table_schema)).lazy()
 
@@ -206,6 +216,7 @@ class ArchiveTables(RunTables):
         self._cache: dict[str, pa.Table] = {}
         self._selected: list[str] | None = None
         self._selected_known = False
+        self._holding: list[Commit] | None = None
 
     def _repr_html_(self) -> str:
         """In Jupyter: which archive and selection, from the commits, reading no table."""
@@ -244,11 +255,25 @@ class ArchiveTables(RunTables):
         """Absolute paths of the selected files of ``table`` (this accounting), commit order."""
         chosen = [
             file
-            for file in self.archive.files(table, self._commits)
+            for file in self.archive.files(table, self._holding_commits())
             if file.accounting in (None, self.mode)
             and (first_in_run is None or file.first_in_run == first_in_run)
         ]
         return self.archive.paths(chosen)
+
+    def _holding_commits(self) -> list[Commit]:
+        """The selected commits that can hold a selected run: under a run-level filter,
+        only those holding one of its runs (by the run index: a run's rows are all in the
+        commit that added it), so a few run ids read a few commits' files."""
+        ids = self.run_id_filter()
+        if ids is None:
+            return self._commits
+        if self._holding is None:
+            from contextledger.archive.manifest import commits_holding
+
+            held = commits_holding(self.archive, ids)
+            self._holding = [c for c in self._commits if c.seq in held]
+        return self._holding
 
     def run_id_filter(self) -> list[str] | None:
         """The run ids the selection keeps (None: no run-level filter)."""
@@ -272,19 +297,27 @@ class ArchiveTables(RunTables):
         """A lazy scan of ``table`` under the selection, rows in ingest order."""
         table_schema = schema.TABLES[table]
         files = self.files(table, first_in_run)
-        frame = self.archive.location.scan(files) if files else _empty(table_schema)
+        frame = self.archive.location.scan(files, table_schema) if files else _empty(table_schema)
         ids = self.run_id_filter()
         if ids is not None:
             frame = frame.filter(pl.col("run_id").is_in(ids))
         return frame
 
-    def outcome_scan(self) -> pl.LazyFrame:
+    def outcome_scan(self, selected: bool = False) -> pl.LazyFrame:
         """Archived labels (each outcomes file's latest version), then those added here.
 
         Labels are not filtered by date: a label may arrive after its run. Each (run,
-        label) pair is listed once.
+        label) pair is listed once. ``selected``: only the selected runs' labels, in the
+        same order, under a run-level filter (what the ledger credits: a few runs' labels,
+        not every label the archive holds).
         """
-        frames = [self.archive.location.scan([path]) for path in self.outcome_files()]
+        frame = self._outcome_scan()
+        ids = self.run_id_filter() if selected else None
+        return frame if ids is None else frame.filter(pl.col("run_id").is_in(ids))
+
+    def _outcome_scan(self) -> pl.LazyFrame:
+        where = self.archive.location
+        frames = [where.scan([path], schema.OUTCOMES) for path in self.outcome_files()]
         if self.extra_outcomes is not None:
             frames.append(pl.DataFrame(self.extra_outcomes.cast(schema.OUTCOMES)).lazy())
         if not frames:
@@ -295,10 +328,7 @@ class ArchiveTables(RunTables):
     def outcome_files(self) -> list[str]:
         """Absolute paths of the archived outcomes files that count: each source's latest
         version, sources in the order they first arrived (labels are read in this order)."""
-        latest: dict[str, str] = {}
-        for file in self.archive.files("outcomes"):
-            latest[file.source or file.path] = self.archive.location.path(file.path)
-        return list(latest.values())
+        return self.archive.paths(latest_outcome_files(self.archive.files("outcomes")))
 
     # ── what the ledger reads (see ledger.compute.StoredTables) ──────
     def totals_scan(self) -> pl.LazyFrame | None:
@@ -313,7 +343,7 @@ class ArchiveTables(RunTables):
             return None
         if not files:
             return _empty(schema.PIECE_TOTALS)
-        return self.archive.location.scan(files)
+        return self.archive.location.scan(files, schema.PIECE_TOTALS)
 
     def totals_files(self) -> list[str] | None:
         """The piece totals files of the selection; None when they do not cover it."""
@@ -324,6 +354,82 @@ class ArchiveTables(RunTables):
             if tables & {"offers", "uses"} and "piece_totals" not in tables:
                 return None
         return self.files("piece_totals")
+
+    def credit_scan(self) -> tuple[pl.LazyFrame, pl.LazyFrame | None, pl.LazyFrame] | None:
+        """The stored label credit where it stands (``schema.LABEL_CREDIT``), the first
+        offers of the other selected commits (to credit from the labels; None: there are
+        none), and the first offers the stored credit covers (for the invariant); None:
+        credit every run from the labels (:meth:`credit_split`)."""
+        files = self.credit_files()
+        if files is None:
+            return None
+        stored, uncovered, covered = files
+        return (
+            self._scan_files(stored, "label_credit"),
+            self._scan_files(uncovered, "offers") if uncovered else None,
+            self._scan_files(covered, "offers"),
+        )
+
+    def credit_files(self) -> tuple[list[str], list[str], list[str]] | None:
+        """:meth:`credit_scan`'s files: the stored label credit files that stand, the
+        first-in-run offer files of the commits they do not cover, and those of the
+        commits they do; None: credit every run from the labels."""
+        split = self.credit_split()
+        if split is None:
+            return None
+        stored, uncovered = split
+        covered = [c for c in self._commits if c.seq in stored]
+        first = [c for c in self._commits if c.seq in uncovered]
+        return (
+            self._mode_files("label_credit", covered),
+            self._mode_files("offers", first, True),
+            self._mode_files("offers", covered, True),
+        )
+
+    def credit_split(self) -> tuple[set[int], set[int]] | None:
+        """The selected commits (by number) whose stored label credit stands, and those
+        whose runs are credited from the labels; None when no stored credit is used.
+
+        Stored credit counts the labels a commit's runs had when it was written. It is
+        used with the piece totals (no run-level filter), and not at all when labels are
+        added here (``--outcomes``) or the archive is damaged (a lost commit's labels may
+        be in it). A commit's own credit does not stand when it stores none (written
+        before label credit was), or a later commit's labels (or the labels they
+        replace) name its runs (``Commit.relabels``).
+        """
+        if self.totals_files() is None or self.extra_outcomes is not None:
+            return None
+        if self.archive.damage:
+            return None
+        relabelled = {seq for commit in self.archive.commits for seq in commit.relabels}
+        stored, uncovered = set(), set()
+        for commit in self._commits:
+            tables = {f.table for f in commit.files if f.accounting == self.mode}
+            if "offers" not in tables:
+                continue
+            if commit.label_credit and commit.seq not in relabelled:
+                stored.add(commit.seq)
+            else:
+                uncovered.add(commit.seq)
+        return (stored, uncovered) if stored else None
+
+    def _mode_files(
+        self, table: str, commits: Sequence[Commit], first_in_run: bool | None = None
+    ) -> list[str]:
+        """Absolute paths of ``table``'s files of ``commits`` under this accounting."""
+        chosen = [
+            file
+            for file in self.archive.files(table, commits)
+            if file.accounting == self.mode
+            and (first_in_run is None or file.first_in_run == first_in_run)
+        ]
+        return self.archive.paths(chosen)
+
+    def _scan_files(self, files: list[str], table: str) -> pl.LazyFrame:
+        table_schema = schema.LABEL_CREDIT if table == "label_credit" else schema.TABLES[table]
+        if not files:
+            return _empty(table_schema)
+        return self.archive.location.scan(files, table_schema)
 
     def with_outcomes(self, outcomes: pa.Table) -> ArchiveTables:
         """The same selection with ``outcomes`` added after the archived labels."""
@@ -461,6 +567,7 @@ class ArchiveTables(RunTables):
         totals = self.totals_files()
         if totals is not None:
             chosen["piece_totals"] = (totals, schema.PIECE_TOTALS, None)
+        chosen.update(self._credit_sources())
         where = self.archive.location
         parts = {}
         for name, (files, table_schema, kept) in chosen.items():
@@ -472,17 +579,39 @@ class ArchiveTables(RunTables):
             parts[name] = (_read_parquet_sql(files, table_schema, kept, source), datasets)
         return parts
 
+    def _credit_sources(self) -> dict[str, tuple[list[str], pa.Schema, None]]:
+        """The stored label credit that stands (``label_credit``) and the first offers of
+        the commits it does not cover (``uncredited_offers``), when it is used."""
+        files = self.credit_files()
+        if files is None:
+            return {}
+        stored, uncovered, _ = files
+        return {
+            "label_credit": (stored, schema.LABEL_CREDIT, None),
+            "uncredited_offers": (uncovered, schema.OFFERS, None),
+        }
+
 
 def _read_parquet_sql(
     files: Sequence[str], table_schema: pa.Schema, ids: list[str] | None, source: str | None = None
 ) -> str:
     """A query of ``files``' columns in ``table_schema``, rows of ``ids`` only (if given);
     read from the registered ``source`` when given, else with ``read_parquet``."""
-    columns = ", ".join(f'"{name}"' for name in table_schema.names)
+    columns = ", ".join(
+        # a list column a file written before it existed lacks: empty, not NULL
+        f'COALESCE("{f.name}", CAST([] AS {_DUCKDB_TYPES[f.type]})) AS "{f.name}"'
+        if not f.nullable and pa.types.is_list(f.type)
+        else f'"{f.name}"'
+        for f in table_schema
+    )
     if not files:
         return f"SELECT {columns} FROM ({_empty_sql(table_schema)})"
     listed = ", ".join("'" + path.replace("'", "''") + "'" for path in files)
-    body = f"SELECT {columns} FROM read_parquet([{listed}], hive_partitioning = false)"
+    # by name: a file written before a column existed (runs.basis) reads it as NULL
+    body = (
+        f"SELECT {columns} FROM read_parquet([{listed}], hive_partitioning = false, "
+        "union_by_name = true)"
+    )
     if source is not None:
         body = f'SELECT {columns} FROM "{source}"'
     if ids is not None:

@@ -33,12 +33,13 @@ from contextledger.archive import store
 from contextledger.archive.manifest import (
     KnownSource,
     archived_digests,
+    commits_holding,
     committed_sources,
     write_quarantine_listing,
 )
 from contextledger.archive.store import Archive, Batch
-from contextledger.archive.tables import ArchiveTables
-from contextledger.ledger.compute import LedgerInputs, SplitRows, piece_totals
+from contextledger.archive.tables import ArchiveTables, latest_outcome_files
+from contextledger.ledger.compute import LedgerInputs, SplitRows, label_credit, piece_totals
 from contextledger.processes import worker_pool
 from contextledger.read.identity import (
     DUPLICATES,
@@ -499,15 +500,16 @@ def write_batch(
         report.bad_files += bool(problems)
     report.problems.extend(quarantine)
     report.duplicates.extend(identity.duplicates)
+    for source, table, label_source in outcomes:  # first: the runs' label credit counts them
+        if table is not None:
+            write_outcomes(batch, table, label_source or source.path)
+        _append_source(sources, source, "outcomes", [], 0, 0, 0)
     by_order = dict(zip(index["run_order"], partitions, strict=True))
+    labels = batch_labels(batch)
     for builder in builders.values():
-        write_tables(batch, builder.finish(), by_order)
+        write_tables(batch, builder.finish(), by_order, labels)
     for partition, rows in windows.items():
         rows.write(batch, partition)
-    for source, table, label_source in outcomes:
-        if table is not None:
-            batch.write("outcomes", table, source=label_source or source.path)
-        _append_source(sources, source, "outcomes", [], 0, 0, 0)
     batch.write("run_index", pa.table(index, schema=store.RUN_INDEX), directory="_manifest/runs")
     batch.write("sources", pa.table(sources, schema=store.SOURCES), directory="_manifest/sources")
     batch.write(
@@ -517,11 +519,59 @@ def write_batch(
     )
 
 
-def write_tables(batch: Batch, tables: RunTables, partitions: Mapping[int, str]) -> None:
+def write_outcomes(batch: Batch, table: pa.Table, source: str) -> None:
+    """Write outcome labels from ``source`` into ``batch``, noting the earlier commits
+    whose runs they name, or whose labels they change (a new version of ``source``: the
+    runs whose labels from it differ, in set or order): those commits' stored label
+    credit no longer stands (``Commit.relabels``)."""
+    archive = batch.archive
+    new = _labels_by_run(pl.DataFrame(table.cast(schema.OUTCOMES)))
+    replaced = [
+        file
+        for file in latest_outcome_files(archive.files("outcomes"))
+        if (file.source or file.path) == source
+    ]
+    if replaced:
+        old = _labels_by_run(pl.read_parquet(archive.paths(replaced), glob=False))
+        both = old.join(new, on="run_id", how="full", coalesce=True, suffix="_new")
+        new = both.filter(~pl.col("label").eq_missing(pl.col("label_new")))
+    named = new["run_id"].to_list()
+    batch.relabels = (*batch.relabels, *commits_holding(archive, named))
+    batch.write("outcomes", table, source=source)
+
+
+def _labels_by_run(labels: pl.DataFrame) -> pl.DataFrame:
+    """Each run's labels, in the order listed, each once."""
+    pairs = labels.select("run_id", "label").unique(maintain_order=True)
+    return pairs.group_by("run_id", maintain_order=True).agg("label")
+
+
+def batch_labels(batch: Batch) -> pl.DataFrame:
+    """The (run, label) pairs that count once ``batch`` is committed, in the order the
+    ledger reads them (its own outcomes files written first): its runs' label credit."""
+    files = [*batch.archive.files("outcomes"), *(f for f in batch.files if f.table == "outcomes")]
+    paths = batch.archive.paths(latest_outcome_files(files))
+    if not paths:
+        return pl.DataFrame(schema={"run_id": pl.String, "label": pl.String})
+    return (
+        pl.scan_parquet(paths, hive_partitioning=False, glob=False)
+        .select("run_id", "label")
+        .unique(maintain_order=True)
+        .collect()
+    )
+
+
+def write_tables(
+    batch: Batch,
+    tables: RunTables,
+    partitions: Mapping[int, str],
+    labels: pl.DataFrame | None = None,
+) -> None:
     """Write one accounting's run, offer and use tables, split by partition.
 
     Offers and uses of runs the accounting refused are not stored (they have none);
     both are split by whether the row is its piece's first offer (use) in its run.
+    Given ``labels`` (:func:`batch_labels`), each partition's label credit is stored too.
     """
     runs = pl.DataFrame(tables.runs).with_columns(
         partition=pl.col("run_order").replace_strict(partitions, return_dtype=pl.String)
@@ -566,6 +616,24 @@ def write_tables(batch: Batch, tables: RunTables, partitions: Mapping[int, str])
             accounting=tables.mode,
             partition=value,
         )
+        if labels is not None:
+            batch.write(
+                "label_credit",
+                _label_credit(labels, runs.filter(chosen), offers.filter(chosen)),
+                accounting=tables.mode,
+                partition=value,
+            )
+    if labels is not None:
+        batch.label_credit = True
+
+
+def _label_credit(labels: pl.DataFrame, runs: pl.DataFrame, offers: pl.DataFrame) -> pa.Table:
+    """The outcome credit of one partition of a batch, for ``labels``."""
+    metered = runs.lazy().filter(pl.col("metered")).select("run_id", "run_order")
+    first = offers.lazy().filter(pl.col("first_in_run"))
+    credit = label_credit(labels.lazy(), first, metered, ranked=True)
+    credit = credit.sort("first_credit", "kind", "piece_id")
+    return credit.collect(engine="in-memory").to_arrow().cast(schema.LABEL_CREDIT)
 
 
 def _piece_totals(runs: pl.DataFrame, offers: pl.DataFrame, uses: pl.DataFrame) -> pa.Table:

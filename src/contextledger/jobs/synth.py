@@ -34,7 +34,14 @@ from contextledger.archive.manifest import (
     write_quarantine_listing,
 )
 from contextledger.archive.store import Archive
-from contextledger.jobs.ingest import IngestReport, Source, _append_source, write_tables
+from contextledger.jobs.ingest import (
+    IngestReport,
+    Source,
+    _append_source,
+    batch_labels,
+    write_outcomes,
+    write_tables,
+)
 from contextledger.jobs.synth_model import (
     DRAWS,
     MODEL_VERSION,
@@ -154,6 +161,8 @@ def _synth_batch(
                 for number in numbers
             ],
         )
+    write_outcomes(batch, labels, source.path)  # first: the runs' label credit counts them
+    batch_labelled = batch_labels(batch)
     partitions: dict[int, str] = {}
     for mode, mode_tables in tables.items():
         runs = mode_tables.runs.filter(pa.array(keep))
@@ -174,7 +183,7 @@ def _synth_batch(
             _keep(mode_tables.offers, chosen),
             _keep(mode_tables.uses, chosen),
         )
-        write_tables(batch, kept, partitions)
+        write_tables(batch, kept, partitions, batch_labelled)
         if mode == "reference":
             report.refused[mode] += runs.num_rows - sum(runs["metered"].to_pylist())
     del tables, mode_tables, kept
@@ -194,7 +203,6 @@ def _synth_batch(
         },
         schema=store.RUN_INDEX,
     )
-    batch.write("outcomes", labels, source=source.path)
     batch.write("run_index", index, directory="_manifest/runs")
     sources: dict[str, list[object]] = {name: [] for name in store.SOURCES.names}
     _append_source(sources, source, "synth", added, count, count - len(added), 0)

@@ -88,6 +88,8 @@ class LedgerInputs:
     splits ``offers`` and ``uses`` itself. Given ``totals`` (``schema.PIECE_TOTALS``
     rows over disjoint parts of the metered runs, as an archive stores per commit), the
     counts are their sums and offers and uses are read only for the outcome credit.
+    Given ``credit`` too (an archive's stored label credit), the outcome credit is its
+    sum, plus the credit of the first offers it does not cover.
 
     >>> from contextledger.tables.build import read_runs
     >>> inputs = LedgerInputs.of(read_runs("data/sample"))
@@ -102,6 +104,7 @@ class LedgerInputs:
     split: SplitRows | None = None
     engine: Engine = "auto"
     totals: pl.LazyFrame | None = None
+    credit: StoredCredit | None = None
 
     @classmethod
     def of(cls, tables: RunTables) -> LedgerInputs:
@@ -123,6 +126,18 @@ class SplitRows:
     later_uses: pl.LazyFrame
 
 
+@dataclass(frozen=True)
+class StoredCredit:
+    """An archive's stored label credit (``schema.LABEL_CREDIT`` rows over disjoint parts
+    of the metered runs), and the first offers of the runs it does not cover: those are
+    credited from the labels (None: it covers every run)."""
+
+    stored: pl.LazyFrame
+    uncovered: pl.LazyFrame | None
+    #: The first offers of the runs ``stored`` covers (what the invariant recomputes).
+    covered: pl.LazyFrame
+
+
 @runtime_checkable
 class StoredTables(Protocol):
     """Tables stored as files (an archive): lazy scans of each table in ingest order,
@@ -132,9 +147,11 @@ class StoredTables(Protocol):
 
     def scan(self, table: str, first_in_run: bool | None = None) -> pl.LazyFrame: ...
 
-    def outcome_scan(self) -> pl.LazyFrame: ...
+    def outcome_scan(self, selected: bool = False) -> pl.LazyFrame: ...
 
     def totals_scan(self) -> pl.LazyFrame | None: ...
+
+    def credit_scan(self) -> tuple[pl.LazyFrame, pl.LazyFrame | None, pl.LazyFrame] | None: ...
 
 
 def compute_ledger(tables: RunTables | LedgerInputs) -> Ledger:
@@ -173,7 +190,7 @@ def ledger_inputs(tables: RunTables | LedgerInputs) -> LedgerInputs:
             runs=tables.scan("runs"),
             offers=tables.scan("offers"),
             uses=tables.scan("uses"),
-            outcomes=tables.outcome_scan(),
+            outcomes=tables.outcome_scan(selected=True),
             split=SplitRows(
                 first_offers=tables.scan("offers", first_in_run=True),
                 later_offers=tables.scan("offers", first_in_run=False),
@@ -182,8 +199,14 @@ def ledger_inputs(tables: RunTables | LedgerInputs) -> LedgerInputs:
             ),
             engine="streaming",
             totals=tables.totals_scan(),
+            credit=_stored_credit(tables),
         )
     return LedgerInputs.of(tables)
+
+
+def _stored_credit(tables: StoredTables) -> StoredCredit | None:
+    found = tables.credit_scan()
+    return None if found is None else StoredCredit(*found)
 
 
 def ledger_plan(inputs: LedgerInputs) -> tuple[pl.LazyFrame, pl.LazyFrame]:
@@ -203,7 +226,10 @@ def ledger_plan(inputs: LedgerInputs) -> tuple[pl.LazyFrame, pl.LazyFrame]:
             pl.col("first_offer").min(),
             pl.col("first_use").min(),
         )
-    credit = _outcomes_per_piece(inputs.outcomes, split.first_offers, run_orders)
+    if inputs.credit is None:
+        credit = _outcomes_per_piece(inputs.outcomes, split.first_offers, run_orders)
+    else:
+        credit = _stored_outcomes(inputs.outcomes, inputs.credit, run_orders)
     rows = (
         totals.with_columns(first=pl.min_horizontal("first_offer", "first_use"))
         .join(credit, on=piece, how="left")
@@ -314,24 +340,64 @@ def _outcomes_per_piece(
     piece (in any order); each labelled metered run's labels carry that (run_order,
     row) key. A (run, label) pair counts once, however often the outcomes table lists it.
     """
-    labels = (
-        outcomes.select("run_id", "label")
-        .unique(maintain_order=True)
-        .with_row_index("label_position")
-        .join(run_orders, on="run_id")
-        .select(
-            "run_id",
-            "label",
-            credit=pl.col("run_order") * (1 << 32) + pl.col("label_position").cast(pl.Int64),
-        )
+    return _credit_lists(label_credit(outcomes, first_offers, run_orders))
+
+
+def label_credit(
+    outcomes: pl.LazyFrame,
+    first_offers: pl.LazyFrame,
+    run_orders: pl.LazyFrame,
+    *,
+    ranked: bool = False,
+) -> pl.LazyFrame:
+    """Per piece and label, the labelled runs that offered it and the earliest credit
+    (``schema.LABEL_CREDIT``): what an archive stores per commit, and what parts of the
+    runs add up to (``runs`` sums, ``first_credit`` takes the min).
+
+    ``first_credit`` is ``run_order * 2**32`` plus the label's row among the (run, label)
+    pairs of ``outcomes``: only its order among one run's labels matters, so labels
+    narrowed to some runs (in the same order) give the same ledger. ``ranked`` numbers
+    each run's labels from 0 instead, as an archive stores them: the same key whatever
+    other runs ``outcomes`` labels.
+    """
+    pairs = outcomes.select("run_id", "label").unique(maintain_order=True)
+    if ranked:
+        position = pl.int_range(pl.len(), dtype=pl.UInt32).over("run_id")
+        pairs = pairs.with_columns(label_position=position)
+    else:
+        pairs = pairs.with_row_index("label_position")
+    labels = pairs.join(run_orders, on="run_id").select(
+        "run_id",
+        "label",
+        credit=pl.col("run_order") * (1 << 32) + pl.col("label_position").cast(pl.Int64),
     )
     credited = first_offers.select("run_id", "kind", "piece_id").join(labels, on="run_id")
-    per_label = credited.group_by("kind", "piece_id", "label").agg(
-        runs=pl.len().cast(pl.Int64), first=pl.col("credit").min()
+    return credited.group_by("kind", "piece_id", "label").agg(
+        runs=pl.len().cast(pl.Int64), first_credit=pl.col("credit").min()
     )
+
+
+def _credit_lists(per_label: pl.LazyFrame) -> pl.LazyFrame:
+    """Per piece, ``[{label, runs}]`` from label credit rows, earliest credit first."""
     return per_label.group_by("kind", "piece_id").agg(
-        outcomes=pl.struct("label", "runs").sort_by("first")
+        outcomes=pl.struct("label", "runs").sort_by("first_credit")
     )
+
+
+def _stored_outcomes(
+    outcomes: pl.LazyFrame, credit: StoredCredit, run_orders: pl.LazyFrame
+) -> pl.LazyFrame:
+    """Per piece, ``[{label, runs}]``: the stored credit added up with the credit of the
+    first offers it does not cover (credited from the labels, as without it)."""
+    parts = [credit.stored.select(schema.LABEL_CREDIT.names)]
+    if credit.uncovered is not None:
+        parts.append(label_credit(outcomes, credit.uncovered, run_orders))
+    summed = (
+        pl.concat(parts)
+        .group_by("kind", "piece_id", "label")
+        .agg(pl.col("runs").sum(), pl.col("first_credit").min())
+    )
+    return _credit_lists(summed)
 
 
 def merge_ledgers(ledgers: list[Ledger]) -> Ledger:

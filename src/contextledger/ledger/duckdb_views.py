@@ -12,7 +12,8 @@ only, already split by first in run (``offers_first_in_run``, ``uses_first_in_ru
 they read its files as they are: no distinct count, no join of every row with ``runs``.
 An archive also stores per-commit piece totals; when they cover the selection
 (``piece_totals`` among its sources), ``piece_offers`` and ``piece_uses`` add them up
-instead of counting every row.
+instead of counting every row, and its stored label credit, where it stands, gives
+``piece_outcomes`` (``credit_piece_outcomes``) with the first offers it does not cover.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from typing import Any, Protocol, runtime_checkable
 import duckdb
 import polars as pl
 
+from contextledger.ledger.compute import StoredTables
 from contextledger.tables.build import RunTables
 
 #: The base views, by where the tables are: ``sql/NAME.sql`` for each name listed.
@@ -46,6 +48,22 @@ PIECE_VIEWS = {
 
 #: The views over those, in creation order (each reads only the views before it).
 VIEWS = ("outcome_rows", "outcome_positions", "piece_outcomes", "ledger", "ledger_rows")
+
+#: ``piece_outcomes`` from an archive's stored label credit (``label_credit``, with the
+#: first offers it does not cover as ``uncredited_offers``), when it is used.
+CREDIT_VIEW = "credit_piece_outcomes"
+#: What an archive registers for it.
+CREDIT_TABLES = ("label_credit", "uncredited_offers")
+
+
+def credit_views(views: tuple[str, ...]) -> tuple[str, ...]:
+    """``views`` with ``piece_outcomes`` read from the stored label credit.
+
+    >>> credit_views(VIEWS)[2]
+    'credit_piece_outcomes'
+    """
+    return tuple(CREDIT_VIEW if name == "piece_outcomes" else name for name in views)
+
 
 #: The registered tables the views read.
 TABLES = ("runs", "offers", "uses", "outcomes")
@@ -74,7 +92,7 @@ def views_sql() -> str:
     """Every view's statement: the base views (in memory, then archive), the piece views
     (from rows, then from totals), then the rest."""
     bases = (*BASE_VIEWS["tables"], *BASE_VIEWS["archive"])
-    names = (*bases, *PIECE_VIEWS["rows"], *PIECE_VIEWS["totals"], *VIEWS)
+    names = (*bases, *PIECE_VIEWS["rows"], *PIECE_VIEWS["totals"], CREDIT_VIEW, *VIEWS)
     return "\n".join(view_sql(name) for name in names)
 
 
@@ -124,6 +142,9 @@ def connect(
     for name in TABLES:
         if name in sources:  # an archive: read its Parquet files in place
             con.execute(f"CREATE OR REPLACE VIEW {name} AS {sources[name]}")
+        elif name == "outcomes" and isinstance(tables, StoredTables):
+            # read when a query reads it: the stored label credit may leave it unread
+            con.register(name, tables.outcome_scan())
         else:
             con.register(name, getattr(tables, name))
     base = "tables"
@@ -135,7 +156,12 @@ def connect(
     if "piece_totals" in sources:
         pieces = "totals"
         con.execute(f"CREATE OR REPLACE VIEW piece_totals AS {sources['piece_totals']}")
-    for name in (*BASE_VIEWS[base], *PIECE_VIEWS[pieces], *VIEWS):
+    views: tuple[str, ...] = VIEWS
+    if all(name in sources for name in CREDIT_TABLES):
+        views = credit_views(VIEWS)
+        for name in CREDIT_TABLES:
+            con.execute(f"CREATE OR REPLACE VIEW {name} AS {sources[name]}")
+    for name in (*BASE_VIEWS[base], *PIECE_VIEWS[pieces], *views):
         con.execute(view_sql(name))
     if not external_access:
         for statement in LOCKED_DOWN:

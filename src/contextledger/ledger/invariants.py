@@ -18,6 +18,7 @@ import polars as pl
 from contextledger.ledger.compute import (
     LedgerInputs,
     SplitRows,
+    label_credit,
     ledger_inputs,
     ledger_plan,
     piece_totals,
@@ -38,6 +39,9 @@ INVARIANTS = {
     ),
     "totals-equal-rows": (
         "an archive's stored piece totals are the totals of its offer and use rows"
+    ),
+    "label-credit-equal-rows": (
+        "an archive's stored label credit is the credit of its first offers and labels"
     ),
 }
 #: The signal ``use-implies-offer`` leaves out: a tool call is what the model did, and a
@@ -152,6 +156,8 @@ def check_invariants(
     found += _count_violations(inputs, split, orders, counts, metered, examples)
     if inputs.totals is not None:
         found += _totals_violations(inputs)
+    if inputs.credit is not None:
+        found += _credit_violations(inputs)
     violations = (
         pl.concat(
             [frame.with_columns(accounting=pl.lit(accounting)) for frame in found],
@@ -209,6 +215,43 @@ def _totals_violations(inputs: LedgerInputs) -> list[pl.DataFrame]:
     return [
         found.select(_PIECE).with_columns(
             invariant=pl.lit("totals-equal-rows"),
+            detail=pl.Series(details, dtype=pl.String),
+            run_count=pl.lit(0, dtype=pl.Int64),
+            runs=pl.lit([], dtype=pl.List(pl.String)),
+        )
+    ]
+
+
+def _credit_violations(inputs: LedgerInputs) -> list[pl.DataFrame]:
+    """(Piece, label) pairs whose stored label credit (the ledger's fast path) differs
+    from the credit of the first offers and labels it stands for: the runs counted, or
+    the first credit (run_order, and the label's rank among the run's labels)."""
+    assert inputs.credit is not None
+    key = [*_PIECE, "label"]
+    aggregate = [pl.col("runs").sum(), pl.col("first_credit").min()]
+    stored = inputs.credit.stored.group_by(key).agg(aggregate)
+    metered = inputs.runs.filter(pl.col("metered")).select("run_id", "run_order")
+    rows = label_credit(inputs.outcomes, inputs.credit.covered, metered, ranked=True)
+    both = stored.join(
+        rows.group_by(key).agg(aggregate), on=key, how="full", suffix="_rows", coalesce=True
+    )
+    columns = ("runs", "first_credit")
+    differ = [~pl.col(c).eq_missing(pl.col(f"{c}_rows")) for c in columns]
+    found = both.filter(pl.any_horizontal(differ)).collect(engine=inputs.engine)
+    if not found.height:
+        return []
+    details = [
+        f"label {row['label']!r}: "
+        + "; ".join(
+            f"{c}: stored {row[c]}, rows {row[f'{c}_rows']}"
+            for c in columns
+            if row[c] != row[f"{c}_rows"]
+        )
+        for row in found.iter_rows(named=True)
+    ]
+    return [
+        found.select(_PIECE).with_columns(
+            invariant=pl.lit("label-credit-equal-rows"),
             detail=pl.Series(details, dtype=pl.String),
             run_count=pl.lit(0, dtype=pl.Int64),
             runs=pl.lit([], dtype=pl.List(pl.String)),

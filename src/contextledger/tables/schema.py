@@ -119,6 +119,21 @@ PIECE_TOTALS = pa.schema(
     ]
 )
 
+#: Per piece and outcome label, the labelled metered runs of some runs that offered the
+#: piece (``runs``), and the earliest of them as ``run_order * 2**32 + rank``, where
+#: ``rank`` orders the run's labels as the outcomes table lists them (``first_credit``):
+#: the smallest over any set of runs is the credit the ledger lists first. An archive
+#: stores these per commit, for the labels known when the commit was written.
+LABEL_CREDIT = pa.schema(
+    [
+        pa.field("kind", pa.string(), nullable=False),
+        pa.field("piece_id", pa.string(), nullable=False),
+        pa.field("label", pa.string(), nullable=False),
+        pa.field("runs", pa.int64(), nullable=False),
+        pa.field("first_credit", pa.int64(), nullable=False),
+    ]
+)
+
 #: The reference's ``usedVia`` signal names, and the ledger column each is counted in.
 USED_SIGNAL_COLUMNS = {
     "tool-called": "used_tool_called",

@@ -10,6 +10,7 @@ over the whole table at once, as one Polars expression.
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -170,41 +171,139 @@ def streams_from_tables(streams: pa.Table, messages: pa.Table) -> list[RunMessag
 
 
 def _rebuilt(streams: pa.Table, messages: pa.Table) -> list[RunMessages]:
-    columns = messages.select(_READ_BACK).to_pydict()
-    by_run: dict[str, list[int]] = {}
-    for row, run_id in enumerate(columns["run_id"]):
-        by_run.setdefault(run_id, []).append(row)
+    """Column by column: each column converted to Python once, nested lists by their
+    offsets, every message built in one pass (a row at a time cost as much as the replay).
+    """
+    built = _messages_of(messages.select(_READ_BACK).combine_chunks())
+    by_run: dict[str, list[Message]] = {}
+    for message, run_id in zip(built, messages["run_id"].to_pylist(), strict=True):
+        by_run.setdefault(run_id, []).append(message)
     out = []
-    for run in streams.to_pylist():
-        rows = sorted(by_run.get(run["run_id"], []), key=columns["message_index"].__getitem__)
-        built = [_message(columns, row) for row in rows]
-        if len(built) != run["message_count"] or any(m.index != i for i, m in enumerate(built)):
-            msg = f"run {run['run_id']}: its messages rows are incomplete"
+    table = streams.combine_chunks()
+    calls = _calls_of(table["calls"].combine_chunks())
+    finals = _lists_of(table["final_window"].combine_chunks())
+    for run_id, user_message, count, run_calls, final, records in zip(
+        table["run_id"].to_pylist(),
+        table["user_message"].to_pylist(),
+        table["message_count"].to_pylist(),
+        calls,
+        finals,
+        table["recorded_records"].to_pylist(),
+        strict=True,
+    ):
+        run_messages = by_run.get(run_id, [])
+        if any(m.index != i for i, m in enumerate(run_messages)):
+            run_messages = sorted(run_messages, key=lambda m: m.index)
+        if len(run_messages) != count or any(m.index != i for i, m in enumerate(run_messages)):
+            msg = f"run {run_id}: its messages rows are incomplete"
             raise ValueError(msg)
-        calls = [
-            ModelCall(
-                ordinal=call["ordinal"],
-                iteration=call["iteration"],
-                bundle_index=call["bundle_index"],
-                runtime_stage_id=call["runtime_stage_id"],
-                window_stage_id=call["window_stage_id"],
-                input_tokens=call["input_tokens"],
-                window_seen=tuple(call["window_seen"]),
-                window_served=tuple(call["window_served"]),
-            )
-            for call in run["calls"]
-        ]
         out.append(
             RunMessages(
-                run_id=run["run_id"],
-                user_message=run["user_message"],
-                messages=built,
-                calls=calls,
-                final_window=tuple(run["final_window"]),
-                recorded_records=json.loads(run["recorded_records"]),
+                run_id=run_id,
+                user_message=user_message,
+                messages=run_messages,
+                calls=run_calls,
+                final_window=final,
+                recorded_records=json.loads(records),
             )
         )
     return out
+
+
+def _spans(array: pa.ListArray) -> tuple[list[tuple[int, int]], pa.Array]:
+    """Each list's (start, end) in its values, and the values (a slice's own only)."""
+    offsets = array.offsets.to_pylist()
+    base = offsets[0] if offsets else 0
+    return [(a - base, b - base) for a, b in itertools.pairwise(offsets)], array.flatten()
+
+
+def _lists_of(array: pa.ListArray) -> list[tuple[Any, ...]]:
+    """Each list of ``array`` as a tuple (a null list as an empty one)."""
+    spans, values = _spans(array)
+    flat = values.to_pylist()
+    return [tuple(flat[a:b]) for a, b in spans]
+
+
+def _calls_of(array: pa.ListArray) -> list[list[ModelCall]]:
+    """Each run's ``calls`` (``schema.STREAMS``) as ModelCalls."""
+    spans, values = _spans(array)
+    fields = dict(zip([f.name for f in values.type], values.flatten(), strict=True))
+    columns = [
+        fields[name].to_pylist()
+        for name in (
+            "ordinal",
+            "iteration",
+            "bundle_index",
+            "runtime_stage_id",
+            "window_stage_id",
+            "input_tokens",
+        )
+    ]
+    seen, served = _lists_of(fields["window_seen"]), _lists_of(fields["window_served"])
+    built = [
+        ModelCall(ordinal, iteration, bundle, runtime, window, tokens, window_seen, window_served)
+        for ordinal, iteration, bundle, runtime, window, tokens, window_seen, window_served in zip(
+            *columns, seen, served, strict=True
+        )
+    ]
+    return [built[a:b] for a, b in spans]
+
+
+def _messages_of(table: pa.Table) -> list[Message]:
+    """The Messages of ``schema.MESSAGES`` rows (the :data:`_READ_BACK` columns), in order."""
+    columns = {name: table[name].to_pylist() for name in _READ_BACK if name != "tool_calls"}
+    spans, listed = _spans(table["tool_calls"].combine_chunks())
+    ids, names = (field.to_pylist() for field in listed.flatten())
+    calls = [
+        tuple(ToolCall(ids[i], names[i]) for i in range(a, b)) if b > a else () for a, b in spans
+    ]
+    return [
+        Message(
+            role=role,
+            content=content if content is not None else "",
+            tool_call_id=tool_call_id,
+            tool_calls=tool_calls,
+            tool_name=None if recovered else name,
+            injected=injected,
+            not_dispatched=not_dispatched,
+            index=index,
+            first_call=first_call,
+            origin=origin,
+            window_authored=window_authored,
+            resolved_tool_name=name if role == "tool" else None,
+            stored_chars=chars,
+        )
+        for (
+            role,
+            content,
+            tool_call_id,
+            tool_calls,
+            name,
+            recovered,
+            injected,
+            not_dispatched,
+            index,
+            first_call,
+            origin,
+            window_authored,
+            chars,
+        ) in zip(
+            columns["role"],
+            columns["content"],
+            columns["tool_call_id"],
+            calls,
+            columns["tool_name"],
+            columns["tool_name_recovered"],
+            columns["injected"],
+            columns["not_dispatched"],
+            columns["message_index"],
+            columns["entered_before_call"],
+            columns["origin_stage_id"],
+            columns["window_authored"],
+            columns["content_chars"],
+            strict=True,
+        )
+    ]
 
 
 _READ_BACK = [
@@ -223,27 +322,6 @@ _READ_BACK = [
     "origin_stage_id",
     "content",
 ]
-
-
-def _message(columns: Mapping[str, list[Any]], row: int) -> Message:
-    role = columns["role"][row]
-    name = columns["tool_name"][row]
-    content = columns["content"][row]
-    return Message(
-        role=role,
-        content=content if content is not None else "",
-        tool_call_id=columns["tool_call_id"][row],
-        tool_calls=tuple(ToolCall(c["id"], c["name"]) for c in columns["tool_calls"][row]),
-        tool_name=None if columns["tool_name_recovered"][row] else name,
-        injected=columns["injected"][row],
-        not_dispatched=columns["not_dispatched"][row],
-        index=columns["message_index"][row],
-        first_call=columns["entered_before_call"][row],
-        origin=columns["origin_stage_id"][row],
-        window_authored=columns["window_authored"][row],
-        resolved_tool_name=name if role == "tool" else None,
-        stored_chars=columns["content_chars"][row],
-    )
 
 
 def turn_starts() -> pl.Expr:

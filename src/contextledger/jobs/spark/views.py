@@ -26,7 +26,13 @@ from contextledger.archive.tables import ArchiveTables, archive_tables
 from contextledger.jobs.spark.dialect import to_spark
 from contextledger.jobs.spark.session import get_session
 from contextledger.ledger.compute import Ledger
-from contextledger.ledger.duckdb_views import BASE_VIEWS, PIECE_VIEWS, VIEWS, view_sql
+from contextledger.ledger.duckdb_views import (
+    BASE_VIEWS,
+    PIECE_VIEWS,
+    VIEWS,
+    credit_views,
+    view_sql,
+)
 from contextledger.tables import schema
 
 if TYPE_CHECKING:
@@ -43,10 +49,15 @@ _POSITIONED = pa.schema(
 )
 
 
-def view_files(pieces: str) -> list[str]:
+def view_files(pieces: str, credit: bool = False) -> list[str]:
     """The ``ledger/sql`` files whose views Spark registers, in creation order: the
-    archive's base views, the piece views (``"totals"`` or ``"rows"``), then the rest."""
-    names = (*BASE_VIEWS["archive"], *PIECE_VIEWS[pieces], *VIEWS)
+    archive's base views, the piece views (``"totals"`` or ``"rows"``), then the rest
+    (``piece_outcomes`` from the stored label credit, given ``credit``)."""
+    names = (
+        *BASE_VIEWS["archive"],
+        *PIECE_VIEWS[pieces],
+        *(credit_views(VIEWS) if credit else VIEWS),
+    )
     return [name for name in names if name not in DUCKDB_ONLY]
 
 
@@ -75,7 +86,8 @@ def register(
 ) -> SparkSession:
     """A new session of ``spark`` (its own temporary views) holding the tables ``runs``,
     ``offers``, ``uses``, ``outcomes``, ``offers_first_in_run``, ``uses_first_in_run``,
-    ``outcome_rows`` (and ``piece_totals``), and every ledger view.
+    ``outcome_rows`` (and ``piece_totals``, ``label_credit`` and ``uncredited_offers``
+    where the stored totals and label credit are used), and every ledger view.
 
     ``use_totals``: None adds up the stored piece totals when they cover the selection
     (as the DuckDB and Polars paths do); False reads every offer and use; True insists
@@ -86,9 +98,13 @@ def register(
     totals = tables.totals_files() if use_totals is not False else None
     if use_totals and totals is None:
         raise ArchiveError("the stored piece totals do not cover this selection")
+    credit = tables.credit_files() if totals is not None else None
     for name, frame in _sources(session, tables, totals).items():
         frame.createOrReplaceTempView(name)
-    for file in view_files("rows" if totals is None else "totals"):
+    if credit is not None:
+        for name, frame in _credit_sources(session, tables, credit).items():
+            frame.createOrReplaceTempView(name)
+    for file in view_files("rows" if totals is None else "totals", credit is not None):
         name, query = to_spark(view_sql(file), lambda table: session.table(table).columns)
         session.sql(query).createOrReplaceTempView(name)
     return session
@@ -114,6 +130,18 @@ def _sources(
     sources["outcome_rows"] = rows
     sources["outcomes"] = rows.orderBy("row_position").select("run_id", "label")
     return sources
+
+
+def _credit_sources(
+    spark: SparkSession, tables: ArchiveTables, credit: tuple[list[str], list[str], list[str]]
+) -> dict[str, DataFrame]:
+    """The stored label credit that stands, and the first offers it does not cover."""
+    stored, uncovered, _ = credit
+    root = tables.archive.root
+    return {
+        "label_credit": _read(spark, root, stored, schema.LABEL_CREDIT, False),
+        "uncredited_offers": _read(spark, root, uncovered, schema.OFFERS, False),
+    }
 
 
 def _literal(path: str) -> str:
