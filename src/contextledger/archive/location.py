@@ -166,7 +166,7 @@ class Location:
                 list(paths),
                 hive_partitioning=False,
                 glob=False,
-                schema=pl.Schema(pl.from_arrow(table_schema.empty_table()).schema),
+                schema=pl.DataFrame(table_schema.empty_table()).schema,
                 missing_columns="insert",
             )
         if table_schema is None:

@@ -137,10 +137,10 @@ def _credit_sources(
 ) -> dict[str, DataFrame]:
     """The stored label credit that stands, and the first offers it does not cover."""
     stored, uncovered, _ = credit
-    root = tables.archive.root
+    where = tables.archive.location
     return {
-        "label_credit": _read(spark, root, stored, schema.LABEL_CREDIT, False),
-        "uncredited_offers": _read(spark, root, uncovered, schema.OFFERS, False),
+        "label_credit": _read(spark, where, stored, schema.LABEL_CREDIT, False),
+        "uncredited_offers": _read(spark, where, uncovered, schema.OFFERS, False),
     }
 
 
