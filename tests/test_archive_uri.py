@@ -20,7 +20,8 @@ from polars.testing import assert_frame_equal
 from contextledger.archive import Archive, ArchiveError, ArchiveTables, Selection, verify_archive
 from contextledger.archive.location import Location, locate
 from contextledger.archive.tables import parse_archive_path, stream_batches, unreplayable_runs
-from contextledger.cli import EXIT_UNREADABLE_INPUT, EXIT_USAGE, main
+from contextledger.cli import main
+from contextledger.cli.common import EXIT_UNREADABLE_INPUT, EXIT_USAGE
 from contextledger.jobs.whatif import whatif_table
 from contextledger.ledger.compute import compute_ledger
 from contextledger.ledger.duckdb_views import ledger_rows_sql
@@ -209,7 +210,13 @@ def test_damage_is_named_the_same_through_a_file_uri(tmp_path):
         plain = run(*command[:1], str(root), *command[1:])
         by_uri = run(*command[:1], file_uri(root), *command[1:])
         assert plain[0] == EXIT_UNREADABLE_INPUT
-        assert by_uri == plain
+        # the same, the input named as it was given ("no run selected by NAME")
+        named = f"selected by {root}"
+        assert by_uri == (
+            plain[0],
+            plain[1],
+            plain[2].replace(named, f"selected by {file_uri(root)}"),
+        )
         assert runs_file.path in plain[2]
 
 
