@@ -3,6 +3,7 @@ the command line, and the README it shares the reference's differences with."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import re
 import shutil
@@ -16,18 +17,22 @@ from polars.testing import assert_frame_equal
 
 from contextledger.cli import EXIT_UNREADABLE_INPUT, EXIT_USAGE, main
 from contextledger.jobs.ingest import ingest
-from contextledger.jobs.whatif import read_inputs
+from contextledger.jobs.whatif import read_inputs, read_with_tables
 from contextledger.report import (
     CHART_NAMES,
     DEFAULT_POLICIES,
     ReportData,
+    build_charts,
     collect,
     findings,
     render_html,
+    write_report,
 )
 from contextledger.report.differences import DIFFERENCES, markdown_table
 from contextledger.report.frames import accounting_comparison, wire_check
-from contextledger.tables.build import read_runs
+from contextledger.tables import build
+from contextledger.tables.build import ACCOUNTING_MODES, read_runs
+from contextledger.tables.windows import messages_table
 from contextledger.window.whatif import parse_policies
 
 from .conftest import REPO, SAMPLE
@@ -207,3 +212,115 @@ def test_report_command_names_a_bad_option_and_exits_2(tmp_path: Path, args, mes
     result = CliRunner().invoke(main, ["report", "-o", str(tmp_path), *args])
     assert result.exit_code == EXIT_USAGE
     assert message in result.output
+
+
+# ── one pass over the snapshots ────────────────────────────────────
+def awkward_inputs(folder: Path) -> Path:
+    """The sample, with a run no replay can hold (its accountings can), an unreadable
+    file, a copy of a run and a JSON Lines file with one bad line."""
+    shutil.copytree(SAMPLE, folder)
+    loop = folder / "s0003-loop.json.gz"
+    document = json.loads(gzip.decompress(loop.read_bytes()))
+    for bundle in document["snapshot"]["commitLog"]:
+        if "iteration" in bundle["overwrite"]:
+            bundle["overwrite"]["iteration"] = 2**40
+    loop.write_bytes(gzip.compress(json.dumps(document).encode()))
+    (folder / "broken.json").write_text("{", encoding="utf-8")
+    shutil.copy(SAMPLE / "s0001-fact-bench.json.gz", folder / "copy.json.gz")
+    wrap = json.loads(gzip.decompress((SAMPLE / "s0224-wrapup.json.gz").read_bytes()))
+    (folder / "lines.jsonl").write_text(f"{json.dumps(wrap)}\nnot json\n", encoding="utf-8")
+    return folder
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_one_pass_gives_each_accounting_and_the_streams_as_reading_them_apart(
+    tmp_path: Path, workers: int
+):
+    folder = awkward_inputs(tmp_path / "runs")
+    both, inputs = read_with_tables([folder], ACCOUNTING_MODES, workers=workers)
+    for mode in ACCOUNTING_MODES:
+        alone = read_runs(folder, mode=mode, workers=1)
+        for part in ("runs", "offers", "uses", "problems", "duplicates"):
+            assert getattr(both[mode], part).equals(getattr(alone, part)), (mode, part)
+        assert both[mode].skipped == alone.skipped
+    apart = read_inputs([folder])
+    assert [stream.run_id for stream in inputs.streams] == [s.run_id for s in apart.streams]
+    assert messages_table(inputs.streams).equals(messages_table(apart.streams))
+    assert repr(inputs.streams) == repr(apart.streams) and inputs.standings == apart.standings
+    assert inputs.problems == apart.problems and inputs.duplicates.equals(apart.duplicates)
+    reasons = {p.run_id: p.reason for p in inputs.problems}
+    assert "iteration 1099511627776" in reasons["s0003-loop"]
+    assert both["corrected"].runs.num_rows == 14  # the loop is metered, each copy once
+    assert both["corrected"].duplicates.num_rows == 2
+
+
+def test_the_report_reads_each_snapshot_once(tmp_path: Path, monkeypatch):
+    """Both accountings and the message streams from one read of each file (fewer than
+    eight files: read in this process, so every read is counted here)."""
+    folder = tmp_path / "runs"
+    folder.mkdir()
+    names = sorted(SAMPLE.iterdir())[:5]
+    for path in names:
+        shutil.copy(path, folder)
+    opened: list[Path] = []
+    real = build.iter_documents
+
+    def counted(path: Path):
+        opened.append(path)
+        return real(path)
+
+    monkeypatch.setattr(build, "iter_documents", counted)
+    data = collect([folder], policies=["none"])
+    assert sorted(p.name for p in opened) == [p.name for p in names]
+    assert data.reference is not None and data.reference.runs.num_rows == 5
+    assert data.per_run.height == 5
+
+
+def test_each_chart_is_laid_out_once_for_both_exports(tmp_path: Path, monkeypatch):
+    """Vega draws each chart once, as SVG; the PNG is that SVG rasterized, the same
+    bytes vl-convert's own PNG export gives."""
+    import vl_convert as vlc
+
+    drawn: list[str] = []
+    real_svg = vlc.vegalite_to_svg
+
+    def counted(spec, **options):
+        drawn.append(spec["title"]["text"] if isinstance(spec.get("title"), dict) else "")
+        return real_svg(spec, **options)
+
+    monkeypatch.setattr(vlc, "vegalite_to_svg", counted)
+    monkeypatch.setattr(vlc, "vegalite_to_png", lambda *_, **__: pytest.fail("drawn twice"))
+    data = sample_report()
+    write_report(data, tmp_path, formats=("svg", "png"))
+    assert len(drawn) == len(CHART_NAMES)
+    monkeypatch.undo()
+    spec = build_charts(data)["gates"].to_dict()
+    from altair.utils._importers import vl_version_for_vl_convert
+
+    own = vlc.vegalite_to_png(spec, vl_version=vl_version_for_vl_convert(), scale=2.0)
+    assert (tmp_path / "charts" / "gates.png").read_bytes() == own
+
+
+def test_the_chart_script_is_bundled_once_and_kept_for_later_reports(tmp_path, monkeypatch):
+    import vl_convert as vlc
+
+    from contextledger import report
+
+    monkeypatch.setenv("CONTEXTLEDGER_CACHE", str(tmp_path / "cache"))
+    report._vega_script.cache_clear()
+    first = report._vega_script()
+    [kept] = (tmp_path / "cache").iterdir()
+    assert kept.read_text(encoding="utf-8") == first and kept.name.startswith("vega-embed-")
+    report._vega_script.cache_clear()
+    monkeypatch.setattr(vlc, "javascript_bundle", lambda *_: pytest.fail("bundled again"))
+    assert report._vega_script() == first
+    # a damaged copy is bundled anew; a folder that cannot be written is no failure
+    kept.write_text("window.vega", encoding="utf-8")
+    monkeypatch.setattr(vlc, "javascript_bundle", lambda *_: first)
+    report._vega_script.cache_clear()
+    assert report._vega_script() == first and kept.read_text(encoding="utf-8") == first
+    (tmp_path / "file").write_text("", encoding="utf-8")
+    monkeypatch.setenv("CONTEXTLEDGER_CACHE", str(tmp_path / "file"))
+    report._vega_script.cache_clear()
+    assert report._vega_script() == first
+    report._vega_script.cache_clear()

@@ -12,7 +12,9 @@ opens offline, and exports each chart as SVG and PNG for slides.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field, replace
@@ -32,7 +34,7 @@ from contextledger.archive.tables import (
     stream_batches,
     unreplayable_runs,
 )
-from contextledger.jobs.whatif import read_inputs
+from contextledger.jobs.whatif import WhatIfInputs, read_with_tables
 from contextledger.ledger.compute import compute_ledger
 from contextledger.ledger.gates import describe_total, gate_what_if
 from contextledger.ledger.stats import (
@@ -52,7 +54,7 @@ from contextledger.report.frames import (
     timeline_frame,
     wire_check,
 )
-from contextledger.tables.build import RunTables, load_outcomes, read_runs
+from contextledger.tables.build import RunTables, load_outcomes
 from contextledger.tables.standings import load_standings
 from contextledger.window.standings import timelines
 from contextledger.window.whatif import parse_policies, per_policy, whatif_table
@@ -172,19 +174,22 @@ def collect(
     parsed = parse_policies(policies)
     names = [str(path) for path in paths]
     archived = archive_tables(names, mode)
-    tables = archived if archived is not None else read_runs(paths, mode=mode)
+    compared = compare_reference and mode != "reference"
+    reference: RunTables | None = None
+    if archived is not None:
+        tables: RunTables = archived
+        reference = archive_tables(names, "reference") if compared else None
+        batches, unreplayed = _archive_batches(archived)
+    else:
+        read, inputs = read_with_tables(paths, [mode, "reference"] if compared else [mode])
+        tables, reference = read[mode], read.get("reference") if compared else None
+        batches, unreplayed = _snapshot_batches(inputs, tables)
     if outcomes is not None:
         tables = tables.with_outcomes(load_outcomes(outcomes))
     rows = with_uncertainty(compute_ledger(tables).rows(), min_offers=min_offers)
     gate_pieces, gate_total = gate_what_if(tables, min_offers=min_offers)
-    reference = None
-    if compare_reference and mode != "reference":
-        reference = archive_tables(names, "reference") or read_runs(paths, mode="reference")
 
     given = load_standings(standings).to_pylist() if standings is not None else []
-    batches, unreplayed = (
-        _archive_batches(archived) if archived is not None else _snapshot_batches(paths, tables)
-    )
 
     def replayed(streams: list[RunMessages], standing_rows: list[dict[str, Any]]) -> pl.DataFrame:
         per_run = whatif_table(streams, parsed, standing_rows)
@@ -234,11 +239,10 @@ Batches = Callable[..., Iterator[tuple[list[RunMessages], list[dict[str, Any]]]]
 
 
 def _snapshot_batches(
-    paths: list[str | Path], tables: RunTables
+    inputs: WhatIfInputs, tables: RunTables
 ) -> tuple[Batches, list[dict[str, Any]]]:
     """The snapshots' streams, read once and kept (the timeline takes one of them), and
     the runs read whose stream could not be (unreadable inputs the tables name)."""
-    inputs = read_inputs(list(paths))
 
     def batches(run_id: str | None = None) -> Iterator[tuple[list[RunMessages], list[Any]]]:
         yield inputs.streams, inputs.standings
@@ -395,19 +399,55 @@ def _inline_markdown(text: str) -> Any:
     return markupsafe.Markup(html)
 
 
-def _spec_json(chart: alt.TopLevelMixin) -> str:
-    """The chart's Vega-Lite spec as JSON safe inside a ``<script>`` element."""
-    text = json.dumps(chart.to_dict(), ensure_ascii=False)
+def _spec_json(spec: dict[str, Any]) -> str:
+    """A chart's Vega-Lite spec as JSON safe inside a ``<script>`` element."""
+    text = json.dumps(spec, ensure_ascii=False)
     return text.replace("</", "<\\/").replace("<!--", "<\\!--")
+
+
+#: The bundled script's entry point: vega-embed as a global the page calls.
+_ENTRY = "window.vegaEmbed = vegaEmbed;"
 
 
 @cache
 def _vega_script() -> str:
-    """Vega, Vega-Lite and vega-embed as one script, for the version Altair writes."""
+    """Vega, Vega-Lite and vega-embed as one script, for the version Altair writes.
+
+    Bundling takes seconds (longer than reading a few hundred runs), and the result
+    depends only on the versions: it is kept in :func:`_script_cache` and read from
+    there by later reports (rebuilt when missing or unreadable).
+    """
     import vl_convert as vlc
     from altair.utils._importers import vl_version_for_vl_convert
 
-    return vlc.javascript_bundle("window.vegaEmbed = vegaEmbed;", vl_version_for_vl_convert())
+    from contextledger.output import write_text_atomically
+
+    version = vl_version_for_vl_convert()
+    kept = _script_cache() / f"vega-embed-{_vl_convert_version()}-{version}.js"
+    try:
+        text = kept.read_text(encoding="utf-8")
+        if "window.vegaEmbed=" in text[-200:]:  # written whole (atomically), by us
+            return text
+    except (OSError, UnicodeDecodeError):
+        pass
+    text = vlc.javascript_bundle(_ENTRY, version)
+    with contextlib.suppress(OSError):  # a read-only home: bundle again next time
+        write_text_atomically(kept, text)
+    return text
+
+
+def _vl_convert_version() -> str:
+    return version("vl-convert-python")
+
+
+def _script_cache() -> Path:
+    """Where the bundled chart script is kept: ``$CONTEXTLEDGER_CACHE``, else
+    ``$XDG_CACHE_HOME/contextledger``, else ``~/.cache/contextledger``."""
+    configured = os.environ.get("CONTEXTLEDGER_CACHE")
+    if configured:
+        return Path(configured)
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "contextledger"
 
 
 def render_html(data: ReportData, built: dict[str, alt.TopLevelMixin] | None = None) -> str:
@@ -417,9 +457,14 @@ def render_html(data: ReportData, built: dict[str, alt.TopLevelMixin] | None = N
     >>> "<script src=" in page, page.count('class="chart"')
     (False, 5)
     """
+    built = build_charts(data) if built is None else built
+    return _render(data, {name: chart.to_dict() for name, chart in built.items()})
+
+
+def _render(data: ReportData, specs: dict[str, dict[str, Any]]) -> str:
+    """The page, with the charts' specs (each computed once: the exports draw them too)."""
     import jinja2
 
-    built = build_charts(data) if built is None else built
     environment = jinja2.Environment(
         loader=jinja2.PackageLoader("contextledger.report", "."),
         autoescape=True,
@@ -460,8 +505,8 @@ def render_html(data: ReportData, built: dict[str, alt.TopLevelMixin] | None = N
         comparison=comparison,
         differences=DIFFERENCES,
         difference_headers=HEADERS,
-        charts=[(name, _spec_json(chart)) for name, chart in built.items()],
-        chart_names=list(built),
+        charts=[(name, _spec_json(spec)) for name, spec in specs.items()],
+        chart_names=list(specs),
         vega_script=_vega_script(),
     )
 
@@ -483,12 +528,12 @@ def write_report(
     from contextledger.output import atomic_path, write_text_atomically
 
     out = Path(out_dir)
-    built = build_charts(data)
-    page = write_text_atomically(out / "report.html", render_html(data, built))
-    for name, chart in built.items():
-        for suffix in formats:
+    specs = {name: chart.to_dict() for name, chart in build_charts(data).items()}
+    page = write_text_atomically(out / "report.html", _render(data, specs))
+    for name, spec in specs.items():
+        for suffix, image in charts.chart_images(spec, formats).items():
             with atomic_path(out / "charts" / f"{name}.{suffix}") as temporary:
-                charts.save_chart(chart, temporary)
+                temporary.write_bytes(image)
     return page
 
 
