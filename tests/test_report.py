@@ -4,6 +4,7 @@ the command line, and the README it shares the reference's differences with."""
 from __future__ import annotations
 
 import gzip
+import io
 import json
 import re
 import shutil
@@ -21,6 +22,7 @@ from contextledger.jobs.whatif import read_inputs, read_with_tables
 from contextledger.report import (
     CHART_NAMES,
     DEFAULT_POLICIES,
+    Progress,
     ReportData,
     build_charts,
     collect,
@@ -324,3 +326,64 @@ def test_the_chart_script_is_bundled_once_and_kept_for_later_reports(tmp_path, m
     report._vega_script.cache_clear()
     assert report._vega_script() == first
     report._vega_script.cache_clear()
+
+
+# ── progress on a terminal ─────────────────────────────────────────
+class FakeTerminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+class Clock:
+    """A clock each reading of which is ``step`` seconds after the last."""
+
+    def __init__(self, step: float) -> None:
+        self.now, self.step = 0.0, step
+
+    def __call__(self) -> float:
+        self.now += self.step
+        return self.now
+
+
+def test_a_slow_report_shows_each_stage_on_one_terminal_line(tmp_path: Path):
+    terminal = FakeTerminal()
+    meter = Progress(terminal, clock=Clock(1.0))  # each stage a second after the last
+    data = collect(policies=["none", "sliding:keep=3"], progress=meter)
+    write_report(data, tmp_path, formats=("svg",), progress=meter)
+    meter.close()
+    text = terminal.getvalue()
+    assert text.endswith("\n") and text.count("\n") == 1  # one line, redrawn
+    shown = [part.strip() for part in text.split("\r") if part.strip()]
+    replaying = "replaying 14 runs under 2 window policies"
+    for stage in ("reading files", replaying, "drawing the charts"):
+        assert any(stage in part for part in shown), (stage, shown)
+    assert re.match(r"report: reading files \d+  \d+ s", shown[0])
+
+
+def test_a_quick_report_and_a_log_get_no_progress_line(tmp_path: Path):
+    quick = FakeTerminal()
+    meter = Progress(quick)  # the sample takes well under the 2 s delay... on a real clock
+    meter.clock = Clock(0.001)
+    meter.started = 0.0
+    collect(policies=["none"], progress=meter)
+    meter.close()
+    assert quick.getvalue() == ""
+    silent = Progress(None, delay=0)
+    silent.stage("reading", 1)
+    silent.close()  # nothing to write to, nothing fails
+
+
+@pytest.mark.parametrize(
+    "flag, shown", [("--progress", True), ("--no-progress", False), (None, False)]
+)
+def test_report_command_progress_flag(tmp_path: Path, monkeypatch, flag, shown):
+    """--progress shows the meter, --no-progress hides it, and by default it follows
+    whether stderr is a terminal (under the test runner it is not)."""
+    from contextledger import report
+
+    monkeypatch.setattr(report, "PROGRESS_DELAY", 0.0)
+    args = ["report", "-o", str(tmp_path), "--charts", "none", "--policy", "none"]
+    result = run(*args, *([flag] if flag else []))
+    assert result.exit_code == 0, result.output
+    assert ("report: reading files" in result.stderr) is shown
+    assert "report:" not in result.stdout

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import tempfile
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -86,11 +86,16 @@ def read_inputs(paths_or_runs: Any) -> WhatIfInputs:
 
 
 def read_with_tables(
-    paths: Sequence[str | Path], modes: Sequence[str], *, workers: int | None = None
+    paths: Sequence[str | Path],
+    modes: Sequence[str],
+    *,
+    workers: int | None = None,
+    each_file: Callable[[FileRead], None] | None = None,
 ) -> tuple[dict[str, RunTables], WhatIfInputs]:
     """The tables of each accounting in ``modes`` and the what-if inputs, in one pass
     over the snapshots: each equal to what :func:`read_runs` and :func:`read_inputs`
-    give on their own (the report needs all three).
+    give on their own (the report needs all three). ``each_file`` is called after each
+    file is taken in (a progress meter).
 
     >>> tables, inputs = read_with_tables(["data/sample"], ["corrected"])
     >>> tables["corrected"].runs.num_rows == len(inputs.streams) == 14
@@ -102,7 +107,7 @@ def read_with_tables(
         list(paths),
         modes,
         workers=workers,
-        each_file=lambda read: _take_streams(inputs, identity, read),
+        each_file=lambda read: _take_streams(inputs, identity, read, each_file),
     )
     inputs.problems.extend(identity.conflicts)
     inputs.duplicates = identity.duplicate_table()
@@ -110,7 +115,12 @@ def read_with_tables(
     return found, inputs
 
 
-def _take_streams(inputs: WhatIfInputs, identity: RunIdentity, read: FileRead) -> None:
+def _take_streams(
+    inputs: WhatIfInputs,
+    identity: RunIdentity,
+    read: FileRead,
+    then: Callable[[FileRead], None] | None = None,
+) -> None:
     """A file's streams (the first readable copy of each run id) and the problems that
     touch them (the document's own, or its stream's; not one accounting's)."""
     inputs.problems.extend(problem for confined, problem in read.problems if confined in _OURS)
@@ -118,6 +128,8 @@ def _take_streams(inputs: WhatIfInputs, identity: RunIdentity, read: FileRead) -
         if identity.admit(stream.run_id, stream.source):
             inputs.streams.append(stream.messages)
             inputs.standings.extend(stream.standings)
+    if then is not None:
+        then(read)
 
 
 #: Problems of a :class:`FileRead` that keep a run out of a what-if.

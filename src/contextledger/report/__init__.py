@@ -13,16 +13,18 @@ opens offline, and exports each chart as SVG and PNG for slides.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import os
 import re
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from functools import cache
 from importlib.metadata import version
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import altair as alt
 import polars as pl
@@ -97,6 +99,65 @@ def sample() -> Sample:
     return found
 
 
+#: Seconds a report runs before :class:`Progress` draws its line.
+PROGRESS_DELAY = 2.0
+
+
+class Progress:
+    """A one-line meter on a terminal for a report's stages (reading, replaying,
+    drawing), shown once the report has taken ``delay`` seconds: a quick report says
+    nothing, a slow one says where it is. Silent when ``stream`` is None (not a terminal).
+
+    >>> import io
+    >>> meter = Progress(io.StringIO(), delay=0)
+    >>> meter.stage("reading", 3)
+    >>> meter.close()
+    >>> meter.stream.getvalue().strip()
+    'report: reading 3  0 s'
+    """
+
+    def __init__(
+        self,
+        stream: TextIO | None,
+        *,
+        delay: float | None = None,
+        clock: Callable[[], float] = time.perf_counter,
+    ) -> None:
+        self.stream = stream
+        self.delay = PROGRESS_DELAY if delay is None else delay
+        self.clock = clock
+        self.started = clock()
+        self.shown_at: float | None = None
+        self.width = 0
+
+    def stage(self, what: str, done: int | None = None, total: int | None = None) -> None:
+        """Say the report is at ``what`` (``done`` of ``total``, when counted); a count
+        alone is redrawn at most five times a second."""
+        if self.stream is None:
+            return
+        now = self.clock()
+        elapsed = now - self.started
+        counting = self.shown_at is not None and done not in (None, 0, total)
+        if elapsed < self.delay or (counting and now - (self.shown_at or 0) < 0.2):
+            return
+        count = "" if done is None else f" {done:,}" + ("" if total is None else f"/{total:,}")
+        line = f"report: {what}{count}  {elapsed:.0f} s"
+        self.stream.write("\r" + line.ljust(self.width))
+        self.stream.flush()
+        self.width, self.shown_at = len(line), now
+
+    def close(self) -> None:
+        """End the line, if one was drawn."""
+        if self.stream is not None and self.shown_at is not None:
+            self.stream.write("\n")
+            self.stream.flush()
+            self.shown_at = None
+
+
+def _quiet() -> Progress:
+    return Progress(None)
+
+
 @dataclass
 class ReportData:
     """Every frame the page shows, computed once."""
@@ -152,6 +213,7 @@ def collect(
     timeline_policy: str | None = None,
     compare_reference: bool = True,
     min_offers: int = DEFAULT_MIN_OFFERS,
+    progress: Progress | None = None,
 ) -> ReportData:
     """Read the runs under ``paths`` (default: the bundled sample, with its outcomes and
     standings) and compute what the report shows.
@@ -159,7 +221,8 @@ def collect(
     ``timeline_run`` / ``timeline_policy`` pick the run and policy of the window
     timeline (default: the windowed policy keeping the most facts for the answer, and
     the run it removed most from). ``compare_reference`` also reads the runs under
-    the reference accounting, for the page's comparison.
+    the reference accounting, for the page's comparison. ``progress`` is told each
+    stage (:class:`Progress`).
 
     >>> data = collect(policies=["none", "sliding:keep=3"])
     >>> data.per_policy["policy"].to_list(), data.timeline["run_id"][0]
@@ -173,6 +236,8 @@ def collect(
         standings = found.standings if standings is None else standings
     parsed = parse_policies(policies)
     names = [str(path) for path in paths]
+    meter = progress or _quiet()
+    meter.stage("reading the runs")
     archived = archive_tables(names, mode)
     compared = compare_reference and mode != "reference"
     reference: RunTables | None = None
@@ -181,17 +246,29 @@ def collect(
         reference = archive_tables(names, "reference") if compared else None
         batches, unreplayed = _archive_batches(archived)
     else:
-        read, inputs = read_with_tables(paths, [mode, "reference"] if compared else [mode])
+        files = itertools.count(1)
+        read, inputs = read_with_tables(
+            paths,
+            [mode, "reference"] if compared else [mode],
+            each_file=lambda _: meter.stage("reading files", next(files)),
+        )
         tables, reference = read[mode], read.get("reference") if compared else None
         batches, unreplayed = _snapshot_batches(inputs, tables)
     if outcomes is not None:
         tables = tables.with_outcomes(load_outcomes(outcomes))
+    meter.stage("computing the ledger and the gates")
     rows = with_uncertainty(compute_ledger(tables).rows(), min_offers=min_offers)
     gate_pieces, gate_total = gate_what_if(tables, min_offers=min_offers)
 
     given = load_standings(standings).to_pylist() if standings is not None else []
 
+    replayed_runs = 0
+
     def replayed(streams: list[RunMessages], standing_rows: list[dict[str, Any]]) -> pl.DataFrame:
+        nonlocal replayed_runs
+        done = f" ({replayed_runs:,} done)" if replayed_runs else ""
+        meter.stage(f"replaying {len(streams):,} runs under {len(parsed)} window policies{done}")
+        replayed_runs += len(streams)
         per_run = whatif_table(streams, parsed, standing_rows)
         wire = wire_check(streams, parsed, standing_rows)
         return per_run.join(wire, on=["run_id", "policy"], how="left", maintain_order="left")
@@ -199,6 +276,7 @@ def collect(
     parts = [replayed(streams, [*held, *given]) for streams, held in batches()]
     per_run = pl.concat(parts or [replayed([], [])])
 
+    meter.stage("drawing the timeline")
     label, run_id = _timeline_choice(per_run, parsed, timeline_policy, timeline_run)
     timeline = pl.DataFrame(schema=TIMELINE_SCHEMA)
     if run_id is not None:
@@ -512,12 +590,17 @@ def _render(data: ReportData, specs: dict[str, dict[str, Any]]) -> str:
 
 
 def write_report(
-    data: ReportData, out_dir: str | Path, *, formats: tuple[str, ...] = ("svg", "png")
+    data: ReportData,
+    out_dir: str | Path,
+    *,
+    formats: tuple[str, ...] = ("svg", "png"),
+    progress: Progress | None = None,
 ) -> Path:
     """Write ``report.html`` into ``out_dir`` and each chart as ``charts/NAME.svg`` / ``.png``.
 
     Missing folders are made; each file is written whole or not at all
-    (:func:`~contextledger.output.atomic_path`). Returns the page's path.
+    (:func:`~contextledger.output.atomic_path`). Returns the page's path. ``progress``
+    is told each stage (:class:`Progress`).
 
     >>> import tempfile
     >>> with tempfile.TemporaryDirectory() as folder:
@@ -527,10 +610,14 @@ def write_report(
     """
     from contextledger.output import atomic_path, write_text_atomically
 
+    meter = progress or _quiet()
     out = Path(out_dir)
+    meter.stage("writing the page")
     specs = {name: chart.to_dict() for name, chart in build_charts(data).items()}
     page = write_text_atomically(out / "report.html", _render(data, specs))
-    for name, spec in specs.items():
+    for done, (name, spec) in enumerate(specs.items()):
+        if formats:
+            meter.stage("drawing the charts", done, len(specs))
         for suffix, image in charts.chart_images(spec, formats).items():
             with atomic_path(out / "charts" / f"{name}.{suffix}") as temporary:
                 temporary.write_bytes(image)
@@ -540,6 +627,7 @@ def write_report(
 __all__ = [
     "CHART_NAMES",
     "DEFAULT_POLICIES",
+    "Progress",
     "ReportData",
     "Sample",
     "build_charts",
