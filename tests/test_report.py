@@ -27,6 +27,7 @@ from contextledger.report import (
     build_charts,
     collect,
     findings,
+    recommendation,
     render_html,
     write_report,
 )
@@ -88,7 +89,7 @@ def test_findings_open_the_page_with_the_numbers_a_reader_takes_away():
     assert lines[0].startswith("14 run(s) read: 14 metered, 0 refused, 0 input(s) unreadable")
     assert "5 piece(s) offered at least 5 times were never used: ~2,813 approx tokens" in lines[1]
     assert "left out 88 offers, saving ~6,526 approx tokens (12.2%)" in lines[2]
-    assert "sliding:keep=6 brings 6 of 6 declared facts to the answer turn" in lines[3]
+    assert lines[3].startswith("Recommended window policy: sliding:keep=6, the cheapest")
     assert lines[-1] == "Every replayed window is one a provider accepts."
 
 
@@ -387,3 +388,47 @@ def test_report_command_progress_flag(tmp_path: Path, monkeypatch, flag, shown):
     assert result.exit_code == 0, result.output
     assert ("report: reading files" in result.stderr) is shown
     assert "report:" not in result.stdout
+
+
+# ── the recommended window policy ──────────────────────────────────
+def test_the_findings_recommend_the_cheapest_policy_keeping_nearly_every_fact():
+    """Not ``none`` (the baseline), not token_budget (as many facts, more tokens): the
+    cheapest bringing at least 95% of the facts none brings, with the trade-off."""
+    advice = recommendation(sample_report())
+    assert advice == (
+        "Recommended window policy: sliding:keep=6, the cheapest compared that brings at "
+        "least 95% of the facts keeping everything (none) brings to the answer turn: 6 of 6 "
+        "declared facts (none: 6) for ~29,837 input tokens instead of ~34,493 (13.5% fewer)."
+    )
+    assert advice in findings(sample_report())
+
+
+def test_nearly_is_the_documented_threshold(monkeypatch):
+    from contextledger import report
+
+    assert report.NEARLY_ALL_FACTS == 0.95
+    assert "at least 95% of the facts `none`" in " ".join(README.split())
+    monkeypatch.setattr(report, "NEARLY_ALL_FACTS", 0.8)  # 5 of 6 is enough: keep=3 is cheaper
+    advice = recommendation(sample_report())
+    assert advice is not None and advice.startswith("Recommended window policy: sliding:keep=3")
+    assert "5 of 6 declared facts (none: 6) for ~26,067 input tokens" in advice
+
+
+def test_when_no_window_keeps_nearly_every_fact_the_closest_is_named_not_recommended():
+    data = collect(policies=["none", "sliding:keep=3", "sliding:keep=1"])
+    advice = recommendation(data)
+    assert advice is not None and not advice.startswith("Recommended")
+    assert advice.startswith("No window policy compared brings at least 95% of the facts")
+    assert "the closest, sliding:keep=3, brings 5 (none: 6) for ~26,067 input tokens" in advice
+    assert recommendation(collect(policies=["none"])) is None  # nothing to recommend
+
+
+def test_without_declared_facts_no_policy_is_recommended_on_facts():
+    advice = recommendation(collect([SAMPLE], policies=["none", "sliding:keep=3"]))
+    assert advice is not None and advice.startswith("No tool result was declared a fact")
+    assert "the cheapest compared, sliding:keep=3, sends ~25,788 input tokens" in advice
+
+
+def test_the_page_states_the_rule_next_to_the_policies():
+    assert "at least 95% of the facts <code>none</code>" in " ".join(sample_page().split())
+    assert "Recommended window policy: sliding:keep=6" in sample_page()

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import json
+import math
 import os
 import re
 import time
@@ -71,6 +72,9 @@ DEFAULT_POLICIES = (
     "sliding:keep=3",
     "token_budget:threshold=500",
 )
+#: The share of the facts keeping everything brings to the answer turn that a
+#: recommended window policy must bring too (:func:`recommendation`).
+NEARLY_ALL_FACTS = 0.95
 #: Chart names, in the order the page shows them, and the file names they export to.
 CHART_NAMES = ("earn_rate", "outcomes", "gates", "policies", "timeline")
 #: Where the repository keeps the bundled sample (``data/`` beside ``src/``).
@@ -431,17 +435,9 @@ def findings(data: ReportData) -> list[str]:
             f"saving ~{total['approx_tokens_saved']:,} approx tokens ({share:.1%}), "
             f"at the cost of {total['uses_lost']} of {total['used']} uses."
         )
-    policies = data.per_policy
-    declared = int(policies.select(pl.col("facts_declared_total").max()).item() or 0)
-    if declared:
-        best = policies.sort(
-            ["answer_facts_verbatim_total", "input_tokens_total"], descending=[True, False]
-        ).row(0, named=True)
-        out.append(
-            f"Of the window policies compared, {best['policy']} brings "
-            f"{best['answer_facts_verbatim_total']} of {declared} declared facts to the answer "
-            f"turn for ~{best['input_tokens_total']:,} input tokens."
-        )
+    advice = recommendation(data)
+    if advice:
+        out.append(advice)
     violations = int(data.per_run["wire_violations"].sum())
     out.append(
         "Every replayed window is one a provider accepts."
@@ -449,6 +445,82 @@ def findings(data: ReportData) -> list[str]:
         else f"{violations} replayed window problem(s) a provider would reject (see the chart)."
     )
     return out
+
+
+def recommendation(data: ReportData) -> str | None:
+    """The window policy a user would pick, with the trade-off in numbers.
+
+    The baseline keeps everything (``none``; when it was not compared, the policy
+    bringing the most facts). Recommended: the windowed policy with the fewest input
+    tokens among those bringing at least :data:`NEARLY_ALL_FACTS` of the baseline's
+    facts to the answer turn (rounded up: with 6 facts, all 6). With no fact declared
+    (no standings), none is recommended: facts kept cannot be weighed.
+
+    >>> advice = recommendation(collect(policies=["none", "sliding:keep=3", "sliding:keep=6"]))
+    >>> advice.split(":")[0], advice.split(": ")[2]
+    ('Recommended window policy', '6 of 6 declared facts (none')
+    """
+    kinds = {label: policy.kind for label, policy in parse_policies(data.policies)}
+    policies = data.per_policy.join(
+        pl.DataFrame({"policy": list(kinds), "kind": list(kinds.values())}),
+        on="policy",
+        how="left",
+        maintain_order="left",
+    )
+    if policies.height == 0:
+        return None
+    declared = int(policies.select(pl.col("facts_declared_total").max()).item() or 0)
+    facts, tokens = "answer_facts_verbatim_total", "input_tokens_total"
+    everything = policies.filter(pl.col("kind") == "none")
+    if everything.height == 0:
+        everything = policies.sort(facts, descending=True, maintain_order=True)
+    base = everything.row(0, named=True)
+    windowed = policies.filter(pl.col("kind") != "none").sort(tokens, maintain_order=True)
+    if windowed.height == 0:
+        return None
+    if not declared:
+        cheapest = windowed.row(0, named=True)
+        return (
+            "No tool result was declared a fact (give --standings, or runs whose findings "
+            "ledger files them), so no window policy is recommended on the facts it keeps; "
+            f"the cheapest compared, {cheapest['policy']}, sends "
+            f"~{cheapest[tokens]:,} input tokens instead of ~{base[tokens]:,} "
+            f"({base['policy']}{_fewer(cheapest[tokens], base[tokens])})."
+        )
+    needed = math.ceil(NEARLY_ALL_FACTS * base[facts] - 1e-9)
+    source = "keeping everything" if base["kind"] == "none" else "the policy bringing the most"
+    rule = (
+        f"at least {NEARLY_ALL_FACTS:.0%} of the facts {source} ({base['policy']}) brings "
+        "to the answer turn"
+    )
+    enough = windowed.filter(pl.col(facts) >= needed)
+    if enough.height == 0:
+        closest = windowed.sort(facts, descending=True, maintain_order=True).row(0, named=True)
+        return (
+            f"No window policy compared brings {rule} ({needed} of {declared} declared facts): "
+            f"the closest, {closest['policy']}, brings {closest[facts]} "
+            f"({base['policy']}: {base[facts]}) for ~{closest[tokens]:,} input tokens "
+            f"instead of ~{base[tokens]:,}{_fewer(closest[tokens], base[tokens], ' (', ')')}."
+        )
+    pick = enough.row(0, named=True)
+    versus = (
+        ""
+        if pick["policy"] == base["policy"]
+        else f" instead of ~{base[tokens]:,}{_fewer(pick[tokens], base[tokens], ' (', ')')}"
+    )
+    return (
+        f"Recommended window policy: {pick['policy']}, the cheapest compared that brings "
+        f"{rule}: {pick[facts]} of {declared} declared facts ({base['policy']}: {base[facts]}) "
+        f"for ~{pick[tokens]:,} input tokens{versus}."
+    )
+
+
+def _fewer(tokens: int, base: int, before: str = ", ", after: str = "") -> str:
+    """How many fewer input tokens, as a share of the baseline's."""
+    if not base or tokens == base:
+        return ""
+    share = abs(base - tokens) / base
+    return f"{before}{share:.1%} {'fewer' if tokens < base else 'more'}{after}"
 
 
 def _ledger_rows(rows: pl.DataFrame) -> list[dict[str, Any]]:
@@ -565,6 +637,7 @@ def _render(data: ReportData, specs: dict[str, dict[str, Any]]) -> str:
         shown=_shown,
         data=data,
         findings=findings(data),
+        nearly_all_facts=f"{NEARLY_ALL_FACTS:.0%}",
         runs_read=runs.height,
         ledger_rows=_ledger_rows(data.rows),
         gate_text=describe_total(data.gate_total),
@@ -627,12 +700,14 @@ def write_report(
 __all__ = [
     "CHART_NAMES",
     "DEFAULT_POLICIES",
+    "NEARLY_ALL_FACTS",
     "Progress",
     "ReportData",
     "Sample",
     "build_charts",
     "collect",
     "findings",
+    "recommendation",
     "render_html",
     "sample",
     "write_report",
