@@ -432,3 +432,24 @@ def test_without_declared_facts_no_policy_is_recommended_on_facts():
 def test_the_page_states_the_rule_next_to_the_policies():
     assert "at least 95% of the facts <code>none</code>" in " ".join(sample_page().split())
     assert "Recommended window policy: sliding:keep=6" in sample_page()
+
+
+# ── the header names where the labels came from ────────────────────
+def header(page: str) -> str:
+    return page.split('<ul class="findings">')[0]
+
+
+def test_the_header_names_the_archives_stored_labels(tmp_path: Path):
+    root = tmp_path / "archive"
+    ingest([SAMPLE], root, outcomes=REPO / "data" / "sample-outcomes.csv", workers=1)
+    data = collect([str(root)], policies=["none"])
+    assert data.stored_labels_from == [str(REPO / "data" / "sample-outcomes.csv")]
+    top = header(render_html(data))
+    assert "none given" not in top
+    assert "outcomes: the archive&#39;s stored labels (from <code>" in top
+    assert "sample-outcomes.csv</code>): <code>bad</code>, <code>good</code>" in top
+    bare = tmp_path / "bare"  # an archive holding no label says so
+    ingest([SAMPLE], bare, workers=1)
+    assert "outcomes: none given" in header(render_html(collect([str(bare)], policies=["none"])))
+    given = collect([str(bare)], outcomes=REPO / "data" / "sample-outcomes.csv", policies=["none"])
+    assert "sample-outcomes.csv</code>: <code>bad</code>" in header(render_html(given))

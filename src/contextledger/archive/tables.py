@@ -259,6 +259,10 @@ class ArchiveTables(RunTables):
             latest[file.source or file.path] = str(self.archive.root / file.path)
         return list(latest.values())
 
+    def outcome_sources(self) -> list[str]:
+        """The outcomes files the archived labels came from (each once, as ingested)."""
+        return list(dict.fromkeys(f.source or f.path for f in self.archive.files("outcomes")))
+
     # ── what the ledger reads (see ledger.compute.StoredTables) ──────
     def totals_scan(self) -> pl.LazyFrame | None:
         """The stored per-commit piece totals, when they stand for every selected run.

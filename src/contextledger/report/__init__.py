@@ -184,6 +184,22 @@ class ReportData:
     unreplayed: list[dict[str, Any]] = field(default_factory=list)
     min_offers: int = DEFAULT_MIN_OFFERS
     bundled: bool = False
+    #: Over an archive: the outcomes files its stored labels came from.
+    stored_labels_from: list[str] = field(default_factory=list)
+
+    def labels_text(self) -> str:
+        """Where the outcome labels came from, and which they are, for the page's header
+        (Markdown: names in backticks)."""
+        sources = [f"`{_shown(self.outcomes_from)}`"] if self.outcomes_from else []
+        if self.stored_labels_from:
+            files = ", ".join(f"`{_shown(name)}`" for name in self.stored_labels_from)
+            sources.append(f"the archive's stored labels (from {files})")
+        if not sources:
+            return "none given"
+        names = sorted(self.tables.outcomes.column("label").unique().to_pylist())
+        listed = ", ".join(f"`{name}`" for name in names[:8])
+        more = f" and {len(names) - 8} more" if len(names) > 8 else ""
+        return f"{' and '.join(sources)}: {listed or 'no label'}{more}"
 
     def command(self) -> str:
         """The command line that regenerates this page."""
@@ -242,6 +258,7 @@ def collect(
     names = [str(path) for path in paths]
     meter = progress or _quiet()
     meter.stage("reading the runs")
+    stored_labels_from: list[str] = []
     archived = archive_tables(names, mode)
     compared = compare_reference and mode != "reference"
     reference: RunTables | None = None
@@ -249,6 +266,7 @@ def collect(
         tables: RunTables = archived
         reference = archive_tables(names, "reference") if compared else None
         batches, unreplayed = _archive_batches(archived)
+        stored_labels_from = archived.outcome_sources()
     else:
         files = itertools.count(1)
         read, inputs = read_with_tables(
@@ -313,6 +331,7 @@ def collect(
         unreplayed=unreplayed,
         min_offers=min_offers,
         bundled=bundled,
+        stored_labels_from=stored_labels_from,
     )
 
 
