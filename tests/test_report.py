@@ -453,3 +453,31 @@ def test_the_header_names_the_archives_stored_labels(tmp_path: Path):
     assert "outcomes: none given" in header(render_html(collect([str(bare)], policies=["none"])))
     given = collect([str(bare)], outcomes=REPO / "data" / "sample-outcomes.csv", policies=["none"])
     assert "sample-outcomes.csv</code>: <code>bad</code>" in header(render_html(given))
+
+
+# ── an archive without message streams ─────────────────────────────
+def test_over_an_archive_without_streams_the_window_section_is_left_out_with_a_note(
+    tmp_path: Path,
+):
+    from contextledger.jobs.synth import synth_archive
+
+    root = tmp_path / "archive"
+    ingest([SAMPLE], root, workers=1, ingest_date="2026-01-01")
+    synth_archive(root, 30, ingest_date="2026-02-01", streams=False, workers=1)
+    # the snapshots' commit alone: replayed as ever
+    streamed = collect([f"{root}?until=2026-01-31"], policies=["none"])
+    assert streamed.windows_note is None and streamed.per_run.height == 14
+    for path in (str(root), f"{root}?since=2026-02-01"):  # a selection holding runs without
+        data = collect([path], policies=["none", "sliding:keep=3"], timeline_run="s0001-x")
+        assert data.windows_note is not None
+        assert data.windows_note.startswith("The window policies are left out: 30 archived run")
+        assert data.per_run.height == 0 and data.timeline.height == 0
+        assert findings(data)[-1] == data.windows_note
+        assert data.rows.height > 0  # the ledger is all there
+    page = render_html(data)
+    assert "The window policies are left out: 30 archived run(s)" in page
+    assert 'id="chart-policies"' not in page and 'id="chart-timeline"' not in page
+    out = tmp_path / "out"
+    result = run("report", str(root), "-o", str(out), "--charts", "svg")
+    assert result.exit_code == 0, result.output
+    assert sorted(p.stem for p in (out / "charts").iterdir()) == ["earn_rate", "gates", "outcomes"]

@@ -34,6 +34,7 @@ from contextledger import charts
 from contextledger.archive.tables import (
     ArchiveTables,
     archive_tables,
+    runs_without_streams,
     stream_batches,
     unreplayable_runs,
 )
@@ -186,6 +187,8 @@ class ReportData:
     bundled: bool = False
     #: Over an archive: the outcomes files its stored labels came from.
     stored_labels_from: list[str] = field(default_factory=list)
+    #: Why the window policies (and the timeline) are left out: None when they are shown.
+    windows_note: str | None = None
 
     def labels_text(self) -> str:
         """Where the outcome labels came from, and which they are, for the page's header
@@ -259,6 +262,7 @@ def collect(
     meter = progress or _quiet()
     meter.stage("reading the runs")
     stored_labels_from: list[str] = []
+    windows_note: str | None = None
     archived = archive_tables(names, mode)
     compared = compare_reference and mode != "reference"
     reference: RunTables | None = None
@@ -267,6 +271,15 @@ def collect(
         reference = archive_tables(names, "reference") if compared else None
         batches, unreplayed = _archive_batches(archived)
         stored_labels_from = archived.outcome_sources()
+        missing = runs_without_streams(archived.commits)
+        if missing:
+            windows_note = (
+                f"The window policies are left out: {missing:,} archived run(s) have no "
+                "message stream to replay (ingested before archives stored them, or written "
+                "by synth --no-streams). Ingest the snapshots again into a new archive to "
+                "compare window policies."
+            )
+            batches, unreplayed = _no_batches, []
     else:
         files = itertools.count(1)
         read, inputs = read_with_tables(
@@ -301,7 +314,7 @@ def collect(
     meter.stage("drawing the timeline")
     label, run_id = _timeline_choice(per_run, parsed, timeline_policy, timeline_run)
     timeline = pl.DataFrame(schema=TIMELINE_SCHEMA)
-    if run_id is not None:
+    if run_id is not None and windows_note is None:
         chosen = [
             (stream, [*snapshot_standings, *given])
             for streams, snapshot_standings in batches(run_id)
@@ -332,6 +345,7 @@ def collect(
         min_offers=min_offers,
         bundled=bundled,
         stored_labels_from=stored_labels_from,
+        windows_note=windows_note,
     )
 
 
@@ -368,6 +382,11 @@ def _archive_batches(tables: ArchiveTables) -> tuple[Batches, list[dict[str, Any
         yield from stream_batches(tables.archive, selection)
 
     return batches, unreplayable_runs(tables.archive, tables.selection)
+
+
+def _no_batches(run_id: str | None = None) -> Iterator[tuple[list[RunMessages], list[Any]]]:
+    """No stream to replay (an archive that stored none)."""
+    yield from ()
 
 
 def _timeline_choice(
@@ -457,6 +476,9 @@ def findings(data: ReportData) -> list[str]:
     advice = recommendation(data)
     if advice:
         out.append(advice)
+    if data.windows_note:
+        out.append(data.windows_note)
+        return out
     violations = int(data.per_run["wire_violations"].sum())
     out.append(
         "Every replayed window is one a provider accepts."
