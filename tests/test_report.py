@@ -481,3 +481,23 @@ def test_over_an_archive_without_streams_the_window_section_is_left_out_with_a_n
     result = run("report", str(root), "-o", str(out), "--charts", "svg")
     assert result.exit_code == 0, result.output
     assert sorted(p.stem for p in (out / "charts").iterdir()) == ["earn_rate", "gates", "outcomes"]
+
+
+def test_the_chart_script_is_bundled_on_a_thread_while_the_runs_are_replayed(monkeypatch):
+    import threading
+
+    from contextledger import report
+
+    called: list[str] = []
+    started = threading.Event()
+
+    def bundle() -> str:
+        called.append(threading.current_thread().name)
+        started.set()
+        return "window.vegaEmbed=fake;"
+
+    monkeypatch.setattr(report, "_bundling", None)
+    monkeypatch.setattr(report, "_vega_script", bundle)
+    data = collect(policies=["none"])
+    assert started.wait(10) and called == ["vega-bundle"]  # begun before the page is asked for
+    assert "window.vegaEmbed=fake;" in render_html(data) and called == ["vega-bundle"]

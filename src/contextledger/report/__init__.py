@@ -18,8 +18,10 @@ import json
 import math
 import os
 import re
+import threading
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from functools import cache
@@ -289,6 +291,7 @@ def collect(
         )
         tables, reference = read[mode], read.get("reference") if compared else None
         batches, unreplayed = _snapshot_batches(inputs, tables)
+    _bundle_soon()  # after the read pass: no worker is forked while it runs
     if outcomes is not None:
         tables = tables.with_outcomes(load_outcomes(outcomes))
     meter.stage("computing the ledger and the gates")
@@ -627,6 +630,29 @@ def _vega_script() -> str:
     return text
 
 
+_bundling: Future[str] | None = None
+_bundling_lock = threading.Lock()
+
+
+def _bundle_soon() -> Future[str]:
+    """:func:`_vega_script` on a thread of its own, started once: a machine's first
+    report bundles it (seconds, outside the GIL) while the runs are replayed."""
+    global _bundling
+    with _bundling_lock:
+        if _bundling is None:
+            future: Future[str] = Future()
+
+            def bundle() -> None:
+                try:
+                    future.set_result(_vega_script())
+                except BaseException as error:  # handed to whoever waits for it
+                    future.set_exception(error)
+
+            threading.Thread(target=bundle, name="vega-bundle", daemon=True).start()
+            _bundling = future
+        return _bundling
+
+
 def _vl_convert_version() -> str:
     return version("vl-convert-python")
 
@@ -699,7 +725,7 @@ def _render(data: ReportData, specs: dict[str, dict[str, Any]]) -> str:
         difference_headers=HEADERS,
         charts=[(name, _spec_json(spec)) for name, spec in specs.items()],
         chart_names=list(specs),
-        vega_script=_vega_script(),
+        vega_script=_bundle_soon().result(),
     )
 
 
