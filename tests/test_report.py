@@ -501,3 +501,20 @@ def test_the_chart_script_is_bundled_on_a_thread_while_the_runs_are_replayed(mon
     data = collect(policies=["none"])
     assert started.wait(10) and called == ["vega-bundle"]  # begun before the page is asked for
     assert "window.vegaEmbed=fake;" in render_html(data) and called == ["vega-bundle"]
+
+
+def test_each_new_stage_is_drawn_at_once_and_its_counts_five_times_a_second():
+    terminal = FakeTerminal()
+    meter = Progress(terminal, delay=0, clock=Clock(0.01))  # 10 ms between readings
+    meter.stage("reading the runs")
+    for done in range(1, 50):
+        meter.stage("reading files", done)
+    meter.stage("drawing the charts", 0, 3)
+    shown = [part.strip() for part in terminal.getvalue().split("\r") if part.strip()]
+    assert [line.split("  ")[0] for line in shown] == [
+        "report: reading the runs",
+        "report: reading files 1",
+        "report: reading files 21",  # 20 readings of 10 ms: 0.2 s later
+        "report: reading files 41",
+        "report: drawing the charts 0/3",
+    ]

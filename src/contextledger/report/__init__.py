@@ -135,23 +135,24 @@ class Progress:
         self.clock = clock
         self.started = clock()
         self.shown_at: float | None = None
+        self.what: str | None = None
         self.width = 0
 
     def stage(self, what: str, done: int | None = None, total: int | None = None) -> None:
-        """Say the report is at ``what`` (``done`` of ``total``, when counted); a count
-        alone is redrawn at most five times a second."""
+        """Say the report is at ``what`` (``done`` of ``total``, when counted); a new
+        stage is drawn at once, a stage's next count at most five times a second."""
         if self.stream is None:
             return
         now = self.clock()
         elapsed = now - self.started
-        counting = self.shown_at is not None and done not in (None, 0, total)
+        counting = what == self.what and done not in (None, 0, total)  # same stage, on
         if elapsed < self.delay or (counting and now - (self.shown_at or 0) < 0.2):
             return
         count = "" if done is None else f" {done:,}" + ("" if total is None else f"/{total:,}")
         line = f"report: {what}{count}  {elapsed:.0f} s"
         self.stream.write("\r" + line.ljust(self.width))
         self.stream.flush()
-        self.width, self.shown_at = len(line), now
+        self.width, self.shown_at, self.what = len(line), now, what
 
     def close(self) -> None:
         """End the line, if one was drawn."""
