@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -80,7 +81,7 @@ def test_earn_rate_chart_plots_each_piece_by_tokens_and_earn_rate_with_its_inter
     assert points["color"] == ("kind", "nominal")
     assert scatter[2]["transform"] == [{"filter": "datum.never_used"}]
     assert spec["title"]["text"] == "Which context pieces earn their tokens?"
-    assert "approx tokens spent offering the piece (estimate)" in titles(spec)
+    assert "approx tokens spent offering the piece (estimate; log scale)" in titles(spec)
     assert "earn rate (uses per offer)" in titles(spec)
 
 
@@ -183,7 +184,7 @@ def test_gate_chart_puts_uses_lost_against_tokens_saved_for_the_pieces_touched()
     assert points["x"] == ("approx_tokens_saved", "quantitative")
     assert points["y"] == ("uses_lost", "quantitative")
     assert points["size"] == ("offers_gated", "quantitative")
-    drawn = set(rows_of(spec)["id"].to_list())
+    drawn = set(pl.DataFrame(spec["datasets"][spec["layer"][0]["data"]["name"]])["id"])
     assert "issue_refund" in drawn and "read_skill" not in drawn
     assert "approx tokens the gates would have saved" in titles(spec)
 
@@ -210,3 +211,76 @@ def test_outcome_chart_keeps_the_pieces_offered_in_most_labelled_runs():
     ]
     assert set(rows_of(spec)["id"]) == {"read_skill", "send_email", "fact-1"}
     assert "The 3 of 40 pieces offered in most labelled runs." in spec["title"]["subtitle"]
+
+
+# ── readable at scale ──────────────────────────────────────────────
+def test_the_earn_rate_chart_puts_tokens_on_a_log_axis_with_a_tick_per_power_of_ten():
+    rows = with_uncertainty(compute_ledger(tables()).rows())
+    x = charts.earn_rate_chart(rows).to_dict()["hconcat"][0]["layer"][1]["encoding"]["x"]
+    top = int(rows["approx_tokens_spent"].max())
+    assert x["scale"]["type"] == "symlog"  # pieces costing little spread out; 0 still drawn
+    assert x["axis"]["values"][0] == 0 and x["axis"]["values"][-1] >= top
+    assert all(b == a * 10 for a, b in itertools.pairwise(x["axis"]["values"][1:]))
+    assert x["scale"]["domain"] == [0, x["axis"]["values"][-1]]
+
+
+def test_the_earn_rate_chart_draws_hundreds_of_pieces_smaller_and_lighter(monkeypatch):
+    rows = with_uncertainty(compute_ledger(tables()).rows())
+    few = charts.earn_rate_chart(rows).to_dict()["hconcat"][0]["layer"]
+    monkeypatch.setattr(charts, "CROWDED", rows.height - 1)
+    many = charts.earn_rate_chart(rows).to_dict()["hconcat"][0]["layer"]
+    assert many[0]["mark"]["opacity"] < few[0]["mark"]["opacity"]
+    sizes = [layer["encoding"]["size"]["scale"]["range"][1] for layer in (many[1], few[1])]
+    assert sizes[0] < sizes[1]
+
+
+def dense_points(count: int, seed: int = 0) -> pl.DataFrame:
+    """Many pieces crowded near the origin, a few far out: a 10,000-run archive's gates."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    return pl.DataFrame(
+        {
+            "id": [f"piece_{i}_{'x' * int(rng.integers(0, 12))}" for i in range(count)],
+            "x": np.round(rng.pareto(1.2, count) * 1000).astype(int),
+            "y": np.round(rng.pareto(1.5, count) * 10).astype(int),
+            "radius": rng.uniform(3, 12, count),
+        }
+    )
+
+
+@pytest.mark.parametrize("count", [5, 40, 600])
+def test_gate_labels_overlap_no_label_or_point_and_stay_inside(count: int):
+    points = dense_points(count)
+    width, height = 640, 320
+    tops = (float(points["x"].max()) * 1.05 + 1, float(points["y"].max()) * 1.1 + 1)
+    placed = charts.place_labels(points, "x", "y", tops, (width, height), radius="radius")
+    assert 0 < placed.height <= 8
+    boxes = []
+    for row in placed.iter_rows(named=True):
+        lx, ly = row["label_x"] / tops[0] * width, height - row["label_y"] / tops[1] * height
+        wide = 6.0 * len(row["id"]) + 2
+        left = lx if row["align"] == "left" else lx - wide
+        boxes.append((left, ly - 6, left + wide, ly + 6))
+    for i, box in enumerate(boxes):
+        assert box[0] >= 0 and box[2] <= width and box[1] >= -4 and box[3] <= height + 4
+        assert not any(charts._overlap(box, other) for other in boxes[i + 1 :])
+        for row in points.iter_rows(named=True):
+            px, py = row["x"] / tops[0] * width, height - row["y"] / tops[1] * height
+            r = row["radius"]
+            assert not charts._overlap(box, (px - r, py - r, px + r, py + r))
+    # the piece saving most is named whenever its label fits anywhere: the first tried
+    assert placed["id"][0] == points.sort("x", "y", descending=True)["id"][0]
+
+
+def test_the_gate_chart_names_a_few_pieces_and_leaves_the_rest_to_the_tooltip():
+    pieces, _ = gate_what_if(tables())
+    spec = charts.gate_chart(pieces).to_dict()
+    points, *labels = spec["layer"]
+    named = [row for layer in labels for row in spec["datasets"][layer["data"]["name"]]]
+    drawn = spec["datasets"][points["data"]["name"]]
+    assert 0 < len(named) < len(drawn)  # 8 of the sample's 10
+    assert {"field": "id", "type": "nominal", "title": "piece"} in points["encoding"]["tooltip"]
+    assert f"({len(named)} of {len(drawn)}; hover a point for the others)" in " ".join(
+        spec["title"]["subtitle"]
+    )

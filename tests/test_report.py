@@ -3,6 +3,8 @@ the command line, and the README it shares the reference's differences with."""
 
 from __future__ import annotations
 
+import gzip
+import io
 import json
 import re
 import shutil
@@ -17,18 +19,24 @@ from polars.testing import assert_frame_equal
 from contextledger.cli import main
 from contextledger.cli.common import EXIT_UNREADABLE_INPUT, EXIT_USAGE
 from contextledger.jobs.ingest import ingest
-from contextledger.jobs.whatif import read_inputs
+from contextledger.jobs.whatif import read_inputs, read_with_tables
 from contextledger.report import (
     CHART_NAMES,
     DEFAULT_POLICIES,
+    Progress,
     ReportData,
+    build_charts,
     collect,
     findings,
+    recommendation,
     render_html,
+    write_report,
 )
 from contextledger.report.differences import DIFFERENCES, markdown_table
 from contextledger.report.frames import accounting_comparison
-from contextledger.tables.build import read_runs
+from contextledger.tables import build
+from contextledger.tables.build import ACCOUNTING_MODES, read_runs
+from contextledger.tables.windows import messages_table
 from contextledger.window.audit import wire_check
 from contextledger.window.whatif import parse_policies
 
@@ -83,7 +91,7 @@ def test_findings_open_the_page_with_the_numbers_a_reader_takes_away():
     assert lines[0].startswith("14 run(s) read: 14 metered, 0 refused, 0 input(s) unreadable")
     assert "5 piece(s) offered at least 5 times were never used: ~2,813 approx tokens" in lines[1]
     assert "left out 88 offers, saving ~6,526 approx tokens (12.2%)" in lines[2]
-    assert "sliding:keep=6 brings 6 of 6 declared facts to the answer turn" in lines[3]
+    assert lines[3].startswith("Recommended window policy: sliding:keep=6, the cheapest")
     assert lines[-1] == "Every replayed window is one a provider accepts."
 
 
@@ -209,3 +217,306 @@ def test_report_command_names_a_bad_option_and_exits_2(tmp_path: Path, args, mes
     result = CliRunner().invoke(main, ["report", "-o", str(tmp_path), *args])
     assert result.exit_code == EXIT_USAGE
     assert message in result.output
+
+
+# ── one pass over the snapshots ────────────────────────────────────
+def awkward_inputs(folder: Path) -> Path:
+    """The sample, with a run no replay can hold (its accountings can), an unreadable
+    file, a copy of a run and a JSON Lines file with one bad line."""
+    shutil.copytree(SAMPLE, folder)
+    loop = folder / "s0003-loop.json.gz"
+    document = json.loads(gzip.decompress(loop.read_bytes()))
+    for bundle in document["snapshot"]["commitLog"]:
+        if "iteration" in bundle["overwrite"]:
+            bundle["overwrite"]["iteration"] = 2**40
+    loop.write_bytes(gzip.compress(json.dumps(document).encode()))
+    (folder / "broken.json").write_text("{", encoding="utf-8")
+    shutil.copy(SAMPLE / "s0001-fact-bench.json.gz", folder / "copy.json.gz")
+    wrap = json.loads(gzip.decompress((SAMPLE / "s0224-wrapup.json.gz").read_bytes()))
+    (folder / "lines.jsonl").write_text(f"{json.dumps(wrap)}\nnot json\n", encoding="utf-8")
+    return folder
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_one_pass_gives_each_accounting_and_the_streams_as_reading_them_apart(
+    tmp_path: Path, workers: int
+):
+    folder = awkward_inputs(tmp_path / "runs")
+    both, inputs = read_with_tables([folder], ACCOUNTING_MODES, workers=workers)
+    for mode in ACCOUNTING_MODES:
+        alone = read_runs(folder, mode=mode, workers=1)
+        for part in ("runs", "offers", "uses", "problems", "duplicates"):
+            assert getattr(both[mode], part).equals(getattr(alone, part)), (mode, part)
+        assert both[mode].skipped == alone.skipped
+    apart = read_inputs([folder])
+    assert [stream.run_id for stream in inputs.streams] == [s.run_id for s in apart.streams]
+    assert messages_table(inputs.streams).equals(messages_table(apart.streams))
+    assert repr(inputs.streams) == repr(apart.streams) and inputs.standings == apart.standings
+    assert inputs.problems == apart.problems and inputs.duplicates.equals(apart.duplicates)
+    reasons = {p.run_id: p.reason for p in inputs.problems}
+    assert "iteration 1099511627776" in reasons["s0003-loop"]
+    assert both["corrected"].runs.num_rows == 14  # the loop is metered, each copy once
+    assert both["corrected"].duplicates.num_rows == 2
+
+
+def test_the_report_reads_each_snapshot_once(tmp_path: Path, monkeypatch):
+    """Both accountings and the message streams from one read of each file (fewer than
+    eight files: read in this process, so every read is counted here)."""
+    folder = tmp_path / "runs"
+    folder.mkdir()
+    names = sorted(SAMPLE.iterdir())[:5]
+    for path in names:
+        shutil.copy(path, folder)
+    opened: list[Path] = []
+    real = build.iter_documents
+
+    def counted(path: Path):
+        opened.append(path)
+        return real(path)
+
+    monkeypatch.setattr(build, "iter_documents", counted)
+    data = collect([folder], policies=["none"])
+    assert sorted(p.name for p in opened) == [p.name for p in names]
+    assert data.reference is not None and data.reference.runs.num_rows == 5
+    assert data.per_run.height == 5
+
+
+def test_each_chart_is_laid_out_once_for_both_exports(tmp_path: Path, monkeypatch):
+    """Vega draws each chart once, as SVG; the PNG is that SVG rasterized, the same
+    bytes vl-convert's own PNG export gives."""
+    import vl_convert as vlc
+
+    drawn: list[str] = []
+    real_svg = vlc.vegalite_to_svg
+
+    def counted(spec, **options):
+        drawn.append(spec["title"]["text"] if isinstance(spec.get("title"), dict) else "")
+        return real_svg(spec, **options)
+
+    monkeypatch.setattr(vlc, "vegalite_to_svg", counted)
+    monkeypatch.setattr(vlc, "vegalite_to_png", lambda *_, **__: pytest.fail("drawn twice"))
+    data = sample_report()
+    write_report(data, tmp_path, formats=("svg", "png"))
+    assert len(drawn) == len(CHART_NAMES)
+    monkeypatch.undo()
+    spec = build_charts(data)["gates"].to_dict()
+    from altair.utils._importers import vl_version_for_vl_convert
+
+    own = vlc.vegalite_to_png(spec, vl_version=vl_version_for_vl_convert(), scale=2.0)
+    assert (tmp_path / "charts" / "gates.png").read_bytes() == own
+
+
+def test_the_chart_script_is_bundled_once_and_kept_for_later_reports(tmp_path, monkeypatch):
+    import vl_convert as vlc
+
+    from contextledger import report
+
+    monkeypatch.setenv("CONTEXTLEDGER_CACHE", str(tmp_path / "cache"))
+    report._vega_script.cache_clear()
+    first = report._vega_script()
+    [kept] = (tmp_path / "cache").iterdir()
+    assert kept.read_text(encoding="utf-8") == first and kept.name.startswith("vega-embed-")
+    report._vega_script.cache_clear()
+    monkeypatch.setattr(vlc, "javascript_bundle", lambda *_: pytest.fail("bundled again"))
+    assert report._vega_script() == first
+    # a damaged copy is bundled anew; a folder that cannot be written is no failure
+    kept.write_text("window.vega", encoding="utf-8")
+    monkeypatch.setattr(vlc, "javascript_bundle", lambda *_: first)
+    report._vega_script.cache_clear()
+    assert report._vega_script() == first and kept.read_text(encoding="utf-8") == first
+    (tmp_path / "file").write_text("", encoding="utf-8")
+    monkeypatch.setenv("CONTEXTLEDGER_CACHE", str(tmp_path / "file"))
+    report._vega_script.cache_clear()
+    assert report._vega_script() == first
+    report._vega_script.cache_clear()
+
+
+# ── progress on a terminal ─────────────────────────────────────────
+class FakeTerminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+class Clock:
+    """A clock each reading of which is ``step`` seconds after the last."""
+
+    def __init__(self, step: float) -> None:
+        self.now, self.step = 0.0, step
+
+    def __call__(self) -> float:
+        self.now += self.step
+        return self.now
+
+
+def test_a_slow_report_shows_each_stage_on_one_terminal_line(tmp_path: Path):
+    terminal = FakeTerminal()
+    meter = Progress(terminal, clock=Clock(1.0))  # each stage a second after the last
+    data = collect(policies=["none", "sliding:keep=3"], progress=meter)
+    write_report(data, tmp_path, formats=("svg",), progress=meter)
+    meter.close()
+    text = terminal.getvalue()
+    assert text.endswith("\n") and text.count("\n") == 1  # one line, redrawn
+    shown = [part.strip() for part in text.split("\r") if part.strip()]
+    replaying = "replaying 14 runs under 2 window policies"
+    for stage in ("reading files", replaying, "drawing the charts"):
+        assert any(stage in part for part in shown), (stage, shown)
+    assert re.match(r"report: reading files \d+  \d+ s", shown[0])
+
+
+def test_a_quick_report_and_a_log_get_no_progress_line(tmp_path: Path):
+    quick = FakeTerminal()
+    meter = Progress(quick)  # the sample takes well under the 2 s delay... on a real clock
+    meter.clock = Clock(0.001)
+    meter.started = 0.0
+    collect(policies=["none"], progress=meter)
+    meter.close()
+    assert quick.getvalue() == ""
+    silent = Progress(None, delay=0)
+    silent.stage("reading", 1)
+    silent.close()  # nothing to write to, nothing fails
+
+
+@pytest.mark.parametrize(
+    "flag, shown", [("--progress", True), ("--no-progress", False), (None, False)]
+)
+def test_report_command_progress_flag(tmp_path: Path, monkeypatch, flag, shown):
+    """--progress shows the meter, --no-progress hides it, and by default it follows
+    whether stderr is a terminal (under the test runner it is not)."""
+    from contextledger import report
+
+    monkeypatch.setattr(report, "PROGRESS_DELAY", 0.0)
+    args = ["report", "-o", str(tmp_path), "--charts", "none", "--policy", "none"]
+    result = run(*args, *([flag] if flag else []))
+    assert result.exit_code == 0, result.output
+    assert ("report: reading files" in result.stderr) is shown
+    assert "report:" not in result.stdout
+
+
+# ── the recommended window policy ──────────────────────────────────
+def test_the_findings_recommend_the_cheapest_policy_keeping_nearly_every_fact():
+    """Not ``none`` (the baseline), not token_budget (as many facts, more tokens): the
+    cheapest bringing at least 95% of the facts none brings, with the trade-off."""
+    advice = recommendation(sample_report())
+    assert advice == (
+        "Recommended window policy: sliding:keep=6, the cheapest compared that brings at "
+        "least 95% of the facts keeping everything (none) brings to the answer turn: 6 of 6 "
+        "declared facts (none: 6) for ~29,837 input tokens instead of ~34,493 (13.5% fewer)."
+    )
+    assert advice in findings(sample_report())
+
+
+def test_nearly_is_the_documented_threshold(monkeypatch):
+    from contextledger import report
+
+    assert report.NEARLY_ALL_FACTS == 0.95
+    assert "at least 95% of the facts `none`" in " ".join(README.split())
+    monkeypatch.setattr(report, "NEARLY_ALL_FACTS", 0.8)  # 5 of 6 is enough: keep=3 is cheaper
+    advice = recommendation(sample_report())
+    assert advice is not None and advice.startswith("Recommended window policy: sliding:keep=3")
+    assert "5 of 6 declared facts (none: 6) for ~26,067 input tokens" in advice
+
+
+def test_when_no_window_keeps_nearly_every_fact_the_closest_is_named_not_recommended():
+    data = collect(policies=["none", "sliding:keep=3", "sliding:keep=1"])
+    advice = recommendation(data)
+    assert advice is not None and not advice.startswith("Recommended")
+    assert advice.startswith("No window policy compared brings at least 95% of the facts")
+    assert "the closest, sliding:keep=3, brings 5 (none: 6) for ~26,067 input tokens" in advice
+    assert recommendation(collect(policies=["none"])) is None  # nothing to recommend
+
+
+def test_without_declared_facts_no_policy_is_recommended_on_facts():
+    advice = recommendation(collect([SAMPLE], policies=["none", "sliding:keep=3"]))
+    assert advice is not None and advice.startswith("No tool result was declared a fact")
+    assert "the cheapest compared, sliding:keep=3, sends ~25,788 input tokens" in advice
+
+
+def test_the_page_states_the_rule_next_to_the_policies():
+    assert "at least 95% of the facts <code>none</code>" in " ".join(sample_page().split())
+    assert "Recommended window policy: sliding:keep=6" in sample_page()
+
+
+# ── the header names where the labels came from ────────────────────
+def header(page: str) -> str:
+    return page.split('<ul class="findings">')[0]
+
+
+def test_the_header_names_the_archives_stored_labels(tmp_path: Path):
+    root = tmp_path / "archive"
+    ingest([SAMPLE], root, outcomes=REPO / "data" / "sample-outcomes.csv", workers=1)
+    data = collect([str(root)], policies=["none"])
+    assert data.stored_labels_from == [str(REPO / "data" / "sample-outcomes.csv")]
+    top = header(render_html(data))
+    assert "none given" not in top
+    assert "outcomes: the archive&#39;s stored labels (from <code>" in top
+    assert "sample-outcomes.csv</code>): <code>bad</code>, <code>good</code>" in top
+    bare = tmp_path / "bare"  # an archive holding no label says so
+    ingest([SAMPLE], bare, workers=1)
+    assert "outcomes: none given" in header(render_html(collect([str(bare)], policies=["none"])))
+    given = collect([str(bare)], outcomes=REPO / "data" / "sample-outcomes.csv", policies=["none"])
+    assert "sample-outcomes.csv</code>: <code>bad</code>" in header(render_html(given))
+
+
+# ── an archive without message streams ─────────────────────────────
+def test_over_an_archive_without_streams_the_window_section_is_left_out_with_a_note(
+    tmp_path: Path,
+):
+    from contextledger.jobs.synth import synth_archive
+
+    root = tmp_path / "archive"
+    ingest([SAMPLE], root, workers=1, ingest_date="2026-01-01")
+    synth_archive(root, 30, ingest_date="2026-02-01", streams=False, workers=1)
+    # the snapshots' commit alone: replayed as ever
+    streamed = collect([f"{root}?until=2026-01-31"], policies=["none"])
+    assert streamed.windows_note is None and streamed.per_run.height == 14
+    for path in (str(root), f"{root}?since=2026-02-01"):  # a selection holding runs without
+        data = collect([path], policies=["none", "sliding:keep=3"], timeline_run="s0001-x")
+        assert data.windows_note is not None
+        assert data.windows_note.startswith("The window policies are left out: 30 archived run")
+        assert data.per_run.height == 0 and data.timeline.height == 0
+        assert findings(data)[-1] == data.windows_note
+        assert data.rows.height > 0  # the ledger is all there
+    page = render_html(data)
+    assert "The window policies are left out: 30 archived run(s)" in page
+    assert 'id="chart-policies"' not in page and 'id="chart-timeline"' not in page
+    out = tmp_path / "out"
+    result = run("report", str(root), "-o", str(out), "--charts", "svg")
+    assert result.exit_code == 0, result.output
+    assert sorted(p.stem for p in (out / "charts").iterdir()) == ["earn_rate", "gates", "outcomes"]
+
+
+def test_the_chart_script_is_bundled_on_a_thread_while_the_runs_are_replayed(monkeypatch):
+    import threading
+
+    from contextledger import report
+
+    called: list[str] = []
+    started = threading.Event()
+
+    def bundle() -> str:
+        called.append(threading.current_thread().name)
+        started.set()
+        return "window.vegaEmbed=fake;"
+
+    monkeypatch.setattr(report, "_bundling", None)
+    monkeypatch.setattr(report, "_vega_script", bundle)
+    data = collect(policies=["none"])
+    assert started.wait(10) and called == ["vega-bundle"]  # begun before the page is asked for
+    assert "window.vegaEmbed=fake;" in render_html(data) and called == ["vega-bundle"]
+
+
+def test_each_new_stage_is_drawn_at_once_and_its_counts_five_times_a_second():
+    terminal = FakeTerminal()
+    meter = Progress(terminal, delay=0, clock=Clock(0.01))  # 10 ms between readings
+    meter.stage("reading the runs")
+    for done in range(1, 50):
+        meter.stage("reading files", done)
+    meter.stage("drawing the charts", 0, 3)
+    shown = [part.strip() for part in terminal.getvalue().split("\r") if part.strip()]
+    assert [line.split("  ")[0] for line in shown] == [
+        "report: reading the runs",
+        "report: reading files 1",
+        "report: reading files 21",  # 20 readings of 10 ms: 0.2 s later
+        "report: reading files 41",
+        "report: drawing the charts 0/3",
+    ]

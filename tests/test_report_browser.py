@@ -46,8 +46,13 @@ window.addEventListener("error", (e) => note("uncaught: " + e.message));
 window.addEventListener("unhandledrejection", (e) => note("rejected: " + e.reason));
 </script>"""
 
-#: After load: what was rendered and fetched, written into the DOM for --dump-dom to show.
+#: After load: what was rendered and fetched, and where the gates chart's labels and
+#: points were drawn, written into the DOM for --dump-dom to show.
 REPORT = """<script>
+const boxes = (selector) => [...document.querySelectorAll(selector)].map((node) => {
+  const r = node.getBoundingClientRect();
+  return [r.left, r.top, r.right, r.bottom, node.textContent || ""];
+});
 window.addEventListener("load", () => setTimeout(() => {
   const probe = document.createElement("pre");
   probe.id = "probe";
@@ -56,6 +61,11 @@ window.addEventListener("load", () => setTimeout(() => {
     fetched: performance.getEntriesByType("resource").map((entry) => entry.name),
     rendered: document.body.dataset.chartsRendered || null,
     chartError: document.body.dataset.chartError || null,
+    gates: {
+      frame: boxes("#chart-gates .role-frame.root path.background")[0] || null,
+      labels: boxes("#chart-gates .mark-text.role-mark text"),
+      points: boxes("#chart-gates .mark-symbol.role-mark path"),
+    },
   });
   document.body.appendChild(probe);
 }, 1000));
@@ -137,3 +147,23 @@ def test_the_page_logs_no_console_error_or_warning(which: str):
 def test_the_page_fetches_nothing(which: str):
     _, probe, _ = opened_page(which)
     assert probe["fetched"] == []
+
+
+def overlap(a: list, b: list, slack: float = 1.0) -> bool:
+    return (
+        a[0] + slack < b[2] and b[0] + slack < a[2] and a[1] + slack < b[3] and b[1] + slack < a[3]
+    )
+
+
+def test_the_gates_chart_labels_overlap_nothing_and_stay_inside_the_plot():
+    """As Chromium drew them: no label over another label or over a point, none past
+    the plot's edge; the pieces not named are left to their tooltips."""
+    _, probe, _ = opened_page("sample")
+    gates = probe["gates"]
+    frame, labels, points = gates["frame"], gates["labels"], gates["points"]
+    assert frame is not None and 3 <= len(labels) <= 8 and len(points) > len(labels)
+    for i, label in enumerate(labels):
+        assert frame[0] - 1 <= label[0] and label[2] <= frame[2] + 1, label
+        assert frame[1] - 6 <= label[1] and label[3] <= frame[3] + 6, label
+        assert not any(overlap(label, other) for other in labels[i + 1 :]), label
+        assert not any(overlap(label, point, slack=2.0) for point in points), label

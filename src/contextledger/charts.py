@@ -8,6 +8,9 @@ timeline) and returns a chart with a title and axis titles a newcomer can read.
 
 from __future__ import annotations
 
+import itertools
+import math
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +29,9 @@ TIMELINE_COLOURS = {
 }
 #: agentfootprint's gate floor: a judged piece earning less than this is demoted.
 GATE_FLOOR = 0.05
+
+#: More pieces than this and the earn-rate chart draws them smaller and lighter.
+CROWDED = 150
 
 _KIND_SCALE = alt.Scale(domain=list(KIND_COLOURS), range=list(KIND_COLOURS.values()))
 
@@ -86,9 +92,18 @@ def earn_rate_chart(rows: pl.DataFrame, *, never_used_shown: int = 12) -> alt.HC
         "earn_rate_high",
         "judged",
     ).with_columns(never_used=pl.col("used") == 0)
-    x = alt.X("approx_tokens_spent:Q", title="approx tokens spent offering the piece (estimate)")
+    x = alt.X(
+        "approx_tokens_spent:Q",
+        title="approx tokens spent offering the piece (estimate; log scale)",
+        scale=alt.Scale(type="symlog", domain=[0, _decade_above(data["approx_tokens_spent"])]),
+        axis=alt.Axis(
+            values=_decades(data["approx_tokens_spent"]), labelExpr="format(datum.value, ',')"
+        ),
+    )
     y = alt.Y("earn_rate:Q", title="earn rate (uses per offer)", axis=alt.Axis(format="%"))
-    colour = alt.Color("kind:N", title="kind", scale=_KIND_SCALE)
+    colour = alt.Color(
+        "kind:N", title="kind", scale=_KIND_SCALE, legend=alt.Legend(symbolOpacity=1)
+    )
     tooltip = [
         alt.Tooltip("id:N", title="piece"),
         alt.Tooltip("kind:N"),
@@ -101,10 +116,15 @@ def earn_rate_chart(rows: pl.DataFrame, *, never_used_shown: int = 12) -> alt.HC
         alt.Tooltip("judged:N", title="enough offers to judge"),
     ]
     base = alt.Chart(data)
-    interval = base.mark_rule(opacity=0.4, strokeWidth=2).encode(
+    crowded = data.height > CROWDED  # hundreds of pieces: lighter bars, smaller dots
+    interval = base.mark_rule(opacity=0.15 if crowded else 0.4, strokeWidth=2).encode(
         x=x, y="earn_rate_low:Q", y2="earn_rate_high:Q", color=colour
     )
-    size = alt.Size("offered:Q", title="offered (model calls)", scale=alt.Scale(range=[30, 600]))
+    size = alt.Size(
+        "offered:Q",
+        title="offered (model calls)",
+        scale=alt.Scale(range=[12, 300] if crowded else [30, 600]),
+    )
     points = base.mark_point(filled=True, opacity=0.8, stroke="white", strokeWidth=0.5).encode(
         x=x, y=y, size=size, color=colour, tooltip=tooltip
     )
@@ -149,13 +169,35 @@ def earn_rate_chart(rows: pl.DataFrame, *, never_used_shown: int = 12) -> alt.HC
         title=_title(
             "Which context pieces earn their tokens?",
             [
-                "One dot per piece: right = more tokens spent offering it, up = used more often "
-                "when offered. Bars: 95% interval. Red rings: never used.",
+                "One dot per piece: right = more tokens spent offering it (each step ten times "
+                "more), up = used more often when offered. Bars: 95% interval. Red rings: "
+                "never used.",
                 "Dashed line: the 5% floor below which agentfootprint's gates would demote "
                 "a piece. Beside: the never-used pieces that cost most.",
             ],
         ),
     )
+
+
+def _largest(values: pl.Series) -> int:
+    """The largest of ``values`` (0 when there is none)."""
+    return int(pl.DataFrame({"v": values}).select(pl.col("v").max()).item() or 0)
+
+
+def _decade_above(values: pl.Series) -> int:
+    """The power of ten at or above the largest of ``values`` (at least 10)."""
+    top = max(_largest(values), 1)
+    return int(10 ** max(1, math.ceil(math.log10(top))))
+
+
+def _decades(values: pl.Series) -> list[int]:
+    """Axis ticks for a symlog token axis: 0, then each power of ten from 10 to the top.
+
+    >>> _decades(pl.Series([0, 36, 84_904]))
+    [0, 10, 100, 1000, 10000, 100000]
+    """
+    top = _decade_above(values)
+    return [0, *(10**power for power in range(1, round(math.log10(top)) + 1))]
 
 
 def outcome_chart(
@@ -534,7 +576,7 @@ def gate_touched(pieces: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def gate_chart(pieces: pl.DataFrame) -> alt.LayerChart:
+def gate_chart(pieces: pl.DataFrame, *, width: int = 640, height: int = 320) -> alt.LayerChart:
     """Per piece, approx tokens the ledger gates would have saved against the uses lost.
 
     ``pieces`` is the first frame :func:`~contextledger.ledger.gates.gate_what_if`
@@ -557,20 +599,39 @@ def gate_chart(pieces: pl.DataFrame) -> alt.LayerChart:
         "uses_lost",
         "uses_at_risk",
     )
-    # Neighbours on one row of uses lost take turns labelling above and below.
-    rank = pl.col("approx_tokens_saved").rank("ordinal").over("uses_lost")
-    touched = touched.with_columns(label_below=rank % 2 == 0)
-    x = alt.X("approx_tokens_saved:Q", title="approx tokens the gates would have saved")
+    x_top = max(_largest(touched["approx_tokens_saved"]), 1) * 1.05
+    y_top = max(_largest(touched["uses_lost"]), 1) * 1.1
+    # the size scale below: area 40 to 500 square pixels over 0 to the most offers left out
+    most_gated = max(_largest(touched["offers_gated"]), 1)
+    area = 40 + pl.col("offers_gated") / most_gated * 460
+    placed = place_labels(
+        touched.with_columns(radius=(area / math.pi).sqrt()),
+        "approx_tokens_saved",
+        "uses_lost",
+        (x_top, y_top),
+        (width, height),
+        radius="radius",
+    )
+    x = alt.X(
+        "approx_tokens_saved:Q",
+        title="approx tokens the gates would have saved",
+        scale=alt.Scale(domain=[0, x_top], nice=False),
+    )
     y = alt.Y(
         "uses_lost:Q",
         title="uses lost (calls or answer credit the piece would have missed)",
         axis=alt.Axis(tickMinStep=1),
+        scale=alt.Scale(domain=[0, y_top], nice=False),
     )
     base = alt.Chart(touched)
     points = base.mark_point(filled=True, opacity=0.85).encode(
         x=x,
         y=y,
-        size=alt.Size("offers_gated:Q", title="offers left out", scale=alt.Scale(range=[40, 500])),
+        size=alt.Size(
+            "offers_gated:Q",
+            title="offers left out",
+            scale=alt.Scale(domain=[0, most_gated], range=[40, 500]),
+        ),
         color=alt.Color("kind:N", title="kind", scale=_KIND_SCALE),
         tooltip=[
             alt.Tooltip("id:N", title="piece"),
@@ -586,24 +647,89 @@ def gate_chart(pieces: pl.DataFrame) -> alt.LayerChart:
     )
     colour = alt.Color("kind:N", scale=_KIND_SCALE)
     labels = [
-        base.transform_filter(alt.datum.label_below == below)
-        .mark_text(align="left", dx=8, dy=12 if below else -6, fontSize=10)
-        .encode(x=x, y=y, text="id:N", color=colour)
-        for below in touched["label_below"].unique(maintain_order=True)
+        alt.Chart(placed.filter(pl.col("align") == align))
+        .mark_text(align=align, baseline="middle", fontSize=10)
+        .encode(x="label_x:Q", y="label_y:Q", text="id:N", color=colour)
+        for align in placed["align"].unique(maintain_order=True)
     ]
     untouched = pieces.height - touched.height
     return alt.LayerChart(layer=[points, *labels]).properties(
-        width=640,
-        height=320,
+        width=width,
+        height=height,
         title=_title(
             "What would agentfootprint's ledger gates have cost?",
             [
                 "Each run judged by the ledger of the runs before it (min 5 offers, floor 5%, "
                 "parole every 10th demotion). Right = tokens saved; up = uses lost.",
-                f"{untouched} piece(s) the gates never touched are not drawn.",
+                f"Named: the pieces saving most and losing most uses ({placed.height} of "
+                f"{touched.height}; hover a point for the others). {untouched} piece(s) the "
+                "gates never touched are not drawn.",
             ],
         ),
     )
+
+
+def place_labels(
+    points: pl.DataFrame,
+    x: str,
+    y: str,
+    tops: tuple[float, float],
+    size: tuple[int, int],
+    *,
+    radius: str | None = None,
+    most: int = 8,
+) -> pl.DataFrame:
+    """The points worth naming, each with where its label goes so that it overlaps no
+    other label and stays inside the plot: ``label_x``, ``label_y`` (in the axes' units)
+    and ``align`` (``left``: the text starts there). Points are taken most important
+    first (largest ``x``, then largest ``y``, alternately), at most ``most``; one whose
+    label fits nowhere is left to its tooltip; no label covers a point. ``tops`` are
+    the axes' upper ends (both start at 0), ``size`` the plot's width and height in
+    pixels, ``radius`` a column of each point's radius in pixels.
+
+    >>> frame = pl.DataFrame({"id": ["alpha", "beta", "c"], "x": [10, 10, 1], "y": [5, 5, 0]})
+    >>> placed = place_labels(frame, "x", "y", (11, 6), (200, 100))
+    >>> placed.select("id", "align", pl.col("label_y").round(2)).rows()
+    [('alpha', 'right', 5.0), ('beta', 'right', 5.78), ('c', 'left', 0.78)]
+    """
+    (x_top, y_top), (width, height) = tops, size
+    by_x = points.sort([x, y], descending=True, maintain_order=True)["id"].to_list()
+    by_y = points.sort([y, x], descending=True, maintain_order=True)["id"].to_list()
+    order = list(dict.fromkeys(i for pair in itertools.zip_longest(by_x, by_y) for i in pair))
+    where = {row["id"]: row for row in points.iter_rows(named=True)}
+
+    def centre(row: dict[str, Any]) -> tuple[float, float, float]:
+        r = row[radius] if radius else 4.0
+        return row[x] / x_top * width, height - row[y] / y_top * height, r
+
+    marks = [centre(row) for row in where.values()]
+    taken = [(px - r, py - r, px + r, py + r) for px, py, r in marks]  # no label on a point
+    chosen: list[dict[str, Any]] = []
+    for name in order:
+        if name is None or len(chosen) >= most:
+            continue
+        row = where[name]
+        px, py, r = centre(row)
+        gap = r + 4
+        wide = 6.0 * len(str(name)) + 2
+        for align, dy in (("left", 0), ("right", 0), ("left", -13), ("left", 13),
+                          ("right", -13), ("right", 13)):  # fmt: skip
+            start = px + gap if align == "left" else px - gap
+            left = start if align == "left" else start - wide
+            box = (left, py + dy - 6, left + wide, py + dy + 6)
+            inside = box[0] >= 0 and box[2] <= width and box[1] >= -4 and box[3] <= height + 4
+            if inside and not any(_overlap(box, other) for other in taken):
+                taken.append(box)
+                at = {"label_x": start / width * x_top, "label_y": (height - py - dy) / height}
+                chosen.append({**row, **at, "align": align})
+                chosen[-1]["label_y"] *= y_top
+                break
+    extra = {"label_x": pl.Float64, "label_y": pl.Float64, "align": pl.String}
+    return pl.DataFrame(chosen, schema={**dict(points.schema), **extra})
+
+
+def _overlap(a: tuple[float, ...], b: tuple[float, ...]) -> bool:
+    return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
 
 
 def save_chart(chart: alt.TopLevelMixin, path: str | Path, *, scale: float = 2.0) -> Path:
@@ -615,17 +741,40 @@ def save_chart(chart: alt.TopLevelMixin, path: str | Path, *, scale: float = 2.0
     ...     save_chart(chart, f"{folder}/x.svg").read_text()[:4]
     '<svg'
     """
+    path = Path(path)
+    kind = path.suffix[1:]
+    if kind not in ("svg", "png"):
+        msg = f"{path}: save a chart as .png or .svg"
+        raise ValueError(msg)
+    path.write_bytes(chart_images(chart.to_dict(), (kind,), scale=scale)[kind])
+    return path
+
+
+def chart_images(
+    spec: dict[str, Any], formats: Sequence[str], *, scale: float = 2.0
+) -> dict[str, bytes]:
+    """A chart's Vega-Lite ``spec`` drawn as each of ``formats`` (``svg``, ``png``).
+
+    Vega lays the chart out once, as SVG; the PNG is that SVG rasterized (the bytes
+    vl-convert's own PNG export gives, at half the cost).
+
+    >>> spec = alt.Chart(pl.DataFrame({"x": [1]})).mark_point().encode(x="x:Q").to_dict()
+    >>> sorted(chart_images(spec, ("png", "svg")))
+    ['png', 'svg']
+    """
     import vl_convert as vlc
     from altair.utils._importers import vl_version_for_vl_convert
 
-    path = Path(path)
-    spec = chart.to_dict()
-    version = vl_version_for_vl_convert()
-    if path.suffix == ".svg":
-        path.write_text(vlc.vegalite_to_svg(spec, vl_version=version), encoding="utf-8")
-    elif path.suffix == ".png":
-        path.write_bytes(vlc.vegalite_to_png(spec, vl_version=version, scale=scale))
-    else:
-        msg = f"{path}: save a chart as .png or .svg"
-        raise ValueError(msg)
-    return path
+    if not formats:
+        return {}
+    svg = vlc.vegalite_to_svg(spec, vl_version=vl_version_for_vl_convert())
+    out = {}
+    for name in formats:
+        if name == "svg":
+            out[name] = svg.encode("utf-8")
+        elif name == "png":
+            out[name] = vlc.svg_to_png(svg, scale=scale)
+        else:
+            msg = f"a chart is drawn as svg or png, not {name!r}"
+            raise ValueError(msg)
+    return out

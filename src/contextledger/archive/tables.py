@@ -330,6 +330,10 @@ class ArchiveTables(RunTables):
         version, sources in the order they first arrived (labels are read in this order)."""
         return self.archive.paths(latest_outcome_files(self.archive.files("outcomes")))
 
+    def outcome_sources(self) -> list[str]:
+        """The outcomes files the archived labels came from (each once, as ingested)."""
+        return list(dict.fromkeys(f.source or f.path for f in self.archive.files("outcomes")))
+
     # ── what the ledger reads (see ledger.compute.StoredTables) ──────
     def totals_scan(self) -> pl.LazyFrame | None:
         """The stored per-commit piece totals, when they stand for every selected run.
@@ -697,17 +701,22 @@ def stream_batches(
             yield streams_from_tables(part, chosen_messages), chosen_standings.to_pylist()
 
 
+def runs_without_streams(commits: Sequence[Commit]) -> int:
+    """How many runs ``commits`` archived without storing their message streams."""
+    return sum(
+        commit.run_count
+        for commit in commits
+        if commit.run_count and not any(file.table == "streams" for file in commit.files)
+    )
+
+
 def require_streams(archive: Archive, commits: Sequence[Commit]) -> None:
     """Raise :class:`ArchiveError` (saying what to do) when one of ``commits`` holds runs
     but no message streams: ``whatif`` cannot replay them."""
-    without = [
-        commit
-        for commit in commits
-        if commit.run_count and not any(file.table == "streams" for file in commit.files)
-    ]
+    without = runs_without_streams(commits)
     if without:
         raise ArchiveError(
-            f"{archive.location}: {sum(c.run_count for c in without)} archived run(s) have no "
+            f"{archive.location}: {without} archived run(s) have no "
             "message streams (ingested before archives stored them, or written by "
             "synth --archive --no-streams), so whatif cannot replay them; ingest the "
             "snapshots again into a new archive (contextledger ingest PATH... --archive "

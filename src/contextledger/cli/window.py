@@ -197,6 +197,12 @@ def whatif_command(
     help="Also write each chart to DIR/charts/ in these formats (svg, png, both in any "
     "order, or none), for slides.",
 )
+@click.option(
+    "--progress/--no-progress",
+    default=None,
+    help="Show a progress line once the report takes over 2 s [default: when stderr is a "
+    "terminal].",
+)
 @max_document_option
 def report_command(
     paths: tuple[str, ...],
@@ -208,6 +214,7 @@ def report_command(
     timeline_run: str | None,
     timeline_policy: str | None,
     chart_formats: tuple[str, ...],
+    progress: bool | None,
 ) -> None:
     """Write one self-contained HTML page about the runs under PATHS (default: the sample).
 
@@ -217,9 +224,12 @@ def report_command(
     """
     from contextledger import report
     from contextledger.archive import ArchiveError
+    from contextledger.jobs.ingest import progress_stream
     from contextledger.tables.standings import StandingsFileError
     from contextledger.window.policies import PolicySpecError
 
+    stream = (sys.stderr if progress else None) if progress is not None else progress_stream()
+    meter = report.Progress(stream)
     try:
         data = report.collect(
             list(paths),
@@ -229,6 +239,7 @@ def report_command(
             mode=mode,
             timeline_run=timeline_run,
             timeline_policy=timeline_policy,
+            progress=meter,
         )
     except (
         ArchiveError,
@@ -237,8 +248,10 @@ def report_command(
         FileNotFoundError,
         ValueError,
     ) as error:
+        meter.close()  # the error on a line of its own
         _fail(str(error))
         raise  # unreachable: _fail exits
+    meter.close()  # warnings on lines of their own
     _name_skipped(data.tables.skipped)
     for problem in data.tables.problems.to_pylist():
         _warn(f"skipped {ReadProblem(**problem).where}: {problem['reason']}")
@@ -248,10 +261,12 @@ def report_command(
         _warn(f"not replayed {ReadProblem(**problem).where}: {problem['reason']}")
     formats = chart_formats
     try:
-        page = report.write_report(data, output_dir, formats=formats)
+        page = report.write_report(data, output_dir, formats=formats, progress=meter)
     except OSError as error:
+        meter.close()
         _fail(f"cannot write the report to {output_dir}: {error.strerror or error}")
         raise  # unreachable: _fail exits
+    meter.close()
     click.echo(
         terminal_text(f"wrote {page}" + (f" and {page.parent / 'charts'}/" if formats else ""))
     )

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import tempfile
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -22,15 +22,18 @@ from contextledger.read.findings import standings_from_snapshot
 from contextledger.read.identity import DUPLICATES, RunIdentity
 from contextledger.read.messages import RunMessages, rebuild_messages
 from contextledger.read.snapshot import (
-    ReadError,
     ReadProblem,
     Run,
-    decode_run,
     find_snapshot_files,
-    iter_documents,
 )
 from contextledger.tables import schema
-from contextledger.tables.build import ACCOUNTING_MODES, FOLD_ERRORS, fold_failure
+from contextledger.tables.build import (
+    ACCOUNTING_MODES,
+    FileRead,
+    RunTables,
+    read_accountings,
+    read_file,
+)
 from contextledger.tables.standings import load_standings
 from contextledger.window.policies import Policy
 from contextledger.window.whatif import parse_policies, per_policy, whatif_table
@@ -76,26 +79,61 @@ def read_inputs(paths_or_runs: Any) -> WhatIfInputs:
             found = find_snapshot_files([item])
             inputs.skipped.extend(found.skipped)
             for path in found.files:
-                try:
-                    for document in iter_documents(path):
-                        try:
-                            run = decode_run(document)
-                        except ReadError as error:
-                            inputs.problems.append(_problem(error))
-                            continue
-                        try:
-                            _take(inputs, run, identity)
-                        except FOLD_ERRORS as error:  # a stream no replay can hold
-                            source = run.source
-                            reason = fold_failure(error)
-                            inputs.problems.append(
-                                ReadProblem(source.path, source.line, run.run_id, reason)
-                            )
-                except ReadError as error:
-                    inputs.problems.append(_problem(error))
+                _take_streams(inputs, identity, read_file(path, (), {}, False, streams=True))
     inputs.problems.extend(identity.conflicts)
     inputs.duplicates = identity.duplicate_table()
     return inputs
+
+
+def read_with_tables(
+    paths: Sequence[str | Path],
+    modes: Sequence[str],
+    *,
+    workers: int | None = None,
+    each_file: Callable[[FileRead], None] | None = None,
+) -> tuple[dict[str, RunTables], WhatIfInputs]:
+    """The tables of each accounting in ``modes`` and the what-if inputs, in one pass
+    over the snapshots: each equal to what :func:`read_runs` and :func:`read_inputs`
+    give on their own (the report needs all three). ``each_file`` is called after each
+    file is taken in (a progress meter).
+
+    >>> tables, inputs = read_with_tables(["data/sample"], ["corrected"])
+    >>> tables["corrected"].runs.num_rows == len(inputs.streams) == 14
+    True
+    """
+    inputs = WhatIfInputs()
+    identity = RunIdentity()
+    found = read_accountings(
+        list(paths),
+        modes,
+        workers=workers,
+        each_file=lambda read: _take_streams(inputs, identity, read, each_file),
+    )
+    inputs.problems.extend(identity.conflicts)
+    inputs.duplicates = identity.duplicate_table()
+    inputs.skipped = list(next(iter(found.values())).skipped) if found else []
+    return found, inputs
+
+
+def _take_streams(
+    inputs: WhatIfInputs,
+    identity: RunIdentity,
+    read: FileRead,
+    then: Callable[[FileRead], None] | None = None,
+) -> None:
+    """A file's streams (the first readable copy of each run id) and the problems that
+    touch them (the document's own, or its stream's; not one accounting's)."""
+    inputs.problems.extend(problem for confined, problem in read.problems if confined in _OURS)
+    for stream in read.streams:
+        if identity.admit(stream.run_id, stream.source):
+            inputs.streams.append(stream.messages)
+            inputs.standings.extend(stream.standings)
+    if then is not None:
+        then(read)
+
+
+#: Problems of a :class:`FileRead` that keep a run out of a what-if.
+_OURS = (None, "whatif")
 
 
 def _take(inputs: WhatIfInputs, run: Run, identity: RunIdentity) -> None:
@@ -104,10 +142,6 @@ def _take(inputs: WhatIfInputs, run: Run, identity: RunIdentity) -> None:
     if identity.admit(run.run_id, run.source):
         inputs.streams.append(stream)
         inputs.standings.extend(standings)
-
-
-def _problem(error: ReadError) -> ReadProblem:
-    return ReadProblem(error.source.path, error.source.line, error.run_id, error.reason)
 
 
 def _standing_rows(standings: Any) -> list[dict[str, Any]]:

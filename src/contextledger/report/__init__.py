@@ -12,15 +12,22 @@ opens offline, and exports each chart as SVG and PNG for slides.
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import json
+import math
+import os
 import re
+import threading
+import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from functools import cache
 from importlib.metadata import version
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import altair as alt
 import polars as pl
@@ -30,11 +37,12 @@ from contextledger.archive.location import uri_scheme
 from contextledger.archive.tables import (
     ArchiveTables,
     archive_tables,
+    runs_without_streams,
     stream_batches,
     unreplayable_runs,
 )
 from contextledger.jobs.compare import comparison_table
-from contextledger.jobs.whatif import read_inputs
+from contextledger.jobs.whatif import WhatIfInputs, read_with_tables
 from contextledger.ledger.compute import compute_ledger
 from contextledger.ledger.gates import describe_total, gate_what_if
 from contextledger.ledger.stats import (
@@ -54,7 +62,7 @@ from contextledger.report.frames import (
     refused_runs,
     timeline_frame,
 )
-from contextledger.tables.build import RunTables, load_outcomes, read_runs
+from contextledger.tables.build import RunTables, load_outcomes
 from contextledger.tables.standings import load_standings
 from contextledger.window.audit import AUDIT_SCHEMA, CachePrices, audit_table, wire_frame
 from contextledger.window.standings import timelines
@@ -70,8 +78,71 @@ DEFAULT_POLICIES = (
     "sliding:keep=3",
     "token_budget:threshold=500",
 )
+#: The share of the facts keeping everything brings to the answer turn that a
+#: recommended window policy must bring too (:func:`recommendation`).
+NEARLY_ALL_FACTS = 0.95
 #: Chart names, in the order the page shows them, and the file names they export to.
 CHART_NAMES = ("earn_rate", "outcomes", "gates", "policies", "policy_cost", "timeline")
+
+
+#: Seconds a report runs before :class:`Progress` draws its line.
+PROGRESS_DELAY = 2.0
+
+
+class Progress:
+    """A one-line meter on a terminal for a report's stages (reading, replaying,
+    drawing), shown once the report has taken ``delay`` seconds: a quick report says
+    nothing, a slow one says where it is. Silent when ``stream`` is None (not a terminal).
+
+    >>> import io
+    >>> meter = Progress(io.StringIO(), delay=0)
+    >>> meter.stage("reading", 3)
+    >>> meter.close()
+    >>> meter.stream.getvalue().strip()
+    'report: reading 3  0 s'
+    """
+
+    def __init__(
+        self,
+        stream: TextIO | None,
+        *,
+        delay: float | None = None,
+        clock: Callable[[], float] = time.perf_counter,
+    ) -> None:
+        self.stream = stream
+        self.delay = PROGRESS_DELAY if delay is None else delay
+        self.clock = clock
+        self.started = clock()
+        self.shown_at: float | None = None
+        self.what: str | None = None
+        self.width = 0
+
+    def stage(self, what: str, done: int | None = None, total: int | None = None) -> None:
+        """Say the report is at ``what`` (``done`` of ``total``, when counted); a new
+        stage is drawn at once, a stage's next count at most five times a second."""
+        if self.stream is None:
+            return
+        now = self.clock()
+        elapsed = now - self.started
+        counting = what == self.what and done not in (None, 0, total)  # same stage, on
+        if elapsed < self.delay or (counting and now - (self.shown_at or 0) < 0.2):
+            return
+        count = "" if done is None else f" {done:,}" + ("" if total is None else f"/{total:,}")
+        line = f"report: {what}{count}  {elapsed:.0f} s"
+        self.stream.write("\r" + line.ljust(self.width))
+        self.stream.flush()
+        self.width, self.shown_at, self.what = len(line), now, what
+
+    def close(self) -> None:
+        """End the line, if one was drawn."""
+        if self.stream is not None and self.shown_at is not None:
+            self.stream.write("\n")
+            self.stream.flush()
+            self.shown_at = None
+
+
+def _quiet() -> Progress:
+    return Progress(None)
 
 
 @dataclass
@@ -98,6 +169,24 @@ class ReportData:
     audit: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=AUDIT_SCHEMA))
     min_offers: int = DEFAULT_MIN_OFFERS
     bundled: bool = False
+    #: Over an archive: the outcomes files its stored labels came from.
+    stored_labels_from: list[str] = field(default_factory=list)
+    #: Why the window policies (and the timeline) are left out: None when they are shown.
+    windows_note: str | None = None
+
+    def labels_text(self) -> str:
+        """Where the outcome labels came from, and which they are, for the page's header
+        (Markdown: names in backticks)."""
+        sources = [f"`{_shown(self.outcomes_from)}`"] if self.outcomes_from else []
+        if self.stored_labels_from:
+            files = ", ".join(f"`{_shown(name)}`" for name in self.stored_labels_from)
+            sources.append(f"the archive's stored labels (from {files})")
+        if not sources:
+            return "none given"
+        names = sorted(self.tables.outcomes.column("label").unique().to_pylist())
+        listed = ", ".join(f"`{name}`" for name in names[:8])
+        more = f" and {len(names) - 8} more" if len(names) > 8 else ""
+        return f"{' and '.join(sources)}: {listed or 'no label'}{more}"
 
     def command(self) -> str:
         """The command line that regenerates this page."""
@@ -133,6 +222,7 @@ def collect(
     timeline_policy: str | None = None,
     compare_reference: bool = True,
     min_offers: int = DEFAULT_MIN_OFFERS,
+    progress: Progress | None = None,
 ) -> ReportData:
     """Read the runs under ``paths`` (default: the bundled sample, with its outcomes and
     standings) and compute what the report shows.
@@ -140,7 +230,8 @@ def collect(
     ``timeline_run`` / ``timeline_policy`` pick the run and policy of the window
     timeline (default: the windowed policy keeping the most facts for the answer, and
     the run it removed most from). ``compare_reference`` also reads the runs under
-    the reference accounting, for the page's comparison.
+    the reference accounting, for the page's comparison. ``progress`` is told each
+    stage (:class:`Progress`).
 
     >>> data = collect(policies=["none", "sliding:keep=3"])
     >>> data.per_policy["policy"].to_list(), data.timeline["run_id"][0]
@@ -154,27 +245,57 @@ def collect(
         standings = found.standings if standings is None else standings
     parsed = parse_policies(policies)
     names = [str(path) for path in paths]
+    meter = progress or _quiet()
+    meter.stage("reading the runs")
+    stored_labels_from: list[str] = []
+    windows_note: str | None = None
     archived = archive_tables(names, mode)
-    tables = archived if archived is not None else read_runs(paths, mode=mode)
+    compared = compare_reference and mode != "reference"
+    reference: RunTables | None = None
+    if archived is not None:
+        tables: RunTables = archived
+        reference = archive_tables(names, "reference") if compared else None
+        batches, unreplayed = _archive_batches(archived)
+        stored_labels_from = archived.outcome_sources()
+        missing = runs_without_streams(archived.commits)
+        if missing:
+            windows_note = (
+                f"The window policies are left out: {missing:,} archived run(s) have no "
+                "message stream to replay (ingested before archives stored them, or written "
+                "by synth --no-streams). Ingest the snapshots again into a new archive to "
+                "compare window policies."
+            )
+            batches, unreplayed = _no_batches, []
+    else:
+        files = itertools.count(1)
+        read, inputs = read_with_tables(
+            paths,
+            [mode, "reference"] if compared else [mode],
+            each_file=lambda _: meter.stage("reading files", next(files)),
+        )
+        tables, reference = read[mode], read.get("reference") if compared else None
+        batches, unreplayed = _snapshot_batches(inputs, tables)
     if timeline_run is not None and timeline_run not in tables.runs.column("run_id").to_pylist():
         msg = f"--timeline-run {timeline_run!r}: no such run among the inputs"  # before the work
         raise ValueError(msg)
+    _bundle_soon()  # after the read pass: no worker is forked while it runs
     if outcomes is not None:
         tables = tables.with_outcomes(load_outcomes(outcomes))
+    meter.stage("computing the ledger and the gates")
     rows = with_uncertainty(compute_ledger(tables).rows(), min_offers=min_offers)
     gate_pieces, gate_total = gate_what_if(tables, min_offers=min_offers)
-    reference = None
-    if compare_reference and mode != "reference":
-        reference = archive_tables(names, "reference") or read_runs(paths, mode="reference")
 
     given = load_standings(standings).to_pylist() if standings is not None else []
-    batches, unreplayed = (
-        _archive_batches(archived) if archived is not None else _snapshot_batches(paths, tables)
-    )
+
+    replayed_runs = 0
 
     def replayed(
         streams: list[RunMessages], standing_rows: list[dict[str, Any]]
     ) -> tuple[pl.DataFrame, pl.DataFrame]:
+        nonlocal replayed_runs
+        done = f" ({replayed_runs:,} done)" if replayed_runs else ""
+        meter.stage(f"replaying {len(streams):,} runs under {len(parsed)} window policies{done}")
+        replayed_runs += len(streams)
         per_run = whatif_table(streams, parsed, standing_rows)
         audited = audit_table(streams, parsed, standing_rows)
         wire = wire_frame(audited)
@@ -187,9 +308,10 @@ def collect(
     per_run = pl.concat(part for part, _ in parts)
     audited = pl.concat(audit for _, audit in parts)
 
+    meter.stage("drawing the timeline")
     label, run_id = _timeline_choice(per_run, parsed, timeline_policy, timeline_run)
     timeline = pl.DataFrame(schema=TIMELINE_SCHEMA)
-    if run_id is not None:
+    if run_id is not None and windows_note is None:
         chosen = [
             (stream, [*snapshot_standings, *given])
             for streams, snapshot_standings in batches(run_id)
@@ -220,6 +342,8 @@ def collect(
         unreplayed=unreplayed,
         min_offers=min_offers,
         bundled=bundled,
+        stored_labels_from=stored_labels_from,
+        windows_note=windows_note,
     )
 
 
@@ -228,11 +352,10 @@ Batches = Callable[..., Iterator[tuple[list[RunMessages], list[dict[str, Any]]]]
 
 
 def _snapshot_batches(
-    paths: list[str | Path], tables: RunTables
+    inputs: WhatIfInputs, tables: RunTables
 ) -> tuple[Batches, list[dict[str, Any]]]:
     """The snapshots' streams, read once and kept (the timeline takes one of them), and
     the runs read whose stream could not be (unreadable inputs the tables name)."""
-    inputs = read_inputs(list(paths))
 
     def batches(run_id: str | None = None) -> Iterator[tuple[list[RunMessages], list[Any]]]:
         yield inputs.streams, inputs.standings
@@ -257,6 +380,11 @@ def _archive_batches(tables: ArchiveTables) -> tuple[Batches, list[dict[str, Any
         yield from stream_batches(tables.archive, selection)
 
     return batches, unreplayable_runs(tables.archive, tables.selection)
+
+
+def _no_batches(run_id: str | None = None) -> Iterator[tuple[list[RunMessages], list[Any]]]:
+    """No stream to replay (an archive that stored none)."""
+    yield from ()
 
 
 def _timeline_choice(
@@ -345,17 +473,12 @@ def findings(data: ReportData) -> list[str]:
             f"saving ~{total['approx_tokens_saved']:,} approx tokens ({share:.1%}), "
             f"at the cost of {total['uses_lost']} of {total['used']} uses."
         )
-    policies = data.per_policy
-    declared = int(policies.select(pl.col("facts_declared_total").max()).item() or 0)
-    if declared:
-        best = policies.sort(
-            ["answer_facts_verbatim_total", "input_tokens_total"], descending=[True, False]
-        ).row(0, named=True)
-        out.append(
-            f"Of the window policies compared, {best['policy']} brings "
-            f"{best['answer_facts_verbatim_total']} of {declared} declared facts to the answer "
-            f"turn for ~{best['input_tokens_total']:,} input tokens."
-        )
+    advice = recommendation(data)
+    if advice:
+        out.append(advice)
+    if data.windows_note:
+        out.append(data.windows_note)
+        return out
     violations = int(data.per_run["wire_violations"].sum())
     out.append(
         "Every replayed window is one a provider accepts."
@@ -363,6 +486,82 @@ def findings(data: ReportData) -> list[str]:
         else f"{violations} replayed window problem(s) a provider would reject (see the chart)."
     )
     return out
+
+
+def recommendation(data: ReportData) -> str | None:
+    """The window policy a user would pick, with the trade-off in numbers.
+
+    The baseline keeps everything (``none``; when it was not compared, the policy
+    bringing the most facts). Recommended: the windowed policy with the fewest input
+    tokens among those bringing at least :data:`NEARLY_ALL_FACTS` of the baseline's
+    facts to the answer turn (rounded up: with 6 facts, all 6). With no fact declared
+    (no standings), none is recommended: facts kept cannot be weighed.
+
+    >>> advice = recommendation(collect(policies=["none", "sliding:keep=3", "sliding:keep=6"]))
+    >>> advice.split(":")[0], advice.split(": ")[2]
+    ('Recommended window policy', '6 of 6 declared facts (none')
+    """
+    kinds = {label: policy.kind for label, policy in parse_policies(data.policies)}
+    policies = data.per_policy.join(
+        pl.DataFrame({"policy": list(kinds), "kind": list(kinds.values())}),
+        on="policy",
+        how="left",
+        maintain_order="left",
+    )
+    if policies.height == 0:
+        return None
+    declared = int(policies.select(pl.col("facts_declared_total").max()).item() or 0)
+    facts, tokens = "answer_facts_verbatim_total", "input_tokens_total"
+    everything = policies.filter(pl.col("kind") == "none")
+    if everything.height == 0:
+        everything = policies.sort(facts, descending=True, maintain_order=True)
+    base = everything.row(0, named=True)
+    windowed = policies.filter(pl.col("kind") != "none").sort(tokens, maintain_order=True)
+    if windowed.height == 0:
+        return None
+    if not declared:
+        cheapest = windowed.row(0, named=True)
+        return (
+            "No tool result was declared a fact (give --standings, or runs whose findings "
+            "ledger files them), so no window policy is recommended on the facts it keeps; "
+            f"the cheapest compared, {cheapest['policy']}, sends "
+            f"~{cheapest[tokens]:,} input tokens instead of ~{base[tokens]:,} "
+            f"({base['policy']}{_fewer(cheapest[tokens], base[tokens])})."
+        )
+    needed = math.ceil(NEARLY_ALL_FACTS * base[facts] - 1e-9)
+    source = "keeping everything" if base["kind"] == "none" else "the policy bringing the most"
+    rule = (
+        f"at least {NEARLY_ALL_FACTS:.0%} of the facts {source} ({base['policy']}) brings "
+        "to the answer turn"
+    )
+    enough = windowed.filter(pl.col(facts) >= needed)
+    if enough.height == 0:
+        closest = windowed.sort(facts, descending=True, maintain_order=True).row(0, named=True)
+        return (
+            f"No window policy compared brings {rule} ({needed} of {declared} declared facts): "
+            f"the closest, {closest['policy']}, brings {closest[facts]} "
+            f"({base['policy']}: {base[facts]}) for ~{closest[tokens]:,} input tokens "
+            f"instead of ~{base[tokens]:,}{_fewer(closest[tokens], base[tokens], ' (', ')')}."
+        )
+    pick = enough.row(0, named=True)
+    versus = (
+        ""
+        if pick["policy"] == base["policy"]
+        else f" instead of ~{base[tokens]:,}{_fewer(pick[tokens], base[tokens], ' (', ')')}"
+    )
+    return (
+        f"Recommended window policy: {pick['policy']}, the cheapest compared that brings "
+        f"{rule}: {pick[facts]} of {declared} declared facts ({base['policy']}: {base[facts]}) "
+        f"for ~{pick[tokens]:,} input tokens{versus}."
+    )
+
+
+def _fewer(tokens: int, base: int, before: str = ", ", after: str = "") -> str:
+    """How many fewer input tokens, as a share of the baseline's."""
+    if not base or tokens == base:
+        return ""
+    share = abs(base - tokens) / base
+    return f"{before}{share:.1%} {'fewer' if tokens < base else 'more'}{after}"
 
 
 def _ledger_rows(rows: pl.DataFrame) -> list[dict[str, Any]]:
@@ -391,19 +590,78 @@ def _inline_markdown(text: str) -> Any:
     return markupsafe.Markup(html)
 
 
-def _spec_json(chart: alt.TopLevelMixin) -> str:
-    """The chart's Vega-Lite spec as JSON safe inside a ``<script>`` element."""
-    text = json.dumps(chart.to_dict(), ensure_ascii=False)
+def _spec_json(spec: dict[str, Any]) -> str:
+    """A chart's Vega-Lite spec as JSON safe inside a ``<script>`` element."""
+    text = json.dumps(spec, ensure_ascii=False)
     return text.replace("</", "<\\/").replace("<!--", "<\\!--")
+
+
+#: The bundled script's entry point: vega-embed as a global the page calls.
+_ENTRY = "window.vegaEmbed = vegaEmbed;"
 
 
 @cache
 def _vega_script() -> str:
-    """Vega, Vega-Lite and vega-embed as one script, for the version Altair writes."""
+    """Vega, Vega-Lite and vega-embed as one script, for the version Altair writes.
+
+    Bundling takes seconds (longer than reading a few hundred runs), and the result
+    depends only on the versions: it is kept in :func:`_script_cache` and read from
+    there by later reports (rebuilt when missing or unreadable).
+    """
     import vl_convert as vlc
     from altair.utils._importers import vl_version_for_vl_convert
 
-    return vlc.javascript_bundle("window.vegaEmbed = vegaEmbed;", vl_version_for_vl_convert())
+    from contextledger.output import write_text_atomically
+
+    version = vl_version_for_vl_convert()
+    kept = _script_cache() / f"vega-embed-{_vl_convert_version()}-{version}.js"
+    try:
+        text = kept.read_text(encoding="utf-8")
+        if "window.vegaEmbed=" in text[-200:]:  # written whole (atomically), by us
+            return text
+    except (OSError, UnicodeDecodeError):
+        pass
+    text = vlc.javascript_bundle(_ENTRY, version)
+    with contextlib.suppress(OSError):  # a read-only home: bundle again next time
+        write_text_atomically(kept, text)
+    return text
+
+
+_bundling: Future[str] | None = None
+_bundling_lock = threading.Lock()
+
+
+def _bundle_soon() -> Future[str]:
+    """:func:`_vega_script` on a thread of its own, started once: a machine's first
+    report bundles it (seconds, outside the GIL) while the runs are replayed."""
+    global _bundling
+    with _bundling_lock:
+        if _bundling is None:
+            future: Future[str] = Future()
+
+            def bundle() -> None:
+                try:
+                    future.set_result(_vega_script())
+                except BaseException as error:  # handed to whoever waits for it
+                    future.set_exception(error)
+
+            threading.Thread(target=bundle, name="vega-bundle", daemon=True).start()
+            _bundling = future
+        return _bundling
+
+
+def _vl_convert_version() -> str:
+    return version("vl-convert-python")
+
+
+def _script_cache() -> Path:
+    """Where the bundled chart script is kept: ``$CONTEXTLEDGER_CACHE``, else
+    ``$XDG_CACHE_HOME/contextledger``, else ``~/.cache/contextledger``."""
+    configured = os.environ.get("CONTEXTLEDGER_CACHE")
+    if configured:
+        return Path(configured)
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "contextledger"
 
 
 def render_html(data: ReportData, built: dict[str, alt.TopLevelMixin] | None = None) -> str:
@@ -413,9 +671,14 @@ def render_html(data: ReportData, built: dict[str, alt.TopLevelMixin] | None = N
     >>> "<script src=" in page, page.count('class="chart"')
     (False, 6)
     """
+    built = build_charts(data) if built is None else built
+    return _render(data, {name: chart.to_dict() for name, chart in built.items()})
+
+
+def _render(data: ReportData, specs: dict[str, dict[str, Any]]) -> str:
+    """The page, with the charts' specs (each computed once: the exports draw them too)."""
     import jinja2
 
-    built = build_charts(data) if built is None else built
     environment = jinja2.Environment(
         loader=jinja2.PackageLoader("contextledger.report", "."),
         autoescape=True,
@@ -438,6 +701,7 @@ def render_html(data: ReportData, built: dict[str, alt.TopLevelMixin] | None = N
         shown=_shown,
         data=data,
         findings=findings(data),
+        nearly_all_facts=f"{NEARLY_ALL_FACTS:.0%}",
         runs_read=runs.height,
         ledger_rows=_ledger_rows(data.rows),
         gate_text=describe_total(data.gate_total),
@@ -456,20 +720,25 @@ def render_html(data: ReportData, built: dict[str, alt.TopLevelMixin] | None = N
         comparison=comparison,
         differences=DIFFERENCES,
         difference_headers=HEADERS,
-        charts=[(name, _spec_json(chart)) for name, chart in built.items()],
-        chart_names=list(built),
-        vega_script=_vega_script(),
+        charts=[(name, _spec_json(spec)) for name, spec in specs.items()],
+        chart_names=list(specs),
+        vega_script=_bundle_soon().result(),
         cache_prices=CachePrices(),
     )
 
 
 def write_report(
-    data: ReportData, out_dir: str | Path, *, formats: tuple[str, ...] = ("svg", "png")
+    data: ReportData,
+    out_dir: str | Path,
+    *,
+    formats: tuple[str, ...] = ("svg", "png"),
+    progress: Progress | None = None,
 ) -> Path:
     """Write ``report.html`` into ``out_dir`` and each chart as ``charts/NAME.svg`` / ``.png``.
 
     Missing folders are made; each file is written whole or not at all
-    (:func:`~contextledger.output.atomic_path`). Returns the page's path.
+    (:func:`~contextledger.output.atomic_path`). Returns the page's path. ``progress``
+    is told each stage (:class:`Progress`).
 
     >>> import tempfile
     >>> with tempfile.TemporaryDirectory() as folder:
@@ -479,24 +748,31 @@ def write_report(
     """
     from contextledger.output import atomic_path, write_text_atomically
 
+    meter = progress or _quiet()
     out = Path(out_dir)
-    built = build_charts(data)
-    page = write_text_atomically(out / "report.html", render_html(data, built))
-    for name, chart in built.items():
-        for suffix in formats:
+    meter.stage("writing the page")
+    specs = {name: chart.to_dict() for name, chart in build_charts(data).items()}
+    page = write_text_atomically(out / "report.html", _render(data, specs))
+    for done, (name, spec) in enumerate(specs.items()):
+        if formats:
+            meter.stage("drawing the charts", done, len(specs))
+        for suffix, image in charts.chart_images(spec, formats).items():
             with atomic_path(out / "charts" / f"{name}.{suffix}") as temporary:
-                charts.save_chart(chart, temporary)
+                temporary.write_bytes(image)
     return page
 
 
 __all__ = [
     "CHART_NAMES",
     "DEFAULT_POLICIES",
+    "NEARLY_ALL_FACTS",
+    "Progress",
     "ReportData",
     "Sample",
     "build_charts",
     "collect",
     "findings",
+    "recommendation",
     "render_html",
     "sample",
     "write_report",

@@ -22,7 +22,9 @@ import pyarrow as pa
 
 from contextledger.processes import worker_pool
 from contextledger.read.facts import RunFacts
+from contextledger.read.findings import standings_from_snapshot
 from contextledger.read.identity import DUPLICATES, RunIdentity, content_digest, unmatched_ids
+from contextledger.read.messages import RunMessages, rebuild_messages
 from contextledger.read.reference import record_run
 from contextledger.read.snapshot import (
     TOO_DEEP,
@@ -151,6 +153,19 @@ class FileRead:
 
     runs: list[RunRead] = field(default_factory=list)
     problems: list[tuple[str | None, ReadProblem]] = field(default_factory=list)
+    #: Every decoded run's message stream (``read_file(streams=True)``), for what-ifs.
+    streams: list[RunStream] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class RunStream:
+    """One run's message stream and the standings its snapshot files, as ``whatif``
+    replays them (folded whether or not an accounting could meter the run)."""
+
+    run_id: str
+    source: RunSource
+    messages: RunMessages
+    standings: list[dict[str, Any]]
 
 
 def _static_names(run: Run, sidecar: Mapping[str, Sequence[str]]) -> tuple[list[str], str]:
@@ -181,6 +196,7 @@ def read_file(
     *,
     digest: bool = False,
     windows: bool = False,
+    streams: bool = False,
 ) -> FileRead:
     """Read one snapshot file under each accounting in ``modes`` (each document decoded once).
 
@@ -188,7 +204,9 @@ def read_file(
     problem (``strict``: raises :class:`ReadError`); the rest of the file is still read.
     ``windows``: also fold each run's message stream into table rows
     (:class:`~contextledger.tables.windows.RunWindow`; a stream that cannot be folded is
-    a problem confined to ``whatif``).
+    a problem confined to ``whatif``). ``streams``: also fold every decoded run's
+    message stream for a what-if (:class:`RunStream`; the same confinement), so one
+    pass serves the accountings and the replay.
 
     >>> read = read_file(Path("data/sample/s0003-loop.json.gz"), ACCOUNTING_MODES, {}, False)
     >>> [(run.run_id, sorted(run.facts)) for run in read.runs], read.problems
@@ -211,6 +229,18 @@ def read_file(
                     raise ReadError(document.source, fold_failure(error)) from None
                 result.problems.append((None, _problem(document.source, fold_failure(error), None)))
                 continue
+            if streams:
+                try:
+                    stream = RunStream(
+                        run.run_id,
+                        run.source,
+                        rebuild_messages(run),
+                        standings_from_snapshot(run),
+                    )
+                    result.streams.append(stream)
+                except FOLD_ERRORS as error:  # a stream no replay can hold
+                    problem = _problem(run.source, fold_failure(error), run.run_id)
+                    result.problems.append(("whatif", problem))
             facts: dict[str, RunFacts] = {}
             for mode, meter in meters.items():
                 try:
@@ -251,9 +281,13 @@ def read_file(
 
 
 def _read_file(
-    path: Path, mode: str, sidecar: Mapping[str, Sequence[str]], strict: bool
+    path: Path,
+    modes: Sequence[str],
+    sidecar: Mapping[str, Sequence[str]],
+    strict: bool,
+    streams: bool,
 ) -> FileRead:
-    return read_file(path, (mode,), sidecar, strict)
+    return read_file(path, modes, sidecar, strict, streams=streams)
 
 
 def _problem(source: RunSource, reason: str, run_id: str | None) -> ReadProblem:
@@ -262,23 +296,26 @@ def _problem(source: RunSource, reason: str, run_id: str | None) -> ReadProblem:
 
 def _read_all(
     files: Sequence[Path],
-    mode: str,
+    modes: Sequence[str],
     sidecar: Mapping[str, Sequence[str]],
     strict: bool,
     workers: int,
+    streams: bool,
 ) -> Iterable[FileRead]:
     if workers <= 1 or len(files) < 8:
         for path in files:
-            yield _read_file(path, mode, sidecar, strict)
+            yield _read_file(path, modes, sidecar, strict, streams)
         return
     with worker_pool(workers) as pool:
         chunk = max(1, len(files) // (workers * 8))
+        count = len(files)
         yield from pool.map(
             _read_file,
             files,
-            [mode] * len(files),
-            [sidecar] * len(files),
-            [strict] * len(files),
+            [modes] * count,
+            [sidecar] * count,
+            [strict] * count,
+            [streams] * count,
             chunksize=chunk,
         )
 
@@ -314,29 +351,69 @@ def read_runs(
     >>> tables.runs.num_rows > 0, tables.problems.num_rows
     (True, 0)
     """
+    found = read_accountings(
+        paths, (mode,), static_tools=static_tools, strict=strict, workers=workers
+    )
+    return found[mode]
+
+
+def read_accountings(
+    paths: Sequence[str | Path] | str | Path,
+    modes: Sequence[str],
+    *,
+    static_tools: Mapping[str, Sequence[str]] | None = None,
+    strict: bool = False,
+    workers: int | None = None,
+    each_file: Callable[[FileRead], None] | None = None,
+) -> dict[str, RunTables]:
+    """:func:`read_runs` under each of ``modes`` at once: every document is read and
+    decoded once, whatever the number of accountings; each accounting's tables are
+    what :func:`read_runs` under it alone would give.
+
+    ``each_file``: also fold every run's message stream (:class:`RunStream`) and hand
+    each file's :class:`FileRead` here, in file order (how the report gets its
+    what-if streams from the same pass).
+
+    >>> both = read_accountings("data/sample", ACCOUNTING_MODES)
+    >>> [tables.runs.num_rows for tables in both.values()] == [
+    ...     read_runs("data/sample", mode=mode).runs.num_rows for mode in ACCOUNTING_MODES]
+    True
+    """
     if isinstance(paths, str | Path):
         paths = [paths]
-    _accounting(mode)  # fail fast on an unknown mode
+    for mode in modes:
+        _accounting(mode)  # fail fast on an unknown mode
     found = find_snapshot_files(paths)
     files = found.files
     sidecar = dict(static_tools or {})
     worker_count = workers if workers is not None else (os.cpu_count() or 1)
-    builder = TableBuilder(mode)
-    identity = RunIdentity()
-    for result in _read_all(files, mode, sidecar, strict, worker_count):
-        for _, problem in result.problems:
-            builder.add_problem(problem)
+    builders = {mode: TableBuilder(mode) for mode in modes}
+    identities = {mode: RunIdentity() for mode in modes}
+    reads = _read_all(files, modes, sidecar, strict, worker_count, each_file is not None)
+    for result in reads:
+        for confined, problem in result.problems:
+            for mode, builder in builders.items():
+                if confined in (None, mode):
+                    builder.add_problem(problem)
         for row in result.runs:
-            if identity.admit(row.run_id, row.source, row.digest):
-                builder.add_run(row, builder.run_count)
-    if strict and identity.conflicts:
-        conflict = identity.conflicts[0]
-        raise ReadError(RunSource(conflict.path, conflict.line), conflict.reason, conflict.run_id)
-    for problem in identity.conflicts:
-        builder.add_problem(problem)
-    return dataclasses.replace(
-        builder.finish(), duplicates=identity.duplicate_table(), skipped=tuple(found.skipped)
-    )
+            for mode, builder in builders.items():
+                if mode in row.facts and identities[mode].admit(row.run_id, row.source, row.digest):
+                    builder.add_run(row, builder.run_count)
+        if each_file is not None:
+            each_file(result)
+    out = {}
+    for mode, builder in builders.items():
+        identity = identities[mode]
+        if strict and identity.conflicts:
+            conflict = identity.conflicts[0]
+            source = RunSource(conflict.path, conflict.line)
+            raise ReadError(source, conflict.reason, conflict.run_id)
+        for problem in identity.conflicts:
+            builder.add_problem(problem)
+        out[mode] = dataclasses.replace(
+            builder.finish(), duplicates=identity.duplicate_table(), skipped=tuple(found.skipped)
+        )
+    return out
 
 
 class TableBuilder:
