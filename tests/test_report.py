@@ -470,7 +470,7 @@ def test_over_an_archive_without_streams_the_window_section_is_left_out_with_a_n
     streamed = collect([f"{root}?until=2026-01-31"], policies=["none"])
     assert streamed.windows_note is None and streamed.per_run.height == 14
     for path in (str(root), f"{root}?since=2026-02-01"):  # a selection holding runs without
-        data = collect([path], policies=["none", "sliding:keep=3"], timeline_run="s0001-x")
+        data = collect([path], policies=["none", "sliding:keep=3"])
         assert data.windows_note is not None
         assert data.windows_note.startswith("The window policies are left out: 30 archived run")
         assert data.per_run.height == 0 and data.timeline.height == 0
