@@ -79,7 +79,7 @@ def test_the_long_measurements_and_the_archive_internals_live_in_docs():
     benchmarks = (REPO / "docs" / "benchmarks.md").read_text(encoding="utf-8")
     archive = (REPO / "docs" / "archive.md").read_text(encoding="utf-8")
     for table_row in (
-        "| Polars, from piece totals (the default) |",
+        "| Polars, piece totals and stored label credit (the default) |",
         "| labelled ledger, from piece totals |",
     ):
         assert table_row in benchmarks and table_row not in readme
