@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from functools import cache
@@ -33,7 +33,7 @@ from contextledger.archive.tables import (
     stream_batches,
     unreplayable_runs,
 )
-from contextledger.jobs.compare import comparison_table
+from contextledger.jobs.compare import FRAMEWORK_DEFAULTS, comparison_table, parse_compared
 from contextledger.jobs.whatif import read_inputs
 from contextledger.ledger.compute import compute_ledger
 from contextledger.ledger.gates import describe_total, gate_what_if
@@ -70,6 +70,9 @@ DEFAULT_POLICIES = (
     "sliding:keep=3",
     "token_budget:threshold=500",
 )
+#: What ``contextledger compare`` and the report's cost chart compare unless told
+#: otherwise: agentfootprint's policies above, then one spec per other framework's.
+COMPARE_POLICIES = (*DEFAULT_POLICIES, *FRAMEWORK_DEFAULTS)
 #: Chart names, in the order the page shows them, and the file names they export to.
 CHART_NAMES = ("earn_rate", "outcomes", "gates", "policies", "policy_cost", "timeline")
 
@@ -96,6 +99,8 @@ class ReportData:
     unreplayed: list[dict[str, Any]] = field(default_factory=list)
     #: The audit of every (run, policy) (:func:`~contextledger.window.audit.audit_table`).
     audit: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=AUDIT_SCHEMA))
+    #: The audited policies in order: ``policies``, then the other frameworks' compared.
+    compared: list[str] = field(default_factory=list)
     min_offers: int = DEFAULT_MIN_OFFERS
     bundled: bool = False
 
@@ -133,6 +138,7 @@ def collect(
     timeline_policy: str | None = None,
     compare_reference: bool = True,
     min_offers: int = DEFAULT_MIN_OFFERS,
+    frameworks: Sequence[str] = FRAMEWORK_DEFAULTS,
 ) -> ReportData:
     """Read the runs under ``paths`` (default: the bundled sample, with its outcomes and
     standings) and compute what the report shows.
@@ -140,7 +146,8 @@ def collect(
     ``timeline_run`` / ``timeline_policy`` pick the run and policy of the window
     timeline (default: the windowed policy keeping the most facts for the answer, and
     the run it removed most from). ``compare_reference`` also reads the runs under
-    the reference accounting, for the page's comparison.
+    the reference accounting, for the page's comparison. ``frameworks`` (other
+    frameworks' policy specs) are audited beside ``policies`` for the cost chart only.
 
     >>> data = collect(policies=["none", "sliding:keep=3"])
     >>> data.per_policy["policy"].to_list(), data.timeline["run_id"][0]
@@ -153,6 +160,8 @@ def collect(
         outcomes = found.outcomes if outcomes is None else outcomes
         standings = found.standings if standings is None else standings
     parsed = parse_policies(policies)
+    others = parse_compared(frameworks) if frameworks else []
+    audited_policies = parsed + [pair for pair in others if pair[0] not in dict(parsed)]
     names = [str(path) for path in paths]
     archived = archive_tables(names, mode)
     tables = archived if archived is not None else read_runs(paths, mode=mode)
@@ -176,7 +185,7 @@ def collect(
         streams: list[RunMessages], standing_rows: list[dict[str, Any]]
     ) -> tuple[pl.DataFrame, pl.DataFrame]:
         per_run = whatif_table(streams, parsed, standing_rows)
-        audited = audit_table(streams, parsed, standing_rows)
+        audited = audit_table(streams, audited_policies, standing_rows)
         wire = wire_frame(audited)
         joined = per_run.join(wire, on=["run_id", "policy"], how="left", maintain_order="left")
         return joined, audited
@@ -213,6 +222,7 @@ def collect(
         per_policy=per_policy(per_run),
         audit=audited,
         policies=[label for label, _ in parsed],
+        compared=[label for label, _ in audited_policies],
         timeline=timeline,
         standings_from=display_path(standings) if standings is not None else None,
         outcomes_from=display_path(outcomes) if outcomes is not None else None,
@@ -303,7 +313,9 @@ def build_charts(data: ReportData) -> dict[str, alt.TopLevelMixin]:
         "outcomes": lambda: charts.outcome_chart(data.association),
         "gates": lambda: charts.gate_chart(data.gate_pieces),
         "policies": lambda: charts.policy_chart(data.per_run),
-        "policy_cost": lambda: charts.compare_chart(comparison_table(data.audit, data.policies)),
+        "policy_cost": lambda: charts.compare_chart(
+            comparison_table(data.audit, data.compared or data.policies)
+        ),
         "timeline": lambda: charts.timeline_chart(data.timeline),
     }
     return {name: build[name]() for name in CHART_NAMES if drawable[name]}
@@ -491,6 +503,7 @@ def write_report(
 
 __all__ = [
     "CHART_NAMES",
+    "COMPARE_POLICIES",
     "DEFAULT_POLICIES",
     "ReportData",
     "Sample",
