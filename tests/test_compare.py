@@ -508,6 +508,15 @@ def test_the_cost_chart_draws_a_policy_per_point_and_marks_wire_problems():
     flagged = charts.compare_chart(broken).to_dict()
     assert flagged["layer"][-1]["transform"] == [{"filter": "(datum.wire_problems > 0)"}]
     assert "3 wire problem(s)" in json.dumps(flagged["datasets"])
+    # Two rejected policies on one row: the dearer one's label a step lower; the legend
+    # keeps the order compared.
+    both = found.table.with_columns(wire_problems=pl.Series([2, 3]), facts_at_answer=pl.lit(1))
+    spec = charts.compare_chart(both).to_dict()
+    rows = next(iter(spec["datasets"].values()))
+    cheaper = min(rows, key=lambda row: row["cost_with_cache"])
+    assert sorted(row["label_y"] for row in rows) == [0.7, 1.0]
+    assert cheaper["label_y"] == 1.0
+    assert spec["layer"][1]["encoding"]["color"]["sort"] == ["none", "sliding:keep=2"]
 
 
 def test_the_report_carries_the_audit_and_draws_the_cost_chart():
