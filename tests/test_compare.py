@@ -423,6 +423,16 @@ def test_compare_prints_the_side_by_side_table_with_the_reports_and_the_framewor
     assert "read at 0.1 and the rest written at 1.25" in result.stdout
 
 
+def test_compare_help_names_every_framework_policy_and_its_defaults():
+    from contextledger.window.frameworks import FRAMEWORK_POLICIES
+
+    result = CliRunner().invoke(main, ["compare", "--help"], terminal_width=400)
+    assert result.exit_code == 0
+    text = " ".join(result.stdout.split())
+    assert all(name in text for name in FRAMEWORK_POLICIES)
+    assert "COMPARE_POLICIES" in text and "langchain_trim:max_tokens=600" in text
+
+
 def test_compare_json_is_json_lines_of_the_per_run_rows_and_o_writes_it(tmp_path):
     result = invoke(SAMPLE, "--policy", "none", "--policy", "sliding:keep=2", "--format", "json")
     assert result.exit_code == 0
