@@ -84,6 +84,139 @@ def test_agentfootprints_own_policies_never_break_the_wire_on_the_corpus():
     ]
 
 
+#: The corpus under every compared policy (``compare``'s default: agentfootprint's five,
+#: one spec per other framework's policy): wire problems per kind, runs rejected, facts
+#: at the answer / filed, placeholders, previews, input tokens, cache invalidations and
+#: the cost without / with a cache (rounded to the cent), as the audit computes them.
+#: The corpus under ``compare``'s default policies (``COMPARE_POLICIES``, in order:
+#: agentfootprint's five, then one spec per other framework's): wire problems per kind
+#: (head-not-user, orphan-result, unanswered-call, request-dropped), runs rejected,
+#: facts at the answer, facts filed, placeholders, previews, input tokens, cache
+#: invalidations, cost without / with a cache (rounded to the cent).
+# fmt: off
+CORPUS_COUNTS = [
+    (0, 0, 0, 0, 0, 6, 6, 0, 0, 1935769, 0, 1935769.0, 594336.95),
+    (0, 0, 0, 0, 0, 2, 6, 0, 0, 1440007, 708, 1440007.0, 1234515.8),
+    (0, 0, 0, 0, 0, 6, 6, 0, 0, 1440234, 704, 1440234.0, 1233754.2),
+    (0, 0, 0, 0, 0, 5, 6, 0, 0, 1091541, 1117, 1091541.0, 1079110.1),
+    (0, 0, 0, 0, 0, 6, 6, 0, 0, 1461070, 623, 1461070.0, 1224073.3),
+    (0, 0, 0, 0, 0, 6, 6, 1603, 0, 1390507, 621, 1390507.0, 1151630.3),
+    (1042, 634, 0, 981, 188, 6, 6, 0, 0, 870289, 878, 870289.0, 804561.05),
+    (0, 0, 0, 981, 169, 0, 6, 0, 0, 346139, 180, 346139.0, 217814.65),
+    (0, 0, 0, 0, 0, 6, 6, 1603, 0, 1370415, 621, 1370415.0, 1159430.6),
+    (0, 0, 0, 602, 104, 6, 6, 0, 0, 1195074, 328, 1195074.0, 768025.75),
+    (0, 0, 0, 0, 0, 6, 6, 0, 180, 1922199, 8, 1922199.0, 619500.1),
+    (1239, 0, 0, 1151, 213, 1, 6, 0, 0, 1041297, 1218, 1041297.0, 1146504.65),
+    (0, 0, 0, 24, 13, 1, 6, 0, 0, 1096526, 1024, 1096526.0, 1057144.5),
+    (0, 0, 0, 0, 0, 0, 6, 0, 0, 439828, 1668, 439828.0, 448080.15),
+    (893, 117, 4824, 839, 200, 5, 6, 0, 0, 826815, 1038, 826815.0, 829598.45),
+]
+# fmt: on
+CORPUS_COLUMNS = [
+    *WIRE_COLUMNS.values(),
+    "runs_rejected",
+    "facts_at_answer",
+    "facts_declared",
+    "answer_placeholders",
+    "answer_previews",
+    "input_tokens",
+    "cache_invalidations",
+    "cost_without_cache",
+    "cost_with_cache",
+]
+
+
+@pytest.fixture(scope="module")
+def corpus_comparison():
+    """``compare`` over the corpus under its default policies, with the tests' standings."""
+    from contextledger.report import COMPARE_POLICIES
+
+    return compare(require_corpus() / "runs", COMPARE_POLICIES, standings=STANDINGS)
+
+
+def test_every_policy_of_every_family_runs_on_every_corpus_run_and_its_counts_are_pinned(
+    corpus_comparison,
+):
+    from contextledger.report import COMPARE_POLICIES
+    from contextledger.window.frameworks import FRAMEWORK_POLICIES, framework_name
+
+    found = corpus_comparison
+    assert found.runs == 301 and not found.problems
+    # Every family: agentfootprint's three and each of the nine other policies.
+    names = {framework_name(spec) or spec.partition(":")[0] for spec in COMPARE_POLICIES}
+    assert names == {"none", "sliding", "token_budget", *FRAMEWORK_POLICIES}
+    pairs = found.per_run.select("run_id", "policy").unique()
+    assert found.per_run.height == pairs.height == 301 * len(COMPARE_POLICIES)
+    # Each (run, policy) judged every model call the run made.
+    calls = found.per_run.group_by("run_id").agg(pl.col("model_calls").n_unique())
+    assert calls["model_calls"].to_list() == [1] * 301
+    kinds = found.per_run.group_by("policy", maintain_order=True).agg(
+        pl.col(list(WIRE_COLUMNS.values())).sum()
+    )
+    table = found.table.join(kinds, on="policy", maintain_order="left")
+    expected = pl.DataFrame(CORPUS_COUNTS, schema=CORPUS_COLUMNS, orient="row")
+    assert_frame_equal(
+        table.select(CORPUS_COLUMNS).with_columns(pl.col("^cost_.*$").round(2)),
+        expected.with_columns(pl.col("^cost_.*$").cast(pl.Float64)),
+        check_exact=True,
+    )
+    assert table["policy"].to_list() == list(COMPARE_POLICIES)
+    # The wire total is the sum of its kinds; agentfootprint's own policies are at zero.
+    wire = table.select(pl.sum_horizontal(list(WIRE_COLUMNS.values())) - pl.col("wire_problems"))
+    assert wire.to_series().to_list() == [0] * len(COMPARE_POLICIES)
+    own = table.filter(pl.col("policy").is_in(["none", "sliding:keep=6", "sliding:keep=3"]))
+    assert own["wire_problems"].to_list() == [0, 0, 0]
+
+
+def test_each_first_offending_call_on_the_corpus_opens_at_the_message_it_names(
+    corpus_comparison,
+):
+    import re
+
+    from contextledger.window.audit import current_requests, describe_message
+
+    streams = {s.run_id: s for s in read_inputs(require_corpus() / "runs").streams}
+    named = corpus_comparison.table.filter(pl.col("first_offending_call").is_not_null())
+    assert named.height == 6  # both LangChain trims, its summary, AutoGen's two, Mastra's limit
+    for policy, first in named.select("policy", "first_offending_call").rows():
+        found = re.fullmatch(r"(\S+) call (\d+): ([a-z-]+): (.*), stream message (\d+)", first)
+        assert found, first
+        run_id, call, kind, what, index = found.groups()
+        stream = streams[run_id]
+        message = stream.messages[int(index)]
+        assert message.index == int(index)
+        assert describe_message(message) == f"{what}, stream message {index}"
+        window = served_windows(stream, policy)[int(call) - 1]
+        kinds = [v.kind for v in wire_violations(window, current_requests(stream)[int(call) - 1])]
+        assert kind == kinds[0], (policy, kinds)
+        # The earlier calls' windows were all accepted.
+        earlier = zip(served_windows(stream, policy), current_requests(stream), strict=True)
+        assert not any(wire_violations(w, r) for w, r in list(earlier)[: int(call) - 1])
+
+
+def test_wire_problems_found_on_the_corpus_are_the_frameworks_documented_failures():
+    """Checked by hand, then pinned: LangChain's trimmer without ``start_on`` cuts a batch
+    of two calls from its second result (its #33245); AutoGen's buffer keeps the last
+    ``buffer_size`` messages, so the request falls out and the window opens on a call."""
+    corpus = require_corpus()
+    loop = read_inputs(corpus / "runs" / "s0003-loop.json.gz").streams[0]
+    window = served_windows(loop, "langchain_trim:max_tokens=600")[7]  # call 8
+    assert [(m.index, m.role) for m in window[:2]] == [(3, "tool"), (4, "assistant")]
+    assert [c.id for c in loop.messages[1].tool_calls] == ["t1c1-8", "t1c1-9"]
+    assert window[0].tool_call_id == "t1c1-9" and loop.messages[2] not in window
+    orphan = [v for v in wire_violations(window) if v.kind == "orphan-result"]
+    assert [(v.message.tool_call_id, v.position) for v in orphan] == [("t1c1-9", 0)]
+    bench = read_inputs(corpus / "runs" / "s0001-fact-bench.json.gz").streams[0]
+    buffered = served_windows(bench, "autogen_buffered:buffer_size=8")[4]  # call 5
+    assert len(buffered) == 8 and buffered[0].role == "assistant"
+    assert [v.kind for v in wire_violations(buffered, bench.messages[0])] == [
+        "head-not-user",
+        "request-dropped",
+    ]
+    # Before call 5 the run holds the request and four call/result pairs: the last eight.
+    assert bench.messages[0].role == "user" and [m.index for m in buffered] == list(range(1, 9))
+
+
 def loop_windows() -> tuple[RunMessages, list[list[Message]]]:
     """s0003-loop and the windows ``none`` serves it (every message, in order)."""
     stream = read_inputs(LOOP).streams[0]
@@ -270,16 +403,34 @@ def invoke(*args: object) -> object:
     return CliRunner().invoke(main, ["compare", *map(str, args)])
 
 
-def test_compare_prints_the_side_by_side_table_with_the_reports_policies():
+def test_compare_prints_the_side_by_side_table_with_the_reports_and_the_frameworks_policies():
+    from contextledger.jobs.compare import FRAMEWORK_DEFAULTS
+    from contextledger.report import COMPARE_POLICIES, DEFAULT_POLICIES
+
+    assert (*DEFAULT_POLICIES, *FRAMEWORK_DEFAULTS) == COMPARE_POLICIES
     result = invoke(SAMPLE, "--standings", STANDINGS)
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
-    for policy in ("none", "sliding:keep=6,ledger_facts=0", "token_budget:threshold=500"):
-        assert any(line.startswith(f"│ {policy} ") for line in lines), policy
+    rows = [line.split("┆")[0].strip("│ ") for line in lines[3:-4]]
+    assert rows == list(COMPARE_POLICIES)  # one line per policy, in order
     assert "wire problems" in lines[1] and "cost, cache" in lines[1]
-    assert "│ sliding:keep=6,ledger_facts=0 ┆ 14   ┆ 0 " in result.stdout
+    split = ([cell.strip() for cell in line.strip("│").split("┆")] for line in lines[3:-4])
+    cells = {row[0]: row for row in split}
+    assert cells["sliding:keep=6,ledger_facts=0"][2] == "0"
+    assert cells["langchain_trim:max_tokens=600"][2] == "39"
+    assert cells["anthropic_clear:trigger=1000"][5] == "21 / 0"  # placeholders
     assert "┆ 2 / 6 " in result.stdout  # the 9.62 window: 2 of the 6 facts reach the answer
     assert "read at 0.1 and the rest written at 1.25" in result.stdout
+
+
+def test_compare_help_names_every_framework_policy_and_its_defaults():
+    from contextledger.window.frameworks import FRAMEWORK_POLICIES
+
+    result = CliRunner().invoke(main, ["compare", "--help"], terminal_width=400)
+    assert result.exit_code == 0
+    text = " ".join(result.stdout.split())
+    assert all(name in text for name in FRAMEWORK_POLICIES)
+    assert "COMPARE_POLICIES" in text and "langchain_trim:max_tokens=600" in text
 
 
 def test_compare_json_is_json_lines_of_the_per_run_rows_and_o_writes_it(tmp_path):
@@ -367,16 +518,46 @@ def test_the_cost_chart_draws_a_policy_per_point_and_marks_wire_problems():
     flagged = charts.compare_chart(broken).to_dict()
     assert flagged["layer"][-1]["transform"] == [{"filter": "(datum.wire_problems > 0)"}]
     assert "3 wire problem(s)" in json.dumps(flagged["datasets"])
+    # Two rejected policies on one row: the dearer one's label a step lower; the legend
+    # keeps the order compared.
+    both = found.table.with_columns(wire_problems=pl.Series([2, 3]), facts_at_answer=pl.lit(1))
+    spec = charts.compare_chart(both).to_dict()
+    rows = next(iter(spec["datasets"].values()))
+    cheaper = min(rows, key=lambda row: row["cost_with_cache"])
+    assert sorted(row["label_y"] for row in rows) == [0.7, 1.0]
+    assert cheaper["label_y"] == 1.0
+    assert spec["layer"][1]["encoding"]["color"]["sort"] == ["none", "sliding:keep=2"]
 
 
 def test_the_report_carries_the_audit_and_draws_the_cost_chart():
+    from contextledger.jobs.compare import FRAMEWORK_DEFAULTS
     from contextledger.report import build_charts, collect
 
     policies = ["none", "sliding:keep=3"]
     data = collect(policies=policies)
-    expected = compare(SAMPLE, policies, standings=STANDINGS).per_run
+    assert data.policies == policies and data.compared == [*policies, *FRAMEWORK_DEFAULTS]
+    expected = compare(SAMPLE, data.compared, standings=STANDINGS).per_run
     assert_frame_equal(data.audit, expected, check_exact=True)
-    assert "policy_cost" in build_charts(data)
+    drawn = json.dumps(build_charts(data)["policy_cost"].to_dict()["datasets"])
+    assert all(json.dumps(policy) in drawn for policy in data.compared)
+    # The what-if table keeps agentfootprint's policies; without frameworks, the audit too.
+    assert data.per_policy["policy"].to_list() == policies
+    alone = collect(policies=policies, frameworks=())
+    assert alone.compared == policies
+    assert_frame_equal(
+        alone.audit, compare(SAMPLE, policies, standings=STANDINGS).per_run, check_exact=True
+    )
+
+
+def test_the_report_page_names_the_four_wire_kinds_and_links_the_cost_section():
+    from contextledger.report import collect, render_html
+
+    page = render_html(collect(policies=["none", "sliding:keep=3"]))
+    assert '<a href="#policy-cost">' in page and '<h2 id="policy-cost">' in page
+    note = page.split('<p class="note">Wire problems:', 1)[1].split("</p>", 1)[0]
+    for kind in ("is not\nthe user's", "whose call is not before it", "with no result", "request"):
+        assert kind in note, kind
+    assert "mastra_token_limit:limit=600" in page.split('id="policy-cost"', 1)[1]
 
 
 def test_the_readme_shows_what_compare_prints_on_the_sample():
@@ -386,6 +567,17 @@ def test_the_readme_shows_what_compare_prints_on_the_sample():
     command = "$ contextledger compare data/sample --standings data/sample-standings.csv\n"
     shown = readme.split(command, 1)[1].split("```", 1)[0]
     result = invoke(SAMPLE, "--standings", STANDINGS)
+    assert result.exit_code == 0 and result.stdout == shown
+
+
+def test_the_readme_shows_what_compare_prints_on_the_corpus():
+    from .conftest import REPO
+
+    corpus = require_corpus()
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    command = "$ contextledger compare CORPUS/runs --standings data/sample-standings.csv\n"
+    shown = readme.split(command, 1)[1].split("```", 1)[0]
+    result = invoke(corpus / "runs", "--standings", STANDINGS)
     assert result.exit_code == 0 and result.stdout == shown
 
 

@@ -438,6 +438,15 @@ def compare_chart(table: pl.DataFrame) -> alt.LayerChart:
         .then(pl.format("{} wire problem(s)", "wire_problems"))
         .otherwise(pl.lit("")),
     )
+    # Rejected policies with the same facts sit on one row: each label a step lower than
+    # the previous one's (in cost order), so two close costs do not print over each other.
+    step = (
+        pl.col("cost_with_cache")
+        .rank("ordinal")
+        .over("facts_at_answer", pl.col("wire_problems") > 0)
+        - 1
+    )
+    frame = frame.with_columns(label_y=pl.col("facts_at_answer") - 0.3 * step.cast(pl.Float64))
     x = alt.X(
         "cost_with_cache:Q",
         title="input cost with a prompt cache, in input-token units (line: without a cache)",
@@ -449,7 +458,13 @@ def compare_chart(table: pl.DataFrame) -> alt.LayerChart:
         scale=alt.Scale(zero=True, nice=True),
         axis=alt.Axis(tickMinStep=1),
     )
-    colour = alt.Color("policy:N", title="window policy")
+    colour = alt.Color(
+        "policy:N",
+        title="window policy",
+        sort=frame["policy"].to_list(),  # the order compared, not alphabetical
+        scale=alt.Scale(scheme="tableau20"),  # up to 20 policies, each its own colour
+        legend=alt.Legend(labelLimit=420),
+    )
     tooltip = [
         alt.Tooltip("policy:N"),
         alt.Tooltip("runs:Q"),
@@ -486,7 +501,7 @@ def compare_chart(table: pl.DataFrame) -> alt.LayerChart:
         layers.append(
             base.transform_filter(alt.datum.wire_problems > 0)
             .mark_text(align="left", dx=9, dy=8, fontSize=10, color="#d62728", fontWeight="bold")
-            .encode(x=x, y=y, text="flag:N")
+            .encode(x=x, y=alt.Y("label_y:Q"), text="flag:N")
         )
     return alt.LayerChart(layer=layers).properties(
         width=640,

@@ -281,9 +281,11 @@ def report_command(
     "--policy",
     "policies",
     multiple=True,
-    help="A window policy to compare (repeat), as whatif takes it; default: the report's "
-    "(none, sliding:keep=6,ledger_facts=0, sliding:keep=6, sliding:keep=3, "
-    "token_budget:threshold=500).",
+    help="A window policy to compare (repeat): agentfootprint's as whatif takes it, or another "
+    "framework's (anthropic_clear, langchain_trim, langchain_clear, langchain_summarize, "
+    "openai_trim, autogen_buffered, autogen_head_tail, mastra_tool_filter, mastra_token_limit; "
+    "e.g. langchain_trim:max_tokens=600). Default: the report's five and one per framework "
+    "(contextledger.report.COMPARE_POLICIES).",
 )
 @standings_option()
 @click.option(
@@ -327,17 +329,17 @@ def compare_command(
     prefix-cache invalidations, and the cost with and without a prompt cache."""
     from contextledger.archive import ArchiveError
     from contextledger.jobs import compare as compared
-    from contextledger.report import DEFAULT_POLICIES
+    from contextledger.report import COMPARE_POLICIES
     from contextledger.tables.standings import StandingsFileError, load_standings
     from contextledger.window.audit import CachePrices
     from contextledger.window.policies import PolicySpecError
 
     try:
         prices = CachePrices(write=cache_write, read=cache_read)
-        compared.parse_compared(policies or DEFAULT_POLICIES)  # a bad spec: before any work
+        compared.parse_compared(policies or COMPARE_POLICIES)  # a bad spec: before any work
         standings = load_standings(standings_file) if standings_file else None
         found = compared.compare(
-            paths, policies or DEFAULT_POLICIES, standings=standings, prices=prices
+            paths, policies or COMPARE_POLICIES, standings=standings, prices=prices
         )
     except (PolicySpecError, StandingsFileError, ArchiveError) as error:
         _fail(_error_lines(error))
@@ -360,7 +362,7 @@ def compare_command(
     elif output_format == "csv":
         text = found.per_run.write_csv()
     else:
-        text = f"{_table_text(compared.display_table(found.table), width=250, str_len=100)}\n"
+        text = f"{_table_text(compared.display_table(found.table), width=400, str_len=100)}\n"
     if output_format == "table" and output is None:
         text += note
     _emit(text, output)

@@ -33,6 +33,25 @@ from contextledger.window.audit import (
 from contextledger.window.frameworks import FrameworkPolicy
 from contextledger.window.policies import Policy
 
+#: One spec per other framework's policy, with parameters that engage on agentfootprint
+#: runs (windows of a few hundred to a few thousand tokens, tool results of a few hundred
+#: chars; the corpus's median run peaks near 600 input tokens): budgets near 600 tokens,
+#: triggers near 1,000, a 200-char output threshold. LangChain's trimmer twice: as often
+#: called (no ``start_on``) and as its documentation advises (``start_on=human``).
+#: ``contextledger compare`` and the report audit these beside agentfootprint's own.
+FRAMEWORK_DEFAULTS = (
+    "anthropic_clear:trigger=1000",
+    "langchain_trim:max_tokens=600",
+    "langchain_trim:max_tokens=600,start_on=human",
+    "langchain_clear:trigger=1000",
+    "langchain_summarize:trigger=tokens:1000,keep=messages:6,summary_tokens=200",
+    "openai_trim:recent_turns=1,max_output_chars=200,preview_chars=100",
+    "autogen_buffered:buffer_size=8",
+    "autogen_head_tail:head_size=2,tail_size=8",
+    "mastra_tool_filter",
+    "mastra_token_limit:limit=600",
+)
+
 
 @dataclass
 class Comparison:

@@ -20,7 +20,7 @@ import os
 import re
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
@@ -41,7 +41,7 @@ from contextledger.archive.tables import (
     stream_batches,
     unreplayable_runs,
 )
-from contextledger.jobs.compare import comparison_table
+from contextledger.jobs.compare import FRAMEWORK_DEFAULTS, comparison_table, parse_compared
 from contextledger.jobs.whatif import WhatIfInputs, read_with_tables
 from contextledger.ledger.compute import compute_ledger
 from contextledger.ledger.gates import describe_total, gate_what_if
@@ -81,6 +81,9 @@ DEFAULT_POLICIES = (
 #: The share of the facts keeping everything brings to the answer turn that a
 #: recommended window policy must bring too (:func:`recommendation`).
 NEARLY_ALL_FACTS = 0.95
+#: What ``contextledger compare`` and the report's cost chart compare unless told
+#: otherwise: agentfootprint's policies above, then one spec per other framework's.
+COMPARE_POLICIES = (*DEFAULT_POLICIES, *FRAMEWORK_DEFAULTS)
 #: Chart names, in the order the page shows them, and the file names they export to.
 CHART_NAMES = ("earn_rate", "outcomes", "gates", "policies", "policy_cost", "timeline")
 
@@ -167,6 +170,8 @@ class ReportData:
     unreplayed: list[dict[str, Any]] = field(default_factory=list)
     #: The audit of every (run, policy) (:func:`~contextledger.window.audit.audit_table`).
     audit: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=AUDIT_SCHEMA))
+    #: The audited policies in order: ``policies``, then the other frameworks' compared.
+    compared: list[str] = field(default_factory=list)
     min_offers: int = DEFAULT_MIN_OFFERS
     bundled: bool = False
     #: Over an archive: the outcomes files its stored labels came from.
@@ -223,6 +228,7 @@ def collect(
     compare_reference: bool = True,
     min_offers: int = DEFAULT_MIN_OFFERS,
     progress: Progress | None = None,
+    frameworks: Sequence[str] = FRAMEWORK_DEFAULTS,
 ) -> ReportData:
     """Read the runs under ``paths`` (default: the bundled sample, with its outcomes and
     standings) and compute what the report shows.
@@ -230,8 +236,9 @@ def collect(
     ``timeline_run`` / ``timeline_policy`` pick the run and policy of the window
     timeline (default: the windowed policy keeping the most facts for the answer, and
     the run it removed most from). ``compare_reference`` also reads the runs under
-    the reference accounting, for the page's comparison. ``progress`` is told each
-    stage (:class:`Progress`).
+    the reference accounting, for the page's comparison. ``frameworks`` (other
+    frameworks' policy specs) are audited beside ``policies`` for the cost chart only.
+    ``progress`` is told each stage (:class:`Progress`).
 
     >>> data = collect(policies=["none", "sliding:keep=3"])
     >>> data.per_policy["policy"].to_list(), data.timeline["run_id"][0]
@@ -244,6 +251,8 @@ def collect(
         outcomes = found.outcomes if outcomes is None else outcomes
         standings = found.standings if standings is None else standings
     parsed = parse_policies(policies)
+    others = parse_compared(frameworks) if frameworks else []
+    audited_policies = parsed + [pair for pair in others if pair[0] not in dict(parsed)]
     names = [str(path) for path in paths]
     meter = progress or _quiet()
     meter.stage("reading the runs")
@@ -297,7 +306,7 @@ def collect(
         meter.stage(f"replaying {len(streams):,} runs under {len(parsed)} window policies{done}")
         replayed_runs += len(streams)
         per_run = whatif_table(streams, parsed, standing_rows)
-        audited = audit_table(streams, parsed, standing_rows)
+        audited = audit_table(streams, audited_policies, standing_rows)
         wire = wire_frame(audited)
         joined = per_run.join(wire, on=["run_id", "policy"], how="left", maintain_order="left")
         return joined, audited
@@ -335,6 +344,7 @@ def collect(
         per_policy=per_policy(per_run),
         audit=audited,
         policies=[label for label, _ in parsed],
+        compared=[label for label, _ in audited_policies],
         timeline=timeline,
         standings_from=display_path(standings) if standings is not None else None,
         outcomes_from=display_path(outcomes) if outcomes is not None else None,
@@ -431,7 +441,9 @@ def build_charts(data: ReportData) -> dict[str, alt.TopLevelMixin]:
         "outcomes": lambda: charts.outcome_chart(data.association),
         "gates": lambda: charts.gate_chart(data.gate_pieces),
         "policies": lambda: charts.policy_chart(data.per_run),
-        "policy_cost": lambda: charts.compare_chart(comparison_table(data.audit, data.policies)),
+        "policy_cost": lambda: charts.compare_chart(
+            comparison_table(data.audit, data.compared or data.policies)
+        ),
         "timeline": lambda: charts.timeline_chart(data.timeline),
     }
     return {name: build[name]() for name in CHART_NAMES if drawable[name]}
@@ -764,6 +776,7 @@ def write_report(
 
 __all__ = [
     "CHART_NAMES",
+    "COMPARE_POLICIES",
     "DEFAULT_POLICIES",
     "NEARLY_ALL_FACTS",
     "Progress",
