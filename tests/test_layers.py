@@ -22,6 +22,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "src" / "contextledger"
 LAYERS = {
     "output": 0,  # files written whole, text a terminal shows as text: imports nothing
     "processes": 0,  # worker pools whose workers die with their parent: imports nothing
+    "progress": 0,  # one progress line on a terminal, for ingest, synth, whatif: imports nothing
     "read": 1,
     "tables": 2,
     "ledger": 3,

@@ -382,9 +382,9 @@ def test_a_quick_report_and_a_log_get_no_progress_line(tmp_path: Path):
 def test_report_command_progress_flag(tmp_path: Path, monkeypatch, flag, shown):
     """--progress shows the meter, --no-progress hides it, and by default it follows
     whether stderr is a terminal (under the test runner it is not)."""
-    from contextledger import report
+    from contextledger import progress
 
-    monkeypatch.setattr(report, "PROGRESS_DELAY", 0.0)
+    monkeypatch.setattr(progress, "SLOW_SECONDS", 0.0)
     args = ["report", "-o", str(tmp_path), "--charts", "none", "--policy", "none"]
     result = run(*args, *([flag] if flag else []))
     assert result.exit_code == 0, result.output

@@ -21,6 +21,7 @@ from contextledger.cli.common import (
     max_document_option,
     outcomes_option,
     paths_argument,
+    progress_option,
     static_tools_option,
     strict_option,
 )
@@ -76,11 +77,7 @@ def _ingest_date(_ctx: click.Context, _param: click.Parameter, value: str | None
 @click.option(
     "--retry-quarantined", is_flag=True, help="Read quarantined files again even if unchanged."
 )
-@click.option(
-    "--progress/--no-progress",
-    default=None,
-    help="Show a progress line [default: when stderr is a terminal].",
-)
+@progress_option
 @engine_option
 @max_document_option
 def ingest_command(
@@ -107,7 +104,8 @@ def ingest_command(
     same batches and commits.
     """
     from contextledger.archive import ArchiveError
-    from contextledger.jobs.ingest import ingest, progress_stream
+    from contextledger.jobs.ingest import ingest
+    from contextledger.progress import chosen_stream
     from contextledger.tables.build import load_static_tools
 
     on_spark = _spark_engine(engine, paths, reads_archive=False)
@@ -122,9 +120,7 @@ def ingest_command(
             "ingest_date": ingest_date,
             "batch_runs": batch_runs,
             "retry_quarantined": retry_quarantined,
-            "progress": (sys.stderr if progress else None)
-            if progress is not None
-            else progress_stream(),
+            "progress": chosen_stream(progress),
         }
         if on_spark:
             report = on_spark("ingest", list(paths), archive_dir, **options)
@@ -195,6 +191,7 @@ def synth_command(
     """
     from contextledger.archive import ArchiveError
     from contextledger.jobs import synth
+    from contextledger.progress import progress_stream
 
     if (archive_dir is None) == (snapshots_dir is None):
         _fail("give exactly one of --archive DIR and --snapshots DIR")
@@ -209,7 +206,7 @@ def synth_command(
             seed=seed,
             partition_by=partition_by,
             ingest_date=ingest_date,
-            progress=sys.stderr.isatty(),
+            progress=progress_stream(),
             streams=streams,
         )
     except (ArchiveError, OSError, ValueError) as error:

@@ -64,6 +64,13 @@ engine_option = click.option(
     "else $SPARK_MASTER, else local[*]).",
 )
 
+#: ``--progress/--no-progress``: a progress line on stderr; not given, only on a terminal.
+progress_option = click.option(
+    "--progress/--no-progress",
+    default=None,
+    help="Show a progress line [default: when stderr is a terminal].",
+)
+
 
 def _use_max_document_mb(ctx: click.Context, _: click.Parameter, megabytes: int) -> None:
     """Set the cap where every reader looks, worker processes too (they inherit the
@@ -199,6 +206,16 @@ def _emit(text: str, output: str | None) -> None:
         return
     with _writing(output) as temporary:
         temporary.write_text(text, encoding="utf-8")
+
+
+def _json_object(document: Any) -> str:
+    """An aggregate's ``--format json`` (``ledger``'s excepted: LedgerJSON as the reference
+    prints it, compact too): one compact JSON object on one line. Row results are JSON
+    Lines instead (``frame.write_ndjson()``): the rule and each shape are in the README's
+    "Output formats"."""
+    import json
+
+    return json.dumps(document, separators=(",", ":"), ensure_ascii=False, default=str) + "\n"
 
 
 def _spark_engine(engine: str, paths: Sequence[str], *, reads_archive: bool = True) -> Any:

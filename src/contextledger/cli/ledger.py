@@ -11,6 +11,7 @@ from contextledger.cli.common import (
     EXIT_UNREADABLE_INPUT,
     _emit,
     _fail,
+    _json_object,
     _read_inputs,
     _spark_engine,
     _summary,
@@ -145,6 +146,7 @@ def ledger(
     type=click.Choice(["table", "csv", "json"]),
     default="table",
     show_default=True,
+    help="json: one object {rows}, on one line (README: Output formats).",
 )
 @output_option
 @strict_option
@@ -169,7 +171,7 @@ def outcomes(
     if output_format == "csv":
         _emit(frame.write_csv(), output)
     elif output_format == "json":
-        _emit(frame.write_ndjson(), output)
+        _emit(_json_object({"rows": frame.to_dicts()}), output)
     else:
         note = "Association, not cause: a piece offered in runs that went well did not make "
         note += "them go well."
@@ -231,6 +233,7 @@ def _nested_as_json(frame: pl.DataFrame) -> pl.DataFrame:
     type=click.Choice(["table", "csv", "json"]),
     default="table",
     show_default=True,
+    help="json: JSON Lines, one object per result row.",
 )
 @output_option
 @click.option(
@@ -283,7 +286,7 @@ def sql(
             con.close()
     if result is not None:
         if output_format == "json":
-            text = result.write_json() + "\n"
+            text = result.write_ndjson()  # query rows: JSON Lines
         elif output_format == "csv":
             text = _nested_as_json(result).write_csv()
         else:
@@ -318,6 +321,7 @@ def sql(
     type=click.Choice(["table", "json", "csv"]),
     default="table",
     show_default=True,
+    help="json: one object {total, pieces, note}, on one line; csv: every piece.",
 )
 @output_option
 @max_document_option
@@ -336,8 +340,6 @@ def gates(
     per piece, the approx tokens the gates would have saved, the offers they would have
     left out and the uses that would have cost. Table: pieces the ledger demoted.
     """
-    import json
-
     import polars as pl
 
     from contextledger.ledger.gates import ATTRIBUTION_NOTE, describe_total, gate_what_if
@@ -356,7 +358,7 @@ def gates(
             "pieces": pieces.to_dicts(),
             "note": ATTRIBUTION_NOTE,
         }
-        _emit(json.dumps(document, indent=2) + "\n", output)
+        _emit(_json_object(document), output)
         click.echo(_summary(tables), err=True)
     elif output_format == "csv":
         _emit(pieces.write_csv(), output)

@@ -28,6 +28,7 @@ from contextledger.cli.common import (
     outcomes_option,
     output_option,
     paths_argument,
+    progress_option,
     standings_option,
 )
 from contextledger.output import terminal_text
@@ -71,6 +72,7 @@ def _chart_formats(_ctx: click.Context, _param: click.Parameter, value: str) -> 
 @output_option
 @max_document_option
 @engine_option
+@progress_option
 def whatif_command(
     paths: tuple[str, ...],
     policies: tuple[str, ...],
@@ -78,6 +80,7 @@ def whatif_command(
     output_format: str,
     output: str | None,
     engine: str,
+    progress: bool | None,
 ) -> None:
     """Replay the runs under PATHS under each --policy: what would each window have served?"""
 
@@ -95,20 +98,24 @@ def whatif_command(
     except (PolicySpecError, StandingsFileError) as error:
         _fail(str(error))
         raise  # unreachable: _fail exits
+    from contextledger import progress as meters
     from contextledger.archive import ArchiveError
 
+    meter = meters.Progress(meters.chosen_stream(progress), delay=meters.SLOW_SECONDS)
     archived = None
     try:
         if on_spark:
             archived = on_spark("whatif_archive", paths[0], parsed, standings)
         else:
-            archived = sourced.whatif_archive(paths, parsed, standings)
+            archived = sourced.whatif_archive(paths, parsed, standings, meter=meter)
     except ArchiveError as error:
+        meter.close()
         _fail(str(error))
     per_run: pl.DataFrame | pl.LazyFrame
     if archived is not None:
         problems = list(archived.problems)
         per_run = archived.rows  # scanned from disk: memory does not grow with the archive
+        meter.close()
         click.echo(
             f"contextledger: {archived.runs} archived run(s) replayed under {len(parsed)} "
             f"polic{'y' if len(parsed) == 1 else 'ies'} in {archived.seconds:.2f} s: "
@@ -117,7 +124,8 @@ def whatif_command(
             err=True,
         )
     else:
-        inputs = sourced.read_inputs(paths)
+        inputs = sourced.read_inputs(paths, meter=meter)
+        meter.close()  # the notes below on lines of their own
         problems = list(inputs.problems)
         _name_skipped(inputs.skipped)
         _name_duplicates(inputs.duplicates)
@@ -126,7 +134,9 @@ def whatif_command(
             [str(row["run_id"]) for row in standings],
             [stream.run_id for stream in inputs.streams],
         )
-        per_run = replayed.whatif_table(inputs.streams, parsed, [*inputs.standings, *standings])
+        every_standing = [*inputs.standings, *standings]
+        per_run = sourced.replay_streams(inputs.streams, parsed, every_standing, meter=meter)
+        meter.close()
     for problem in problems:
         _warn(f"skipped {problem.where}: {problem.reason}")
     replayable = archived.runs if archived is not None else len(inputs.streams)
@@ -224,12 +234,11 @@ def report_command(
     """
     from contextledger import report
     from contextledger.archive import ArchiveError
-    from contextledger.jobs.ingest import progress_stream
+    from contextledger.progress import chosen_stream
     from contextledger.tables.standings import StandingsFileError
     from contextledger.window.policies import PolicySpecError
 
-    stream = (sys.stderr if progress else None) if progress is not None else progress_stream()
-    meter = report.Progress(stream)
+    meter = report.Progress(chosen_stream(progress))
     try:
         data = report.collect(
             list(paths),

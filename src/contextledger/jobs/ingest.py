@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future
@@ -41,6 +40,7 @@ from contextledger.archive.store import Archive, Batch
 from contextledger.archive.tables import ArchiveTables, latest_outcome_files
 from contextledger.ledger.compute import LedgerInputs, SplitRows, label_credit, piece_totals
 from contextledger.processes import worker_pool
+from contextledger.progress import Progress
 from contextledger.read.identity import (
     DUPLICATES,
     RunIdentity,
@@ -226,18 +226,19 @@ def ingest(
         if outcomes is not None:
             pending.add_outcomes(Path(outcomes), known)
         todo = list(_changed(files, known, retry_quarantined, report))
-        meter = _Progress(progress, len(todo), started)
+        meter = Progress(progress, started=started)
         last_flush = time.perf_counter()
         read_files = reader or local_reader(workers)
         for source, read in read_files(todo, dict(static_tools or {})):
             pending.add(source, read)
-            meter.update(report, pending)
+            if meter.due():
+                meter.show(_ingest_line(report, pending, len(todo), meter.elapsed))
             due = time.perf_counter() - last_flush >= batch_seconds
             if pending.run_count >= batch_runs or due:
                 pending.flush()
                 last_flush = time.perf_counter()
         pending.flush()
-        meter.close()
+        meter.close(_ingest_line(report, pending, len(todo), meter.elapsed))
         named = {source.path for source in todo} | {str(path) for path in files}
         report.sources_retired = retire_deleted_sources(archive, known, named, date)
         write_quarantine_listing(archive)
@@ -724,44 +725,18 @@ def _append_source(
         sources[name].append(value)
 
 
-# ── the quarantine ─────────────────────────────────────────────────
-class _Progress:
-    """A one-line progress bar on a terminal: files done, runs/s, MB/s, bad files."""
-
-    def __init__(self, stream: TextIO | None, total: int, started: float) -> None:
-        self.stream = stream
-        self.total = total
-        self.started = started
-        self.shown = 0.0
-
-    def update(self, report: IngestReport, pending: _Pending, force: bool = False) -> None:
-        if self.stream is None:
-            return
-        now = time.perf_counter()
-        if not force and now - self.shown < 0.2:
-            return
-        self.shown = now
-        elapsed = max(now - self.started, 1e-9)
-        done = report.files_read
-        share = done / self.total if self.total else 1.0
-        bar = "#" * int(share * 24)
-        self.stream.write(
-            f"\r[{bar:<24}] {share:4.0%} {done}/{self.total} files  {report.runs_read} runs  "
-            f"{report.runs_read / elapsed:,.0f} runs/s  {report.bytes_read / 1e6 / elapsed:.1f} "
-            f"MB/s  {report.bad_files + _pending_bad(pending)} bad "
-        )
-        self.stream.flush()
-
-    def close(self) -> None:
-        if self.stream is not None and self.total:
-            self.stream.write("\n")
-            self.stream.flush()
+# ── the progress line ─────────────────────────────────────────────
+def _ingest_line(report: IngestReport, pending: _Pending, total: int, elapsed: float) -> str:
+    """The ingest's progress line: files done, runs/s, MB/s, bad files."""
+    done = report.files_read
+    share = done / total if total else 1.0
+    bar = "#" * int(share * 24)
+    return (
+        f"[{bar:<24}] {share:4.0%} {done}/{total} files  {report.runs_read} runs  "
+        f"{report.runs_read / elapsed:,.0f} runs/s  {report.bytes_read / 1e6 / elapsed:.1f} "
+        f"MB/s  {report.bad_files + _pending_bad(pending)} bad "
+    )
 
 
 def _pending_bad(pending: _Pending) -> int:
     return sum(1 for _, read in pending.reads if read.problems)
-
-
-def progress_stream() -> TextIO | None:
-    """stderr when it is a terminal (a progress line would clutter a log)."""
-    return sys.stderr if sys.stderr.isatty() else None

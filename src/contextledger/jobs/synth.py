@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import msgspec
 import numpy as np
@@ -50,6 +50,7 @@ from contextledger.jobs.synth_model import (
     synth_tables,
 )
 from contextledger.processes import worker_pool
+from contextledger.progress import Progress
 from contextledger.read.messages import RunMessages, collector_paused
 from contextledger.tables import schema
 from contextledger.tables.build import RunTables
@@ -74,13 +75,14 @@ def synth_archive(
     partition_by: str | None = None,
     ingest_date: str | None = None,
     batch_runs: int = SYNTH_BATCH_RUNS,
-    progress: bool = False,
+    progress: TextIO | None = None,
     streams: bool = True,
     workers: int | None = None,
 ) -> IngestReport:
     """Write ``runs`` synthetic runs (both accountings, with outcome labels) into an archive,
     with their message streams (``streams``) for ``whatif``, built on ``workers``
-    processes (default: one per core) while the tables are written.
+    processes (default: one per core) while the tables are written; a progress line is
+    drawn on ``progress`` (a terminal) as batches are committed.
 
     Each batch is a manifest source (``synth://seed=S/runs=A-B``), so the same command
     run again, or after being killed, adds only what is missing (``streams`` applies to
@@ -105,6 +107,7 @@ def synth_archive(
     ):
         report.leftovers_removed = removed
         known = committed_sources(archive)
+        meter = Progress(progress, started=started)
         for first in range(0, runs, batch_runs):
             count = min(batch_runs, runs - first)
             path = f"synth://seed={seed}/runs={first}-{first + count - 1}"
@@ -115,18 +118,17 @@ def synth_archive(
                 continue
             source = Source(path, None, None, digest)
             _synth_batch(archive, date, seed, first, count, source, report, streams, pool)
-            if progress:
-                elapsed = time.perf_counter() - started
-                print(
-                    f"\r{first + count:,}/{runs:,} runs  {report.runs_added / elapsed:,.0f} runs/s",
-                    end="",
-                    flush=True,
-                )
-        if progress:
-            print()
+            if meter.due():
+                meter.show(_synth_line(first + count, runs, report, meter.elapsed))
+        meter.close(_synth_line(runs, runs, report, meter.elapsed))
         write_quarantine_listing(archive)
     report.seconds = time.perf_counter() - started
     return report
+
+
+def _synth_line(done: int, runs: int, report: IngestReport, elapsed: float) -> str:
+    """The synth's progress line: runs done and how fast they are added."""
+    return f"{done:,}/{runs:,} runs  {report.runs_added / elapsed:,.0f} runs/s"
 
 
 def _synth_batch(

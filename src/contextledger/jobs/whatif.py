@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 import pyarrow as pa
 
+from contextledger.progress import Progress
 from contextledger.read.findings import standings_from_snapshot
 from contextledger.read.identity import DUPLICATES, RunIdentity
 from contextledger.read.messages import RunMessages, rebuild_messages
@@ -42,6 +43,10 @@ if TYPE_CHECKING:
     from contextledger.archive.tables import ArchiveTables
 
 
+#: Runs replayed at a time from snapshots when a progress line is drawn (between chunks).
+REPLAY_CHUNK_RUNS = 1000
+
+
 @dataclass
 class WhatIfInputs:
     """Runs read for a what-if: their streams, the standings their snapshots hold,
@@ -56,12 +61,13 @@ class WhatIfInputs:
     skipped: list[str] = field(default_factory=list)
 
 
-def read_inputs(paths_or_runs: Any) -> WhatIfInputs:
+def read_inputs(paths_or_runs: Any, *, meter: Progress | None = None) -> WhatIfInputs:
     """Read snapshot paths (files, directories) or take runs as given, in order.
 
     Accepts a path, a :class:`Run`, a :class:`RunMessages`, or a sequence of them.
     An unreadable file is listed in ``problems``; the rest is still read. A run read
     twice is replayed once, as every command counts it (see :class:`RunIdentity`).
+    ``meter`` is shown the files read and the runs taken.
     """
     items = (
         [paths_or_runs]
@@ -78,7 +84,9 @@ def read_inputs(paths_or_runs: Any) -> WhatIfInputs:
         else:
             found = find_snapshot_files([item])
             inputs.skipped.extend(found.skipped)
-            for path in found.files:
+            for done, path in enumerate(found.files):
+                if meter is not None and meter.due():
+                    meter.show(_reading_line(inputs, done, len(found.files), meter.elapsed))
                 _take_streams(inputs, identity, read_file(path, (), {}, False, streams=True))
     inputs.problems.extend(identity.conflicts)
     inputs.duplicates = identity.duplicate_table()
@@ -134,6 +142,38 @@ def _take_streams(
 
 #: Problems of a :class:`FileRead` that keep a run out of a what-if.
 _OURS = (None, "whatif")
+
+
+def _reading_line(inputs: WhatIfInputs, done: int, files: int, elapsed: float) -> str:
+    return (
+        f"whatif: reading {done:,}/{files:,} files  {len(inputs.streams):,} runs  {elapsed:.0f} s"
+    )
+
+
+def _replaying_line(done: int, runs: int | None, elapsed: float) -> str:
+    total = f"/{runs:,}" if runs is not None else ""
+    return f"whatif: replayed {done:,}{total} runs  {done / elapsed:,.0f} runs/s  {elapsed:.0f} s"
+
+
+def replay_streams(
+    streams: Sequence[RunMessages],
+    policies: Sequence[tuple[str, Policy]],
+    standings_rows: Sequence[Mapping[str, Any]] = (),
+    *,
+    meter: Progress | None = None,
+    chunk_runs: int = REPLAY_CHUNK_RUNS,
+) -> pl.DataFrame:
+    """:func:`whatif_table` over ``streams``, ``chunk_runs`` runs at a time so that
+    ``meter`` can show how far the replay is (each run is replayed on its own: the rows
+    are those of one call over all of them, as :func:`whatif_archive`'s batches are)."""
+    if meter is None or meter.stream is None:
+        return whatif_table(streams, policies, standings_rows)
+    frames = []
+    for first in range(0, len(streams), chunk_runs):
+        frames.append(whatif_table(streams[first : first + chunk_runs], policies, standings_rows))
+        done = min(first + chunk_runs, len(streams))
+        meter.show(_replaying_line(done, len(streams), meter.elapsed))
+    return pl.concat(frames) if frames else whatif_table(streams, policies, standings_rows)
 
 
 def _take(inputs: WhatIfInputs, run: Run, identity: RunIdentity) -> None:
@@ -260,6 +300,8 @@ def whatif_archive(
     policies: Sequence[tuple[str, Policy]],
     standings_rows: Sequence[Mapping[str, Any]] = (),
     batch_runs: int | None = None,
+    *,
+    meter: Progress | None = None,
 ) -> ArchiveReplay | None:
     """:func:`whatif_table` over the archive ``paths`` name (``DIR`` or ``DIR?since=..``),
     reading and replaying a batch of runs at a time; None when no path is an archive
@@ -270,7 +312,7 @@ def whatif_archive(
     ingested from; a selected run whose stream ingest could not store is left out and
     named in ``problems``, after the archive's damage (each damaged commit is left
     out). Raises :class:`~contextledger.archive.ArchiveError` for an archive without
-    message streams.
+    message streams. ``meter`` is shown the runs replayed after each batch.
     """
     import time
 
@@ -291,6 +333,8 @@ def whatif_archive(
         parts.append(str(Path(spill.name) / f"part-{len(parts):06d}.parquet"))
         frame.write_parquet(parts[-1])
         runs += len(streams)
+        if meter is not None:
+            meter.show(_replaying_line(runs, None, meter.elapsed))
     rows = (
         pl.scan_parquet(parts, glob=False)
         if parts

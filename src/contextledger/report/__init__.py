@@ -32,7 +32,7 @@ from typing import Any, TextIO
 import altair as alt
 import polars as pl
 
-from contextledger import charts
+from contextledger import charts, progress
 from contextledger.archive.location import uri_scheme
 from contextledger.archive.tables import (
     ArchiveTables,
@@ -88,14 +88,10 @@ COMPARE_POLICIES = (*DEFAULT_POLICIES, *FRAMEWORK_DEFAULTS)
 CHART_NAMES = ("earn_rate", "outcomes", "gates", "policies", "policy_cost", "timeline")
 
 
-#: Seconds a report runs before :class:`Progress` draws its line.
-PROGRESS_DELAY = 2.0
-
-
-class Progress:
-    """A one-line meter on a terminal for a report's stages (reading, replaying,
-    drawing), shown once the report has taken ``delay`` seconds: a quick report says
-    nothing, a slow one says where it is. Silent when ``stream`` is None (not a terminal).
+class Progress(progress.Progress):
+    """The shared one-line meter (:mod:`contextledger.progress`, shown once a report has
+    run :data:`~contextledger.progress.SLOW_SECONDS`) told the report's stages (reading,
+    replaying, drawing): a quick report says nothing, a slow one says where it is.
 
     >>> import io
     >>> meter = Progress(io.StringIO(), delay=0)
@@ -112,36 +108,20 @@ class Progress:
         delay: float | None = None,
         clock: Callable[[], float] = time.perf_counter,
     ) -> None:
-        self.stream = stream
-        self.delay = PROGRESS_DELAY if delay is None else delay
-        self.clock = clock
-        self.started = clock()
-        self.shown_at: float | None = None
+        delay = progress.SLOW_SECONDS if delay is None else delay
+        super().__init__(stream, delay=delay, clock=clock)
         self.what: str | None = None
-        self.width = 0
 
     def stage(self, what: str, done: int | None = None, total: int | None = None) -> None:
-        """Say the report is at ``what`` (``done`` of ``total``, when counted); a new
+        """Say the report is at ``what`` (``done`` of ``total``, when counted): a new
         stage is drawn at once, a stage's next count at most five times a second."""
         if self.stream is None:
             return
-        now = self.clock()
-        elapsed = now - self.started
-        counting = what == self.what and done not in (None, 0, total)  # same stage, on
-        if elapsed < self.delay or (counting and now - (self.shown_at or 0) < 0.2):
-            return
         count = "" if done is None else f" {done:,}" + ("" if total is None else f"/{total:,}")
-        line = f"report: {what}{count}  {elapsed:.0f} s"
-        self.stream.write("\r" + line.ljust(self.width))
-        self.stream.flush()
-        self.width, self.shown_at, self.what = len(line), now, what
-
-    def close(self) -> None:
-        """End the line, if one was drawn."""
-        if self.stream is not None and self.shown_at is not None:
-            self.stream.write("\n")
-            self.stream.flush()
-            self.shown_at = None
+        new, now = what != self.what, self.clock()
+        self.show(f"report: {what}{count}  {now - self.started:.0f} s", force=new, now=now)
+        if self.drawn and new:
+            self.what = what
 
 
 def _quiet() -> Progress:
