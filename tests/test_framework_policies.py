@@ -585,3 +585,18 @@ def test_the_readme_table_lists_every_policy_key_and_default():
     for row in policy_table():
         default = row["default"].replace("|", "\\|")
         assert f"| `{row['policy']}` | `{row['key']}` | {default} |" in section, row
+
+
+def test_an_unknown_policy_name_lists_every_family():
+    """A name neither agentfootprint's nor another framework's: the message names both
+    families, so a user of compare sees the frameworks too."""
+    from contextledger.window.frameworks import parse_any_policy
+    from contextledger.window.policies import PolicySpecError
+
+    with pytest.raises(PolicySpecError) as raised:
+        parse_any_policy("nosuch:x=1")
+    message = str(raised.value)
+    assert message.startswith("window policy 'nosuch:x=1': unknown policy 'nosuch'")
+    assert "none, sliding, token_budget" in message and "mastra_token_limit" in message
+    with pytest.raises(PolicySpecError, match="keep"):  # agentfootprint's own errors stay
+        parse_any_policy("sliding:keep=0")

@@ -108,7 +108,15 @@ def parse_any_policy(spec: str | Policy | FrameworkPolicy) -> Policy | Framework
         return spec
     if isinstance(spec, str) and framework_name(spec) is not None:
         return parse_framework_policy(spec)
-    return parse_policy(spec)
+    try:
+        return parse_policy(spec)
+    except PolicySpecError as error:
+        if str(error).startswith(f"window policy {spec!r}: unknown strategy"):
+            name = str(spec).strip().partition(":")[0].strip()
+            problem = f"unknown policy {name!r}: not agentfootprint's nor another framework's"
+            allowed = f"agentfootprint's: none, sliding, token_budget; {_ALLOWED_NAMES}"
+            raise FrameworkSpecError(str(spec), problem, allowed) from None
+        raise
 
 
 @dataclass
