@@ -23,9 +23,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from contextledger.read.jsjson import utf16_length
-from contextledger.read.messages import RunMessages, ToolCall, collector_paused
+from contextledger.read.messages import Message, RunMessages, ToolCall, collector_paused
 from contextledger.window.notice import _SAFE_TOOL_NAME
-from contextledger.window.refusals import said_by_a_person
+from contextledger.window.refusals import current_request_index, is_result
 from contextledger.window.standings import StandingsTimeline
 
 #: Final standings, in the order of ``TurnArrays.final_counts``' last axis.
@@ -80,10 +80,11 @@ class TurnArrays:
 
 @dataclass(frozen=True, slots=True)
 class RunColumns:
-    """One run's stream as :func:`_lay_out` reads it: a list per message field (by stream
-    index) and per call field. Built from ``Message`` objects (:func:`run_columns`) or
-    straight from an archive's stored columns (:func:`turn_arrays_from_tables`), so the
-    kernel's input from an archive needs no ``Message`` objects."""
+    """One run's stream as :func:`_lay_out` reads it, straight from an archive's stored
+    columns (:func:`turn_arrays_from_tables`): a list per message field (by stream index)
+    and per call field, so the kernel's input from an archive needs no ``Message``
+    objects. :func:`_lay_out_stream` lays a ``RunMessages`` out alike (the tests hold the
+    two equal field by field)."""
 
     run_id: str
     user_message: str | None
@@ -107,29 +108,6 @@ class RunColumns:
     served: Sequence[Sequence[int]]
 
 
-def run_columns(stream: RunMessages) -> RunColumns:
-    """``stream`` as :class:`RunColumns`."""
-    messages, calls = stream.messages, stream.calls
-    return RunColumns(
-        run_id=stream.run_id,
-        user_message=stream.user_message,
-        role=[m.role for m in messages],
-        entered=[m.first_call for m in messages],
-        chars=[m.chars for m in messages],
-        tool_call_id=[m.tool_call_id for m in messages],
-        tool_calls=[m.tool_calls for m in messages],
-        tool_name=[m.tool_name for m in messages],
-        window_authored=[m.window_authored for m in messages],
-        not_dispatched=[m.not_dispatched for m in messages],
-        person=[said_by_a_person(m) for m in messages],
-        content=[m.content for m in messages],
-        ordinals=[c.ordinal for c in calls],
-        iterations=[c.iteration for c in calls],
-        input_tokens=[c.input_tokens for c in calls],
-        served=[c.window_served for c in calls],
-    )
-
-
 def turn_arrays(
     streams: Sequence[RunMessages], timelines: Mapping[str, StandingsTimeline] | None = None
 ) -> TurnArrays:
@@ -141,7 +119,10 @@ def turn_arrays(
     >>> arrays.msgs.tolist(), arrays.entered.tolist(), arrays.fallback
     ([[1, 2]], [[1, 2]], {})
     """
-    return lay_out_runs([run_columns(stream) for stream in streams], timelines)
+    timelines = timelines or {}
+    with collector_paused():
+        per_run = [_lay_out_stream(stream, timelines.get(stream.run_id)) for stream in streams]
+    return _assemble([stream.run_id for stream in streams], per_run)
 
 
 def turn_arrays_from_tables(
@@ -157,7 +138,10 @@ def turn_arrays_from_tables(
     Raises ``ValueError`` when a run's messages rows are incomplete.
     """
     with collector_paused():
-        return lay_out_runs(_columns_of_tables(streams, messages), timelines)
+        runs = _columns_of_tables(streams, messages)
+        found = timelines or {}
+        per_run = [_lay_out(run, found.get(run.run_id)) for run in runs]
+    return _assemble([run.run_id for run in runs], per_run)
 
 
 def _columns_of_tables(streams: pa.Table, messages: pa.Table) -> list[RunColumns]:
@@ -274,21 +258,16 @@ _LAID_OUT = (
 )
 
 
-def lay_out_runs(
-    runs: Sequence[RunColumns], timelines: Mapping[str, StandingsTimeline] | None = None
-) -> TurnArrays:
-    """The :class:`TurnArrays` of ``runs``: each laid out by :func:`_lay_out`."""
-    timelines = timelines or {}
-    count_runs = len(runs)
-    calls_max = max([1] + [len(s.ordinals) for s in runs])
-    with collector_paused():
-        per_run = [_lay_out(run, timelines.get(run.run_id)) for run in runs]
+def _assemble(run_ids: list[str], per_run: Sequence[dict[str, Any]]) -> TurnArrays:
+    """The :class:`TurnArrays` of runs laid out one by one (``_lay_out*``)."""
+    count_runs = len(run_ids)
+    calls_max = max([1] + [len(p["calls"]) for p in per_run])
     turns_max = max([1] + [len(p["turns"]) for p in per_run])
     names_max = max([1] + [len(p["names"]) for p in per_run])
     shape = (count_runs, turns_max)
     out = TurnArrays(
-        run_ids=[s.run_id for s in runs],
-        calls=np.array([len(s.ordinals) for s in runs], dtype=np.int16),
+        run_ids=run_ids,
+        calls=np.array([len(p["calls"]) for p in per_run], dtype=np.int16),
         iterations=np.zeros((count_runs, calls_max), dtype=np.int32),
         msgs=np.zeros(shape, dtype=np.int16),
         chars=np.zeros(shape, dtype=np.int64),
@@ -315,15 +294,13 @@ def lay_out_runs(
     )
     result_run: list[int] = []
     result_turn: list[int] = []
-    for r, (run, laid) in enumerate(zip(runs, per_run, strict=True)):
+    for r, laid in enumerate(per_run):
         if laid["fallback"]:
             out.fallback[r] = laid["fallback"]
-        for ordinal, iteration, tokens in zip(
-            run.ordinals, run.iterations, run.input_tokens, strict=True
-        ):
+        for ordinal, iteration, tokens in laid["calls"]:
             out.iterations[r, ordinal - 1] = iteration
             out.tokens[r, ordinal - 1] = tokens
-        out.recorded_full[r, : len(run.ordinals)] = laid["recorded_full"]
+        out.recorded_full[r, : len(laid["calls"])] = laid["recorded_full"]
         out.windowed[r] = not all(laid["recorded_full"])  # type: ignore[index]
         out.rate[r] = np.nan if laid["rate"] is None else laid["rate"]
         out.request[r] = laid["request"]
@@ -477,6 +454,7 @@ def _lay_out(run: RunColumns, timeline: StandingsTimeline | None) -> dict[str, A
     tool_calls, window_authored = run.tool_calls, run.window_authored
     conversation = [i for i, authored in enumerate(window_authored) if not authored]
     laid: dict[str, Any] = {"fallback": "", "armed": bool(timeline), "names": [], "turns": []}
+    laid["calls"] = list(zip(run.ordinals, run.iterations, run.input_tokens, strict=True))
     at_first = [i for i in conversation if entered[i] == 1]
     offered = [i for i in conversation if entered[i] is not None]
     request_at = _request_at(run, at_first)
@@ -501,8 +479,8 @@ def _lay_out(run: RunColumns, timeline: StandingsTimeline | None) -> dict[str, A
     for call_id, standing, iteration in timeline.rows if timeline else ():
         rows_by_id.setdefault(call_id, []).append((standing, iteration))
     final = timeline.final() if timeline else {}
-    is_result = [r == "tool" and not nd for r, nd in zip(role, run.not_dispatched, strict=True)]
-    results = {c for c, judged in zip(tool_call_id, is_result, strict=True) if judged and c}
+    judged = [r == "tool" and not nd for r, nd in zip(role, run.not_dispatched, strict=True)]
+    results = {c for c, result in zip(tool_call_id, judged, strict=True) if result and c}
     laid["facts_declared"] = sum(final.get(call_id) == "fact" for call_id in results)
     names: list[str] = laid["names"]
     for t, (start, end) in enumerate(bounds):
@@ -552,7 +530,7 @@ def _lay_out(run: RunColumns, timeline: StandingsTimeline | None) -> dict[str, A
                 bit = names.index(name)
                 turn["names"] |= 1 << bit
                 turn["order"].setdefault(bit, len(turn["order"]))
-            if not is_result[i] or not answers:
+            if not judged[i] or not answers:
                 continue
             turn["results"] += 1
             turn["ids"].append(answers)
@@ -561,6 +539,141 @@ def _lay_out(run: RunColumns, timeline: StandingsTimeline | None) -> dict[str, A
             turn["final_counts"][FINAL_STANDINGS.index(final.get(answers))] += 1
             try:
                 since = _fact_from(rows_by_id.get(answers, []))
+            except ValueError:
+                laid["fallback"] = "a fact is re-filed as something else"
+                since = None
+            if since is not None:
+                turn["fact_from"] = min(turn["fact_from"], since)
+        laid["turns"].append(turn)
+    if len(names) > 63:
+        laid["fallback"] = "more than 63 tool names"
+    if len(laid["turns"]) > MAX_TURNS:
+        laid["fallback"] = f"more than {MAX_TURNS} turns"
+    laid["request"] = turn_of.get(request_at, -1)
+    return laid
+
+
+def _recorded_full_of(stream: RunMessages, offered: Sequence[Message]) -> list[bool]:
+    """Per call: it was served every message the run had appended (no window engaged)."""
+    firsts = [m.first_call or 0 for m in offered]
+    if any(b < a for a, b in itertools.pairwise(firsts)):  # not in order: compare each
+        return [
+            call.window_served
+            == tuple(m.index for m in offered if (m.first_call or 0) <= call.ordinal)
+            for call in stream.calls
+        ]
+    indexes = tuple(m.index for m in offered)
+    return [
+        call.window_served == indexes[: bisect.bisect_right(firsts, call.ordinal)]
+        for call in stream.calls
+    ]
+
+
+def _tokens_per_char_of(stream: RunMessages, chars_of: Sequence[int]) -> float | None:
+    """``stream.tokens_per_char()``, each message's length measured once."""
+    tokens = chars = 0
+    for call in stream.calls:
+        if call.input_tokens > 0:
+            tokens += call.input_tokens
+            chars += sum(map(chars_of.__getitem__, call.window_served))
+    if tokens == 0 or chars == 0:
+        return None
+    return tokens / chars
+
+
+def _lay_out_stream(stream: RunMessages, timeline: StandingsTimeline | None) -> dict[str, Any]:
+    conversation = [m for m in stream.messages if not m.window_authored]
+    laid: dict[str, Any] = {"fallback": "", "armed": bool(timeline), "names": [], "turns": []}
+    laid["calls"] = [(c.ordinal, c.iteration, c.input_tokens) for c in stream.calls]
+    said = stream.user_message
+    at_first = [m for m in conversation if m.first_call == 1]
+    offered = [m for m in conversation if m.first_call is not None]
+    request = current_request_index(at_first, said)
+    request_at = at_first[request].index if request >= 0 else -1
+    last = current_request_index(offered, said)
+    if (offered[last].index if last >= 0 else -1) != request_at:
+        laid["fallback"] = "the current request changes during the run"
+    laid["recorded_full"] = _recorded_full_of(stream, offered)
+    chars_of = [m.chars for m in stream.messages]
+    laid["rate"] = _tokens_per_char_of(stream, chars_of)
+    turn_of: dict[int, int] = {}
+    starts = [i for i, m in enumerate(conversation) if i == 0 or m.role != "tool"]
+    bounds = list(zip(starts, [*starts[1:], len(conversation)][: len(starts)], strict=True))
+    call_turns: dict[str, set[int]] = {}
+    answer_turns: dict[str, set[int]] = {}
+    for t, (start, end) in enumerate(bounds):
+        for m in conversation[start:end]:
+            turn_of[m.index] = t
+            for call in m.tool_calls:
+                call_turns.setdefault(call.id, set()).add(t)
+            if m.role == "tool" and m.tool_call_id:
+                answer_turns.setdefault(m.tool_call_id, set()).add(t)
+    rows_by_id: dict[str, list[tuple[str, int]]] = {}
+    for call_id, standing, iteration in timeline.rows if timeline else ():
+        rows_by_id.setdefault(call_id, []).append((standing, iteration))
+    final = timeline.final() if timeline else {}
+    results = {m.tool_call_id for m in stream.messages if is_result(m) and m.tool_call_id}
+    laid["facts_declared"] = sum(final.get(call_id) == "fact" for call_id in results)
+    names: list[str] = laid["names"]
+    for t, (start, end) in enumerate(bounds):
+        members = conversation[start:end]
+        first = members[0].first_call
+        if any(m.first_call != first for m in members):
+            laid["fallback"] = "a turn enters over several calls"
+        turn: dict[str, Any] = {
+            "msgs": len(members),
+            "chars": sum(chars_of[m.index] for m in members),
+            "entered": NEVER if first is None else first,
+            "user_head": members[0].role == "user",
+            "refuses": any(m.role == "system" for m in members),
+            "system": any(m.role == "system" for m in members),
+            "names": 0,
+            "results": 0,
+            "pinnable": False,
+            "fact_from": NEVER,
+            "final_counts": [0] * len(FINAL_STANDINGS),
+            "order": {},
+            "ids": [],
+            "pin_name": None,
+        }
+        for m in members:
+            for call in m.tool_calls:
+                answered = answer_turns.get(call.id, set())
+                if t not in answered:
+                    turn["refuses"] = True
+                    if answered:
+                        laid["fallback"] = "a call is answered in another turn"
+            if m.role != "tool":
+                continue
+            name = m.tool_name
+            if not name and m.tool_call_id:
+                asked = call_turns.get(m.tool_call_id, set())
+                if asked - {t}:
+                    laid["fallback"] = "a result's name depends on another turn"
+                name = next(
+                    (
+                        c.name
+                        for o in members
+                        for c in o.tool_calls
+                        if c.id == m.tool_call_id and c.name
+                    ),
+                    None,
+                )
+            if name:
+                if name not in names:
+                    names.append(name)
+                bit = names.index(name)
+                turn["names"] |= 1 << bit
+                turn["order"].setdefault(bit, len(turn["order"]))
+            if not is_result(m) or not m.tool_call_id:
+                continue
+            turn["results"] += 1
+            turn["ids"].append(m.tool_call_id)
+            turn["pinnable"] = turn["pinnable"] or name is not None
+            turn["pin_name"] = name or turn["pin_name"]
+            turn["final_counts"][FINAL_STANDINGS.index(final.get(m.tool_call_id))] += 1
+            try:
+                since = _fact_from(rows_by_id.get(m.tool_call_id, []))
             except ValueError:
                 laid["fallback"] = "a fact is re-filed as something else"
                 since = None
