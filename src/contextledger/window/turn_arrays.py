@@ -23,7 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from contextledger.read.jsjson import utf16_length
-from contextledger.read.messages import Message, RunMessages, ToolCall, collector_paused
+from contextledger.read.messages import Message, RunMessages, collector_paused
 from contextledger.window.notice import _SAFE_TOOL_NAME
 from contextledger.window.refusals import current_request_index, is_result
 from contextledger.window.standings import StandingsTimeline
@@ -78,36 +78,6 @@ class TurnArrays:
     result_turn: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
 
 
-@dataclass(frozen=True, slots=True)
-class RunColumns:
-    """One run's stream as :func:`_lay_out` reads it, straight from an archive's stored
-    columns (:func:`turn_arrays_from_tables`): a list per message field (by stream index)
-    and per call field, so the kernel's input from an archive needs no ``Message``
-    objects. :func:`_lay_out_stream` lays a ``RunMessages`` out alike (the tests hold the
-    two equal field by field)."""
-
-    run_id: str
-    user_message: str | None
-    role: Sequence[str]
-    #: ``Message.first_call``: the first call after it entered the live window.
-    entered: Sequence[int | None]
-    chars: Sequence[int]
-    tool_call_id: Sequence[str | None]
-    tool_calls: Sequence[Sequence[ToolCall]]
-    #: The name the message itself carries (``Message.tool_name``).
-    tool_name: Sequence[str | None]
-    window_authored: Sequence[bool]
-    not_dispatched: Sequence[bool]
-    #: ``said_by_a_person``: a user message no library wrote.
-    person: Sequence[bool]
-    #: The text (only a person's messages' is read).
-    content: Sequence[str | None]
-    ordinals: Sequence[int]
-    iterations: Sequence[int]
-    input_tokens: Sequence[int]
-    served: Sequence[Sequence[int]]
-
-
 def turn_arrays(
     streams: Sequence[RunMessages], timelines: Mapping[str, StandingsTimeline] | None = None
 ) -> TurnArrays:
@@ -131,105 +101,40 @@ def turn_arrays_from_tables(
     timelines: Mapping[str, StandingsTimeline] | None = None,
 ) -> TurnArrays:
     """:func:`turn_arrays` of the runs of ``streams`` (``schema.STREAMS`` rows, in their
-    order) and their ``schema.MESSAGES`` rows, read column by column: the same arrays as
-    over the streams :func:`~contextledger.tables.windows.streams_from_tables` rebuilds,
-    without building a ``Message`` per row.
+    order) and their ``schema.MESSAGES`` rows, laid out column by column: the same arrays
+    as over the streams :func:`~contextledger.tables.windows.streams_from_tables`
+    rebuilds, without a ``Message`` per row (building those cost as much as the replay).
+    Turns, their sizes, the request and the recorded windows are found with array
+    operations over the whole batch; only tool calls and results are visited in Python.
 
     Raises ``ValueError`` when a run's messages rows are incomplete.
     """
     with collector_paused():
-        runs = _columns_of_tables(streams, messages)
-        found = timelines or {}
-        per_run = [_lay_out(run, found.get(run.run_id)) for run in runs]
-    return _assemble([run.run_id for run in runs], per_run)
+        return _lay_out_tables(streams.combine_chunks(), messages, timelines or {})
 
 
-def _columns_of_tables(streams: pa.Table, messages: pa.Table) -> list[RunColumns]:
-    table = streams.combine_chunks()
-    run_ids = table["run_id"].to_pylist()
-    counts = np.asarray(table["message_count"].to_numpy(zero_copy_only=False), dtype=np.int64)
+def _in_stream_order(
+    table: pa.Table, messages: pa.Table, counts: np.ndarray
+) -> tuple[pa.Table, np.ndarray]:
+    """``messages`` of the runs of ``table``, run by run in its order, each in stream order;
+    and each row's run. Raises ``ValueError`` naming a run whose rows are incomplete."""
     rows = messages.combine_chunks()
     known = table["run_id"].combine_chunks()
     position = pc.index_in(rows["run_id"], value_set=known).to_numpy(zero_copy_only=False)
     index = rows["message_index"].to_numpy(zero_copy_only=False)
-    wanted = np.nan_to_num(position.astype(np.float64), nan=-1).astype(np.int64)
-    order_key = wanted * (1 << 32) + index
-    if (np.diff(order_key) < 0).any() or (wanted < 0).any():
-        keep = np.nonzero(wanted >= 0)[0]
+    run_of = np.nan_to_num(position.astype(np.float64), nan=-1).astype(np.int64)
+    order_key = run_of * (1 << 32) + index
+    if (np.diff(order_key) < 0).any() or (run_of < 0).any():
+        keep = np.nonzero(run_of >= 0)[0]
         keep = keep[np.argsort(order_key[keep], kind="stable")]
-        rows, wanted, index = rows.take(keep), wanted[keep], index[keep]
-    ends = np.cumsum(counts)
-    starts = ends - counts
-    held = np.bincount(wanted, minlength=len(run_ids)) if wanted.size else np.zeros(0, int)
-    held = np.pad(held, (0, len(run_ids) - held.size))
+        rows, run_of, index = rows.take(keep), run_of[keep], index[keep]
+    held = np.bincount(run_of, minlength=counts.size) if run_of.size else np.zeros(counts.size, int)
     expected = np.arange(index.size) - np.repeat(np.cumsum(held) - held, held)
     if (held != counts).any() or (index != expected).any():
         bad = int(np.nonzero((held != counts) | _bad_runs(index, expected, held))[0][0])
-        msg = f"run {run_ids[bad]}: its messages rows are incomplete"
+        msg = f"run {table['run_id'][bad].as_py()}: its messages rows are incomplete"
         raise ValueError(msg)
-    column = {name: rows[name].to_pylist() for name in _LAID_OUT}
-    recovered = column.pop("tool_name_recovered")
-    column["tool_name"] = [
-        None if lost else name for name, lost in zip(column["tool_name"], recovered, strict=True)
-    ]
-    column["person"] = [
-        role == "user" and not (drop or summary or injected)
-        for role, drop, summary, injected in zip(
-            column["role"],
-            column.pop("is_drop_notice"),
-            column.pop("is_summary"),
-            column.pop("injected"),
-            strict=True,
-        )
-    ]
-    listed = rows["tool_calls"].combine_chunks()
-    offsets = listed.offsets.to_numpy()
-    offsets = (offsets - offsets[0]).tolist()
-    call_ids, call_names = (field.to_pylist() for field in listed.flatten().flatten())
-    column["tool_calls"] = [
-        tuple(ToolCall(call_ids[i], call_names[i]) for i in range(a, b)) if b > a else ()
-        for a, b in itertools.pairwise(offsets)
-    ]
-    calls = table["calls"].combine_chunks()
-    call_offsets = calls.offsets.to_numpy()
-    call_offsets = (call_offsets - call_offsets[0]).tolist()
-    fields = {
-        f.name: values
-        for f, values in zip(calls.type.value_type, calls.flatten().flatten(), strict=True)
-    }
-    per_call = {name: fields[name].to_pylist() for name in ("ordinal", "iteration", "input_tokens")}
-    served = fields["window_served"]
-    served_offsets = served.offsets.to_numpy()
-    served_offsets = (served_offsets - served_offsets[0]).tolist()
-    served_values = served.flatten().to_pylist()
-    windows = [tuple(served_values[a:b]) for a, b in itertools.pairwise(served_offsets)]
-    out = []
-    for r, (run_id, said) in enumerate(
-        zip(run_ids, table["user_message"].to_pylist(), strict=True)
-    ):
-        a, b = int(starts[r]), int(ends[r])
-        c, d = call_offsets[r], call_offsets[r + 1]
-        out.append(
-            RunColumns(
-                run_id=run_id,
-                user_message=said,
-                role=column["role"][a:b],
-                entered=column["entered_before_call"][a:b],
-                chars=column["content_chars"][a:b],
-                tool_call_id=column["tool_call_id"][a:b],
-                tool_calls=column["tool_calls"][a:b],
-                tool_name=column["tool_name"][a:b],
-                window_authored=column["window_authored"][a:b],
-                not_dispatched=column["not_dispatched"][a:b],
-                person=column["person"][a:b],
-                content=column["content"][a:b],
-                ordinals=per_call["ordinal"][c:d],
-                iterations=per_call["iteration"][c:d],
-                input_tokens=per_call["input_tokens"][c:d],
-                served=windows[c:d],
-            )
-        )
-    return out
+    return rows, run_of
 
 
 def _bad_runs(index: np.ndarray, expected: np.ndarray, held: np.ndarray) -> np.ndarray:
@@ -241,21 +146,222 @@ def _bad_runs(index: np.ndarray, expected: np.ndarray, held: np.ndarray) -> np.n
     return wrong
 
 
-#: The ``schema.MESSAGES`` columns :func:`_lay_out` reads (``tool_calls`` apart).
-_LAID_OUT = (
-    "role",
-    "entered_before_call",
-    "content_chars",
-    "tool_call_id",
-    "tool_name",
-    "tool_name_recovered",
-    "window_authored",
-    "not_dispatched",
-    "injected",
-    "is_drop_notice",
-    "is_summary",
-    "content",
-)
+def _numpy(column: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    return np.asarray(column.to_numpy(zero_copy_only=False))
+
+
+def _last_at(mask: np.ndarray, run_of: np.ndarray, local: np.ndarray, runs: int) -> np.ndarray:
+    """Per run: the stream index of its last message in ``mask`` (-1: none)."""
+    last = np.full(runs, -1, dtype=np.int64)
+    np.maximum.at(last, run_of[mask], local[mask])
+    return last
+
+
+def _lay_out_tables(
+    table: pa.Table, messages: pa.Table, timelines: Mapping[str, StandingsTimeline]
+) -> TurnArrays:
+    run_ids = table["run_id"].to_pylist()
+    runs = len(run_ids)
+    counts = _numpy(table["message_count"]).astype(np.int64)
+    rows, run_of = _in_stream_order(table, messages, counts)
+    starts = np.cumsum(counts) - counts
+    local = np.arange(run_of.size) - starts[run_of]
+    role = rows["role"]
+    is_tool = _numpy(pc.equal(role, "tool"))
+    is_user = _numpy(pc.equal(role, "user"))
+    is_system = _numpy(pc.equal(role, "system"))
+    authored = _numpy(rows["window_authored"])
+    has_entered = _numpy(rows["entered_before_call"].is_valid())
+    entered = _numpy(rows["entered_before_call"].fill_null(0)).astype(np.int64)
+    chars = _numpy(rows["content_chars"]).astype(np.int64)
+    conv = ~authored
+    offered = conv & has_entered
+
+    # turns: every conversation message that is not a tool result starts one (and a run's first)
+    ci = np.nonzero(conv)[0]
+    conv_run = run_of[ci]
+    start = ~is_tool[ci]
+    if ci.size:
+        start[0] = True
+        start[1:] |= conv_run[1:] != conv_run[:-1]
+    turn_global = np.cumsum(start) - 1
+    turn_pos = np.nonzero(start)[0]
+    turn_run = conv_run[turn_pos]
+    per_run = np.bincount(turn_run, minlength=runs)
+    turn_local = np.arange(turn_pos.size) - (np.cumsum(per_run) - per_run)[turn_run]
+    msg_turn = np.full(run_of.size, -1, dtype=np.int64)
+    msg_turn[ci] = turn_local[turn_global]
+    turns_max = max(1, int(per_run.max(initial=0)))
+
+    # calls and the windows they were served
+    calls = table["calls"].combine_chunks()
+    call_offsets = _numpy(calls.offsets)
+    calls_per_run = np.diff(call_offsets)
+    names = [f.name for f in calls.type.value_type]
+    call_fields = dict(zip(names, calls.flatten().flatten(), strict=True))
+    ordinal = _numpy(call_fields["ordinal"]).astype(np.int64)
+    iteration = _numpy(call_fields["iteration"])
+    tokens = _numpy(call_fields["input_tokens"]).astype(np.int64)
+    call_run = np.repeat(np.arange(runs), calls_per_run)
+    served = call_fields["window_served"]
+    served_len = np.diff(_numpy(served.offsets))
+    served_at = _numpy(served.flatten()).astype(np.int64)
+    served_call = np.repeat(np.arange(ordinal.size), served_len)
+    served_msg = starts[call_run[served_call]] + served_at  # (indexes are the run's own)
+    calls_max = max(1, int(calls_per_run.max(initial=0)))
+
+    names_of: list[list[str]] = [[] for _ in range(runs)]
+    tools = _tool_turns(rows, run_of, msg_turn, is_tool, run_ids, timelines, names_of)
+    names_max = max([1] + [len(names) for names in names_of])
+    shape = (runs, turns_max)
+    system = np.zeros(shape, dtype=bool)
+    windowed = np.zeros(runs, dtype=bool)
+    out = TurnArrays(
+        run_ids=run_ids,
+        calls=calls_per_run.astype(np.int16),
+        iterations=np.zeros((runs, calls_max), dtype=np.int32),
+        msgs=np.zeros(shape, dtype=np.int16),
+        chars=np.zeros(shape, dtype=np.int64),
+        entered=np.full(shape, NEVER, dtype=np.int16),
+        user_head=np.zeros(shape, dtype=bool),
+        refuses=np.zeros(shape, dtype=bool),
+        names=np.zeros(shape, dtype=np.uint64),
+        results=np.zeros(shape, dtype=np.int16),
+        pinnable=np.zeros(shape, dtype=bool),
+        fact_from=np.full(shape, NEVER, dtype=np.int32),
+        final_counts=np.zeros((*shape, len(FINAL_STANDINGS)), dtype=np.int16),
+        request=np.full(runs, -1, dtype=np.int16),
+        armed=np.array([bool(timelines.get(run_id)) for run_id in run_ids], dtype=bool),
+        tokens=np.zeros((runs, calls_max), dtype=np.int64),
+        recorded_full=np.zeros((runs, calls_max), dtype=bool),
+        rate=np.full(runs, np.nan),
+        name_chars=np.zeros((runs, names_max), dtype=np.int32),
+        name_safe=np.zeros(runs, dtype=np.uint64),
+        name_order=np.full((*shape, names_max), 127, dtype=np.int8),
+        system=system,
+        pin_names=np.full(shape, None, dtype=object),
+        windowed=windowed,
+        facts_declared=tools.facts_declared,
+    )
+    fallback = [""] * runs
+
+    # each turn: its messages, chars, the call it enters at, its head, a system message
+    at = (turn_run, turn_local)
+    ends = np.append(turn_pos[1:], ci.size)
+    out.msgs[at] = ends - turn_pos
+    if ci.size:
+        out.chars[at] = np.add.reduceat(chars[ci], turn_pos)
+        system[at] = np.logical_or.reduceat(is_system[ci], turn_pos)
+    head = ci[turn_pos]
+    out.entered[at] = np.where(has_entered[head], entered[head], NEVER)
+    out.user_head[at] = is_user[head]
+    first = head[turn_global]  # each conversation message's turn head
+    apart = (has_entered[ci] != has_entered[first]) | (
+        has_entered[ci] & (entered[ci] != entered[first])
+    )
+    apart_turn = np.full(runs, -1, dtype=np.int64)  # the last turn entering over several
+    np.maximum.at(apart_turn, conv_run[apart], msg_turn[ci[apart]])
+
+    # the current request: at the first call, and at the last (a change falls back)
+    person = is_user & ~(
+        _numpy(rows["is_drop_notice"]) | _numpy(rows["is_summary"]) | _numpy(rows["injected"])
+    )
+    candidates = np.nonzero(person & conv)[0]
+    said = table["user_message"].to_pylist()
+    texts = rows["content"].take(pa.array(candidates)).to_pylist()
+    matches = np.zeros(run_of.size, dtype=bool)
+    matches[candidates] = [
+        said[r] is not None and text == said[r]
+        for r, text in zip(run_of[candidates].tolist(), texts, strict=True)
+    ]
+
+    def request_in(window: np.ndarray) -> np.ndarray:
+        found = _last_at(window & matches, run_of, local, runs)
+        return np.where(found >= 0, found, _last_at(window & person, run_of, local, runs))
+
+    request_at = request_in(offered & has_entered & (entered == 1))
+    changed = np.nonzero(request_in(offered) != request_at)[0]
+    has_request = request_at >= 0
+    out.request[has_request] = msg_turn[starts[has_request] + request_at[has_request]]
+
+    # the recorded windows: was each call served every message the run had appended?
+    fits = (served_at >= 0) & (served_at < counts[call_run[served_call]])
+    target = np.where(fits, served_msg, 0)
+    fits &= offered[target] & (entered[target] <= ordinal[served_call])
+    rising = np.ones(served_at.size, dtype=bool)
+    rising[1:] = (served_call[1:] != served_call[:-1]) | (served_at[1:] > served_at[:-1])
+    wrong = np.bincount(served_call[~(fits & rising)], minlength=ordinal.size) > 0
+    key = run_of[offered] * (1 << 32) + entered[offered]  # sorted by run, not by entry
+    key.sort()
+    appended = np.searchsorted(key, call_run * (1 << 32) + ordinal, side="right") - (
+        np.searchsorted(key, call_run * (1 << 32), side="left")
+    )
+    full = ~wrong & (served_len == appended)
+    out.recorded_full[call_run, ordinal - 1] = full
+    out.iterations[call_run, ordinal - 1] = iteration
+    out.tokens[call_run, ordinal - 1] = tokens
+    windowed[:] = np.bincount(call_run[~full], minlength=runs) > 0
+
+    # the run's rate: recorded tokens / chars of the windows that reported them
+    window_chars = np.bincount(served_call, weights=chars[target], minlength=ordinal.size)
+    counted = tokens > 0
+    run_tokens = np.bincount(call_run[counted], weights=tokens[counted], minlength=runs)
+    run_chars = np.bincount(call_run[counted], weights=window_chars[counted], minlength=runs)
+    rated = (run_tokens > 0) & (run_chars > 0)
+    out.rate[rated] = run_tokens[rated] / run_chars[rated]
+
+    # what the tool calls and results found
+    for name in ("names", "results", "pinnable", "fact_from", "final_counts", "pin_names"):
+        getattr(out, name)[tools.at] = getattr(tools, name)
+    out.refuses[at] = system[at]
+    out.refuses[tools.refused] = True
+    out.name_order[tools.order_at] = np.minimum(tools.order, 126)
+    for r, names in enumerate(names_of):
+        for b, name in enumerate(names):
+            out.name_chars[r, b] = utf16_length(name)
+            if _SAFE_TOOL_NAME.fullmatch(name):
+                out.name_safe[r] |= np.uint64(1 << b)
+    out.result_ids = tools.result_ids
+    out.result_run = np.asarray(tools.result_run, dtype=np.int64)
+    out.result_turn = np.asarray(tools.result_turn, dtype=np.int64)
+
+    for r in changed.tolist():  # (the order _lay_out_stream overrides them in)
+        if not fallback[r]:
+            fallback[r] = "the current request changes during the run"
+    for r in np.nonzero(apart_turn >= 0)[0].tolist():
+        fallback[r] = "a turn enters over several calls"
+    for r, (turn, why) in tools.fallback.items():  # a later turn's reason, or this turn's
+        if turn >= apart_turn[r]:
+            fallback[r] = why
+    for r, names in enumerate(names_of):
+        if len(names) > 63:
+            fallback[r] = "more than 63 tool names"
+    for r in np.nonzero(per_run > MAX_TURNS)[0].tolist():
+        fallback[r] = f"more than {MAX_TURNS} turns"
+    out.fallback = {r: why for r, why in enumerate(fallback) if why}
+    return out
+
+
+@dataclass
+class _ToolTurns:
+    """What :func:`_tool_turns` found: per (run, turn) with a tool result, at ``at``."""
+
+    at: tuple[np.ndarray, np.ndarray]
+    names: np.ndarray
+    results: np.ndarray
+    pinnable: np.ndarray
+    fact_from: np.ndarray
+    final_counts: np.ndarray
+    pin_names: np.ndarray
+    refused: tuple[np.ndarray, np.ndarray]
+    order_at: tuple[np.ndarray, np.ndarray, np.ndarray]
+    order: np.ndarray
+    facts_declared: np.ndarray
+    result_ids: list[str]
+    result_run: list[int]
+    result_turn: list[int]
+    #: Per run: the last reason found to fall back, and its turn.
+    fallback: dict[int, tuple[int, str]]
 
 
 def _assemble(run_ids: list[str], per_run: Sequence[dict[str, Any]]) -> TurnArrays:
@@ -408,149 +514,160 @@ def _fact_from(rows: list[tuple[str, int]]) -> int | None:
     return since
 
 
-def _recorded_full(run: RunColumns, offered: Sequence[int]) -> list[bool]:
-    """Per call: it was served every message the run had appended (no window engaged)."""
-    firsts = [run.entered[i] or 0 for i in offered]
-    if any(b < a for a, b in itertools.pairwise(firsts)):  # not in order: compare each
-        return [
-            tuple(served) == tuple(i for i in offered if (run.entered[i] or 0) <= ordinal)
-            for ordinal, served in zip(run.ordinals, run.served, strict=True)
-        ]
-    indexes = tuple(offered)
-    return [
-        tuple(served) == indexes[: bisect.bisect_right(firsts, ordinal)]
-        for ordinal, served in zip(run.ordinals, run.served, strict=True)
+def _tool_turns(
+    rows: pa.Table,
+    run_of: np.ndarray,
+    msg_turn: np.ndarray,
+    is_tool: np.ndarray,
+    run_ids: Sequence[str],
+    timelines: Mapping[str, StandingsTimeline],
+    names_of: list[list[str]],
+) -> _ToolTurns:
+    """The tool calls and results of every run (the messages with either, in stream
+    order), as :func:`_lay_out_stream` finds them turn by turn; ``names_of`` gets each
+    run's tool names in the order their bits are given."""
+    listed = rows["tool_calls"].combine_chunks()
+    offsets = _numpy(listed.offsets)
+    relevant = np.nonzero(is_tool | (np.diff(offsets) > 0))[0]
+    picked = rows.select(
+        ["tool_call_id", "tool_name", "tool_name_recovered", "not_dispatched"]
+    ).take(pa.array(relevant))
+    answers_of = picked["tool_call_id"].to_pylist()
+    carried = [
+        None if lost else name
+        for name, lost in zip(
+            picked["tool_name"].to_pylist(), picked["tool_name_recovered"].to_pylist(), strict=True
+        )
     ]
-
-
-def _tokens_per_char(run: RunColumns) -> float | None:
-    """``stream.tokens_per_char()``, over the run's columns."""
-    tokens = chars = 0
-    chars_of = run.chars
-    for input_tokens, served in zip(run.input_tokens, run.served, strict=True):
-        if input_tokens > 0:
-            tokens += input_tokens
-            chars += sum(map(chars_of.__getitem__, served))
-    if tokens == 0 or chars == 0:
-        return None
-    return tokens / chars
-
-
-def _request_at(run: RunColumns, window: Sequence[int]) -> int:
-    """The stream index of ``current_request_index(window, run.user_message)``; -1: none."""
-    said, latest = run.user_message, -1
-    for i in reversed(window):
-        if not run.person[i]:
+    settles = picked["not_dispatched"].to_pylist()
+    tool = is_tool[relevant].tolist()
+    turns = msg_turn[relevant].tolist()
+    calls = listed.take(pa.array(relevant))
+    call_offsets = _numpy(calls.offsets)
+    call_offsets = (call_offsets - call_offsets[0]).tolist()
+    call_ids, call_names = (f.to_pylist() for f in calls.flatten().flatten())
+    owners = run_of[relevant]
+    bounds = np.nonzero(np.diff(owners))[0] + 1
+    found = _ToolTurns(
+        at=(np.zeros(0, np.int64), np.zeros(0, np.int64)),
+        names=np.zeros(0, np.uint64),
+        results=np.zeros(0, np.int16),
+        pinnable=np.zeros(0, bool),
+        fact_from=np.zeros(0, np.int32),
+        final_counts=np.zeros((0, len(FINAL_STANDINGS)), np.int16),
+        pin_names=np.zeros(0, object),
+        refused=(np.zeros(0, np.int64), np.zeros(0, np.int64)),
+        order_at=(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64)),
+        order=np.zeros(0, np.int64),
+        facts_declared=np.zeros(len(run_ids), dtype=np.int64),
+        result_ids=[],
+        result_run=[],
+        result_turn=[],
+        fallback={},
+    )
+    at_run: list[int] = []
+    at_turn: list[int] = []
+    states: list[list[Any]] = []
+    refused_run: list[int] = []
+    refused_turn: list[int] = []
+    order_rtb: list[tuple[int, int, int]] = []
+    order_value: list[int] = []
+    for lo, hi in zip([0, *bounds.tolist()], [*bounds.tolist(), len(relevant)], strict=True):
+        if lo == hi:
             continue
-        if said is not None and run.content[i] == said:
-            return i
-        if latest == -1:
-            latest = i
-    return latest
-
-
-def _lay_out(run: RunColumns, timeline: StandingsTimeline | None) -> dict[str, Any]:
-    role, entered, tool_call_id = run.role, run.entered, run.tool_call_id
-    tool_calls, window_authored = run.tool_calls, run.window_authored
-    conversation = [i for i, authored in enumerate(window_authored) if not authored]
-    laid: dict[str, Any] = {"fallback": "", "armed": bool(timeline), "names": [], "turns": []}
-    laid["calls"] = list(zip(run.ordinals, run.iterations, run.input_tokens, strict=True))
-    at_first = [i for i in conversation if entered[i] == 1]
-    offered = [i for i in conversation if entered[i] is not None]
-    request_at = _request_at(run, at_first)
-    if _request_at(run, offered) != request_at:
-        laid["fallback"] = "the current request changes during the run"
-    laid["recorded_full"] = _recorded_full(run, offered)
-    chars_of = run.chars
-    laid["rate"] = _tokens_per_char(run)
-    turn_of: dict[int, int] = {}
-    starts = [k for k, i in enumerate(conversation) if k == 0 or role[i] != "tool"]
-    bounds = list(zip(starts, [*starts[1:], len(conversation)][: len(starts)], strict=True))
-    call_turns: dict[str, set[int]] = {}
-    answer_turns: dict[str, set[int]] = {}
-    for t, (start, end) in enumerate(bounds):
-        for i in conversation[start:end]:
-            turn_of[i] = t
-            for call in tool_calls[i]:
-                call_turns.setdefault(call.id, set()).add(t)
-            if role[i] == "tool" and tool_call_id[i]:
-                answer_turns.setdefault(tool_call_id[i], set()).add(t)  # type: ignore[arg-type]
-    rows_by_id: dict[str, list[tuple[str, int]]] = {}
-    for call_id, standing, iteration in timeline.rows if timeline else ():
-        rows_by_id.setdefault(call_id, []).append((standing, iteration))
-    final = timeline.final() if timeline else {}
-    judged = [r == "tool" and not nd for r, nd in zip(role, run.not_dispatched, strict=True)]
-    results = {c for c, result in zip(tool_call_id, judged, strict=True) if result and c}
-    laid["facts_declared"] = sum(final.get(call_id) == "fact" for call_id in results)
-    names: list[str] = laid["names"]
-    for t, (start, end) in enumerate(bounds):
-        members = conversation[start:end]
-        first = entered[members[0]]
-        if any(entered[i] != first for i in members):
-            laid["fallback"] = "a turn enters over several calls"
-        system = any(role[i] == "system" for i in members)
-        turn: dict[str, Any] = {
-            "msgs": len(members),
-            "chars": sum(chars_of[i] for i in members),
-            "entered": NEVER if first is None else first,
-            "user_head": role[members[0]] == "user",
-            "refuses": system,
-            "system": system,
-            "names": 0,
-            "results": 0,
-            "pinnable": False,
-            "fact_from": NEVER,
-            "final_counts": [0] * len(FINAL_STANDINGS),
-            "order": {},
-            "ids": [],
-            "pin_name": None,
-        }
-        for i in members:
-            for call in tool_calls[i]:
-                answered = answer_turns.get(call.id, set())
-                if t not in answered:
-                    turn["refuses"] = True
-                    if answered:
-                        laid["fallback"] = "a call is answered in another turn"
-            if role[i] != "tool":
+        r = int(owners[lo])
+        timeline = timelines.get(run_ids[r])
+        final = timeline.final() if timeline else {}
+        rows_by_id: dict[str, list[tuple[str, int]]] = {}
+        for call_id, standing, iteration in timeline.rows if timeline else ():
+            rows_by_id.setdefault(call_id, []).append((standing, iteration))
+        call_turns: dict[str, set[int]] = {}
+        answer_turns: dict[str, set[int]] = {}
+        turn_calls: dict[int, list[tuple[str, str]]] = {}
+        judged: set[str] = set()
+        for k in range(lo, hi):
+            answers = answers_of[k]
+            if tool[k] and answers and not settles[k]:
+                judged.add(answers)
+            t = turns[k]
+            if t < 0:  # not in the conversation
                 continue
-            name = run.tool_name[i]
-            answers = tool_call_id[i]
+            for j in range(call_offsets[k], call_offsets[k + 1]):
+                call_turns.setdefault(call_ids[j], set()).add(t)
+                turn_calls.setdefault(t, []).append((call_ids[j], call_names[j]))
+            if tool[k] and answers:
+                answer_turns.setdefault(answers, set()).add(t)
+        found.facts_declared[r] = sum(final.get(call_id) == "fact" for call_id in judged)
+        names = names_of[r]
+        state_of: dict[int, list[Any]] = {}
+        event: tuple[int, str] | None = None
+        for k in range(lo, hi):
+            t = turns[k]
+            if t < 0:
+                continue
+            for j in range(call_offsets[k], call_offsets[k + 1]):
+                answered = answer_turns.get(call_ids[j], set())
+                if t not in answered:
+                    refused_run.append(r)
+                    refused_turn.append(t)
+                    if answered:
+                        event = (t, "a call is answered in another turn")
+            if not tool[k]:
+                continue
+            name, answers = carried[k], answers_of[k]
             if not name and answers:
-                asked = call_turns.get(answers, set())
-                if asked - {t}:
-                    laid["fallback"] = "a result's name depends on another turn"
-                name = next(
-                    (c.name for o in members for c in tool_calls[o] if c.id == answers and c.name),
-                    None,
-                )
+                if call_turns.get(answers, set()) - {t}:
+                    event = (t, "a result's name depends on another turn")
+                name = next((n for i, n in turn_calls.get(t, ()) if i == answers and n), None)
+            state = state_of.get(t)
+            if state is None:  # names, results, pinnable, fact_from, counts, pin name, order
+                state = [0, 0, False, NEVER, [0] * len(FINAL_STANDINGS), None, {}]
+                state_of[t] = state
+                at_run.append(r)
+                at_turn.append(t)
+                states.append(state)
             if name:
                 if name not in names:
                     names.append(name)
                 bit = names.index(name)
-                turn["names"] |= 1 << bit
-                turn["order"].setdefault(bit, len(turn["order"]))
-            if not judged[i] or not answers:
+                state[0] |= 1 << bit
+                order = state[6]
+                if bit not in order:
+                    order[bit] = len(order)
+                    order_rtb.append((r, t, bit))
+                    order_value.append(order[bit])
+            if settles[k] or not answers:
                 continue
-            turn["results"] += 1
-            turn["ids"].append(answers)
-            turn["pinnable"] = turn["pinnable"] or name is not None
-            turn["pin_name"] = name or turn["pin_name"]
-            turn["final_counts"][FINAL_STANDINGS.index(final.get(answers))] += 1
+            state[1] += 1
+            found.result_ids.append(answers)
+            found.result_run.append(r)
+            found.result_turn.append(t)
+            state[2] = state[2] or name is not None
+            state[5] = name or state[5]
+            state[4][FINAL_STANDINGS.index(final.get(answers))] += 1
             try:
                 since = _fact_from(rows_by_id.get(answers, []))
             except ValueError:
-                laid["fallback"] = "a fact is re-filed as something else"
+                event = (t, "a fact is re-filed as something else")
                 since = None
             if since is not None:
-                turn["fact_from"] = min(turn["fact_from"], since)
-        laid["turns"].append(turn)
-    if len(names) > 63:
-        laid["fallback"] = "more than 63 tool names"
-    if len(laid["turns"]) > MAX_TURNS:
-        laid["fallback"] = f"more than {MAX_TURNS} turns"
-    laid["request"] = turn_of.get(request_at, -1)
-    return laid
+                state[3] = min(state[3], since)
+        if event is not None:
+            found.fallback[r] = event
+    if states:
+        found.at = (np.array(at_run, dtype=np.int64), np.array(at_turn, dtype=np.int64))
+        found.names = np.array([state[0] for state in states], dtype=np.uint64)
+        found.results = np.array([state[1] for state in states], dtype=np.int16)
+        found.pinnable = np.array([state[2] for state in states], dtype=bool)
+        found.fact_from = np.array([state[3] for state in states], dtype=np.int32)
+        found.final_counts = np.array([state[4] for state in states], dtype=np.int16)
+        found.pin_names = np.array([state[5] for state in states] + [None], dtype=object)[:-1]
+    found.refused = (np.array(refused_run, dtype=np.int64), np.array(refused_turn, dtype=np.int64))
+    if order_rtb:
+        where = np.array(order_rtb, dtype=np.int64)
+        found.order_at = (where[:, 0], where[:, 1], where[:, 2])
+        found.order = np.array(order_value, dtype=np.int64)
+    return found
 
 
 def _recorded_full_of(stream: RunMessages, offered: Sequence[Message]) -> list[bool]:
