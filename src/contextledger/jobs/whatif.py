@@ -2,8 +2,9 @@
 
 Reads the runs (through the one run-identity rule), hands their message streams
 to the window engine (:func:`~contextledger.window.whatif.whatif_table`) and, over
-an archive, replays a batch of runs at a time, writing each batch's rows to
-Parquet so memory does not grow with the archive.
+an archive, replays a batch of runs at a time from the stored columns (``Message``
+objects only for the runs replayed exactly), writing each batch's rows to Parquet so
+memory does not grow with the archive.
 """
 
 from __future__ import annotations

@@ -7,7 +7,8 @@ names in ``fallback`` the runs the kernel cannot hold: a request that changes, a
 turn entering over several calls, an answer or a name in another turn, a fact
 re-filed as something else, more than 64 turns; and in ``windowed`` the runs
 recorded with a window (a windowed policy over them is not comparable). ``whatif``
-replays those exactly.
+replays those exactly. :func:`turn_arrays_from_tables` gives the same arrays straight
+from an archive's stored columns, with array operations over a whole batch of runs.
 """
 
 from __future__ import annotations
@@ -297,7 +298,7 @@ def _lay_out_tables(
         np.searchsorted(key, call_run * (1 << 32), side="left")
     )
     full = ~wrong & (served_len == appended)
-    out.recorded_full[call_run, ordinal - 1] = full
+    out.recorded_full[call_run, np.arange(ordinal.size) - call_offsets[call_run]] = full
     out.iterations[call_run, ordinal - 1] = iteration
     out.tokens[call_run, ordinal - 1] = tokens
     windowed[:] = np.bincount(call_run[~full], minlength=runs) > 0
