@@ -197,6 +197,7 @@ def _lay_out_tables(
     # calls and the windows they were served
     calls = table["calls"].combine_chunks()
     call_offsets = _numpy(calls.offsets)
+    call_offsets = call_offsets - call_offsets[0]  # (a slice's offsets start where it does)
     calls_per_run = np.diff(call_offsets)
     names = [f.name for f in calls.type.value_type]
     call_fields = dict(zip(names, calls.flatten().flatten(), strict=True))
