@@ -504,6 +504,10 @@ def test_turn_arrays_from_columns_read_rows_out_of_order_and_refuse_missing_ones
     lost = pc.and_(is_first, pc.equal(messages["message_index"], 2))
     with pytest.raises(ValueError, match=f"run {first}: its messages rows are incomplete"):
         turn_arrays_from_tables(streams, messages.filter(pc.invert(lost)))
+    with pytest.raises(ValueError, match=f"run {first}: its messages rows are incomplete"):
+        turn_arrays_from_tables(streams, messages.filter(pc.invert(is_first)))
+    none = turn_arrays_from_tables(schema.STREAMS.empty_table(), schema.MESSAGES.empty_table())
+    assert_same_arrays(none, turn_arrays([]))
 
 
 def test_the_archive_builds_messages_only_for_the_runs_replayed_exactly(
