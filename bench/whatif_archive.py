@@ -6,8 +6,9 @@ What is measured, each in a fresh process (so peak memory is its own), repeated
 
 - ``archive``: :func:`contextledger.jobs.whatif.whatif_archive` over the archive, what
   ``contextledger whatif DIR --policy ...`` runs: one commit's window tables read at a
-  time, 2,000 runs' streams rebuilt from them at a time and replayed (the vectorized
-  kernel), each batch's rows written to a Parquet file, then the per-policy table (the
+  time, 2,000 runs at a time laid out for the vectorized kernel straight from their
+  columns (streams rebuilt only for the runs replayed exactly) and replayed, each
+  batch's rows written to a Parquet file, then the per-policy table (the
   command's default output) computed from those files;
 - ``in memory``: the same runs' streams and standings, read from the archive first (not
   timed, a batch of 2,000 at a time, as ``archive`` reads them) and replayed by

@@ -402,3 +402,135 @@ def pq_read(archive: Archive, table: str) -> list[pa.Table]:
     import pyarrow.parquet as pq
 
     return [pq.read_table(path) for path in archive.paths(archive.files(table))]
+
+
+def assert_same_arrays(got, want) -> None:
+    """Two ``TurnArrays`` equal field by field: values, dtypes and shapes."""
+    import dataclasses
+
+    import numpy as np
+
+    for item in dataclasses.fields(want):
+        a, b = getattr(got, item.name), getattr(want, item.name)
+        if isinstance(b, np.ndarray):
+            assert (a.dtype, a.shape) == (b.dtype, b.shape), item.name
+            if b.dtype == object:
+                assert a.tolist() == b.tolist(), item.name
+            else:
+                assert np.array_equal(a, b, equal_nan=b.dtype.kind == "f"), item.name
+        else:
+            assert a == b, item.name
+
+
+def column_built_and_message_built(archive_dir: Path, batch_runs: int):
+    """Per batch of the archive: the arrays laid out from its stored columns, and from the
+    ``Message`` streams rebuilt from them, with the batch's standings."""
+    from contextledger.archive.tables import window_batches
+    from contextledger.window.standings import timelines
+    from contextledger.window.turn_arrays import turn_arrays, turn_arrays_from_tables
+
+    for streams, messages, standings in window_batches(Archive.open(archive_dir), None, batch_runs):
+        by_run = timelines(standings.to_pylist())
+        rebuilt = window_tables.streams_from_tables(streams, messages)
+        yield turn_arrays_from_tables(streams, messages, by_run), turn_arrays(rebuilt, by_run)
+
+
+def test_turn_arrays_from_the_stored_columns_are_those_of_the_rebuilt_streams(
+    corpus_archive, tmp_path
+):
+    """The kernel's input read straight from an archive's columns (no ``Message`` per
+    row) is the one the rebuilt streams give, field by field: on the corpus (runs the
+    kernel sets aside, standings, renamed results) and on a synthetic archive, in
+    batches that cut across commits."""
+    windowed = 0
+    for got, want in column_built_and_message_built(corpus_archive, 80):
+        assert_same_arrays(got, want)
+        windowed += int(want.windowed.sum())
+    assert windowed > 0
+    root = tmp_path / "synth"
+    synth_archive(root, 300, seed=4, batch_runs=200, workers=1)
+    armed = 0
+    for got, want in column_built_and_message_built(root, 120):
+        assert_same_arrays(got, want)
+        armed += int(want.armed.sum())
+    assert armed > 0
+
+
+def test_runs_the_kernel_sets_aside_are_laid_out_alike_from_columns_and_replayed_exactly():
+    from contextledger.jobs.whatif import _replay_tables
+    from contextledger.window.synthetic import Batch, Result, Said, build_stream
+    from contextledger.window.turn_arrays import MAX_TURNS, turn_arrays, turn_arrays_from_tables
+
+    steps = [[Batch((Result("look", 300),))] for _ in range(6)]
+    long = [[Batch((Result("look", 30),))] for _ in range(MAX_TURNS + 2)]
+    runs = [
+        build_stream("first", [Said("user", "go")], steps),
+        build_stream(
+            "changes",
+            [Said("user", "go")],
+            [*steps[:3], [Said("user", "then")], *steps[3:]],
+            request="never said",
+        ),
+        build_stream("long", [Said("user", "go")], long),
+        build_stream("nothing", [], []),
+    ]
+    streams = pa.Table.from_pylist(
+        [stream_row(stream, order) for order, stream in enumerate(runs)], schema=schema.STREAMS
+    )
+    messages = messages_table(runs)
+    got = turn_arrays_from_tables(streams, messages)
+    assert sorted(got.fallback) == [1, 2]
+    assert_same_arrays(got, turn_arrays(runs))
+    policies = parse_policies(["none", "sliding:keep=3"])
+    no_standings = schema.STANDINGS.empty_table()
+    assert_frame_equal(
+        _replay_tables(streams, messages, no_standings, policies, []),
+        whatif_table(runs, policies),
+        check_exact=True,
+    )
+
+
+def test_turn_arrays_from_columns_read_rows_out_of_order_and_refuse_missing_ones(corpus_archive):
+    from contextledger.window.turn_arrays import turn_arrays, turn_arrays_from_tables
+
+    archive = Archive.open(corpus_archive)
+    read = [pa.concat_tables(pq_read(archive, table)) for table in ("streams", "messages")]
+    streams, messages = read[0].sort_by("run_order").slice(10, 30), read[1]
+    want = turn_arrays(window_tables.streams_from_tables(streams, messages))
+    shuffled = messages.take(pa.array(list(range(messages.num_rows))[::-1]))
+    assert_same_arrays(turn_arrays_from_tables(streams, shuffled), want)
+    first = streams["run_id"][0].as_py()
+    is_first = pc.equal(messages["run_id"], first)
+    lost = pc.and_(is_first, pc.equal(messages["message_index"], 2))
+    with pytest.raises(ValueError, match=f"run {first}: its messages rows are incomplete"):
+        turn_arrays_from_tables(streams, messages.filter(pc.invert(lost)))
+    with pytest.raises(ValueError, match=f"run {first}: its messages rows are incomplete"):
+        turn_arrays_from_tables(streams, messages.filter(pc.invert(is_first)))
+    none = turn_arrays_from_tables(schema.STREAMS.empty_table(), schema.MESSAGES.empty_table())
+    assert_same_arrays(none, turn_arrays([]))
+
+
+def test_the_archive_builds_messages_only_for_the_runs_replayed_exactly(
+    corpus_archive, monkeypatch
+):
+    """Over an archive, ``Message`` objects are built for the runs the kernel sets aside
+    (and the runs recorded with a window a policy replays exactly), not for every run."""
+    from contextledger.jobs import whatif as whatif_job
+
+    built: list[str] = []
+    rebuild = whatif_job.streams_from_tables
+
+    def counting(streams: pa.Table, messages: pa.Table) -> list:
+        built.extend(streams["run_id"].to_pylist())
+        return rebuild(streams, messages)
+
+    monkeypatch.setattr(whatif_job, "streams_from_tables", counting)
+    replayed = whatif_archive(corpus_archive, parse_policies(["none"]))
+    assert replayed is not None and replayed.runs == 301 and built == []
+    replayed = whatif_archive(corpus_archive, parse_policies(["none", "sliding:keep=6"]))
+    assert replayed is not None and replayed.runs == 301
+    laid = list(column_built_and_message_built(corpus_archive, 2000))
+    windowed = [
+        run_id for got, _ in laid for run_id, w in zip(got.run_ids, got.windowed, strict=True) if w
+    ]
+    assert 0 < len(built) == len(windowed) < 301 and set(built) == set(windowed)

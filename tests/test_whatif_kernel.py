@@ -394,3 +394,33 @@ def test_the_9102_record_fields_from_the_kernel_are_the_exact_replays():
     bare_visits = bare.select(pl.col("visits").explode()).unnest("visits")
     assert bare_visits["ledger_facts"].null_count() == bare_visits.height
     assert bare_visits["dropped_standings"].null_count() == bare_visits.height
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    runs=st.lists(st.integers(0, 1), min_size=1, max_size=3).flatmap(
+        lambda kinds: st.tuples(*(mixed_runs(f"run-{n}") for n in range(len(kinds))))
+    ),
+    history=histories(),
+)
+def test_turn_arrays_from_stored_columns_equal_the_streams_on_random_histories(runs, history):
+    """Laid out from the columns an archive stores (turns, requests, recorded windows and
+    rate as array operations), random runs give the arrays their streams give."""
+    import pyarrow as pa
+
+    from contextledger.tables import schema
+    from contextledger.tables.windows import messages_table, stream_row
+    from contextledger.window.turn_arrays import turn_arrays_from_tables
+
+    from .test_archive_whatif import assert_same_arrays
+
+    stream, timeline = history
+    streams = [stream, *(s for s, _ in runs)]
+    by_run = timelines([row for _, filed in runs for row in filed])
+    if timeline:
+        by_run[stream.run_id] = timeline
+    table = pa.Table.from_pylist(
+        [stream_row(s, order) for order, s in enumerate(streams)], schema=schema.STREAMS
+    )
+    got = turn_arrays_from_tables(table, messages_table(streams), by_run)
+    assert_same_arrays(got, turn_arrays(streams, by_run))

@@ -649,14 +649,8 @@ STREAM_BATCH_RUNS = 2000
 def stream_batches(
     archive: Archive, selection: Selection | None = None, batch_runs: int = STREAM_BATCH_RUNS
 ) -> Iterator[tuple[list[RunMessages], list[dict[str, Any]]]]:
-    """The selected runs' message streams and snapshot standings, a batch at a time.
-
-    Reads one commit's window tables at a time (a commit holds at most the ingest's
-    ``--batch-runs``) and yields at most ``batch_runs`` runs at once, in ingest order,
-    so memory does not grow with the archive. Raises :class:`ArchiveError` when a
-    selected batch was written without message streams (an archive ingested before
-    they were stored, or written by ``synth --archive --no-streams``). A run whose
-    stream could not be stored is left out: :func:`unreplayable_runs` names them.
+    """The selected runs' message streams and snapshot standings, a batch at a time:
+    :func:`window_batches` with each batch's streams rebuilt as ``Message`` objects.
 
     >>> import tempfile
     >>> from contextledger.jobs.ingest import ingest
@@ -666,9 +660,27 @@ def stream_batches(
     >>> sizes
     [10, 4]
     """
-    import pyarrow.compute as pc
-
     from contextledger.tables.windows import streams_from_tables
+
+    for streams, messages, standings in window_batches(archive, selection, batch_runs):
+        yield streams_from_tables(streams, messages), standings.to_pylist()
+
+
+def window_batches(
+    archive: Archive, selection: Selection | None = None, batch_runs: int = STREAM_BATCH_RUNS
+) -> Iterator[tuple[pa.Table, pa.Table, pa.Table]]:
+    """The selected runs' window tables, a batch at a time: ``(streams, messages,
+    standings)``, the ``schema.STREAMS`` rows in ingest order and the others' rows of
+    those runs.
+
+    Reads one commit's window tables at a time (a commit holds at most the ingest's
+    ``--batch-runs``) and yields at most ``batch_runs`` runs at once, in ingest order,
+    so memory does not grow with the archive. Raises :class:`ArchiveError` when a
+    selected batch was written without message streams (an archive ingested before
+    they were stored, or written by ``synth --archive --no-streams``). A run whose
+    stream could not be stored is left out: :func:`unreplayable_runs` names them.
+    """
+    import pyarrow.compute as pc
 
     selection = selection or Selection()
     commits = [commit for commit in archive.commits if selection.keeps(commit)]
@@ -698,7 +710,7 @@ def stream_batches(
                 chosen = part["run_id"].combine_chunks()
                 chosen_messages = messages.filter(pc.is_in(messages["run_id"], value_set=chosen))
                 chosen_standings = standings.filter(pc.is_in(standings["run_id"], value_set=chosen))
-            yield streams_from_tables(part, chosen_messages), chosen_standings.to_pylist()
+            yield part, chosen_messages, chosen_standings
 
 
 def runs_without_streams(commits: Sequence[Commit]) -> int:

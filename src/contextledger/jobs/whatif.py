@@ -2,8 +2,9 @@
 
 Reads the runs (through the one run-identity rule), hands their message streams
 to the window engine (:func:`~contextledger.window.whatif.whatif_table`) and, over
-an archive, replays a batch of runs at a time, writing each batch's rows to
-Parquet so memory does not grow with the archive.
+an archive, replays a batch of runs at a time from the stored columns (``Message``
+objects only for the runs replayed exactly), writing each batch's rows to Parquet so
+memory does not grow with the archive.
 """
 
 from __future__ import annotations
@@ -36,8 +37,11 @@ from contextledger.tables.build import (
     read_file,
 )
 from contextledger.tables.standings import load_standings
+from contextledger.tables.windows import streams_from_tables
 from contextledger.window.policies import Policy
-from contextledger.window.whatif import parse_policies, per_policy, whatif_table
+from contextledger.window.standings import timelines
+from contextledger.window.turn_arrays import turn_arrays_from_tables
+from contextledger.window.whatif import parse_policies, per_policy, whatif_arrays, whatif_table
 
 if TYPE_CHECKING:
     from contextledger.archive.tables import ArchiveTables
@@ -316,7 +320,7 @@ def whatif_archive(
     """
     import time
 
-    from contextledger.archive.tables import STREAM_BATCH_RUNS, archive_tables, stream_batches
+    from contextledger.archive.tables import STREAM_BATCH_RUNS, archive_tables, window_batches
 
     named = [paths] if isinstance(paths, str | Path) else paths
     tables = archive_tables([str(path) for path in named], ACCOUNTING_MODES[0])
@@ -327,12 +331,12 @@ def whatif_archive(
     spill = tempfile.TemporaryDirectory(prefix="contextledger-whatif-")
     parts: list[str] = []
     runs = 0
-    batches = stream_batches(archive, selection, batch_runs or STREAM_BATCH_RUNS)
-    for streams, snapshot_standings in batches:
-        frame = whatif_table(streams, policies, [*snapshot_standings, *standings_rows])
+    batches = window_batches(archive, selection, batch_runs or STREAM_BATCH_RUNS)
+    for streams, messages, snapshot_standings in batches:
+        frame = _replay_tables(streams, messages, snapshot_standings, policies, standings_rows)
         parts.append(str(Path(spill.name) / f"part-{len(parts):06d}.parquet"))
         frame.write_parquet(parts[-1])
-        runs += len(streams)
+        runs += streams.num_rows
         if meter is not None:
             meter.show(_replaying_line(runs, None, meter.elapsed))
     rows = (
@@ -342,6 +346,29 @@ def whatif_archive(
     )
     replay = ArchiveReplay(rows, runs, time.perf_counter() - started, spill=spill)
     return with_problems(replay, tables)
+
+
+def _replay_tables(
+    streams: pa.Table,
+    messages: pa.Table,
+    snapshot_standings: pa.Table,
+    policies: Sequence[tuple[str, Policy]],
+    standings_rows: Sequence[Mapping[str, Any]],
+) -> pl.DataFrame:
+    """:func:`whatif_table` of one batch of an archive's window tables: the kernel's arrays
+    laid out from the stored columns, ``Message`` objects built only for the runs
+    replayed exactly (building them for every run cost as much as the replay)."""
+    import pyarrow.compute as pc
+
+    by_run = timelines([*snapshot_standings.to_pylist(), *standings_rows])
+    arrays = turn_arrays_from_tables(streams, messages, by_run)
+
+    def streams_of(rows: Sequence[int]) -> list[RunMessages]:
+        chosen = streams.take(pa.array(rows, type=pa.int64()))
+        held = pc.is_in(messages["run_id"], value_set=chosen["run_id"].combine_chunks())
+        return streams_from_tables(chosen, messages.filter(held))
+
+    return whatif_arrays(arrays, policies, by_run, streams_of)
 
 
 def with_problems(replay: ArchiveReplay, tables: ArchiveTables) -> ArchiveReplay:

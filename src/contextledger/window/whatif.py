@@ -17,7 +17,7 @@ recorded char); ``budget_tokens_from`` says which a token budget decided on.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -84,19 +84,32 @@ def whatif_table(
     exactly; the tests hold the two equal).
     """
     by_run = timelines(standings_rows)
+    arrays = turn_arrays(streams, by_run)
+    return whatif_arrays(arrays, policies, by_run, lambda rows: [streams[r] for r in rows])
+
+
+def whatif_arrays(
+    arrays: TurnArrays,
+    policies: Sequence[tuple[str, Policy]],
+    by_run: Mapping[str, StandingsTimeline],
+    streams_of: Callable[[Sequence[int]], Sequence[RunMessages]],
+) -> pl.DataFrame:
+    """:func:`whatif_table` of runs already laid out (``arrays``, with their standings
+    ``by_run``): ``streams_of(rows)`` gives the streams of the runs at those positions,
+    asked only for the runs replayed exactly (so a caller holding columns builds
+    ``Message`` objects for those alone)."""
     labels = [label for label, _ in policies]
     parsed = [policy for _, policy in policies]
     count = len(parsed)
-    arrays = turn_arrays(streams, by_run)
-    rows = [r for r in range(len(streams)) if r not in arrays.fallback]
+    total = len(arrays.run_ids)
+    rows = [r for r in range(total) if r not in arrays.fallback]
     tables: list[pa.Table] = []
     keys: list[np.ndarray] = []
     exact: list[tuple[int, int]] = [(r, p) for r in arrays.fallback for p in range(count)]
     if rows:
-        laid = arrays if len(rows) == len(streams) else take_runs(arrays, rows)
-        chosen = [streams[r] for r in rows]
-        timeline_of = [by_run.get(stream.run_id) for stream in chosen]
-        table = _kernel_rows(chosen, labels, laid, advance(laid, parsed), timeline_of)
+        laid = arrays if len(rows) == total else take_runs(arrays, rows)
+        timeline_of = [by_run.get(run_id) for run_id in laid.run_ids]
+        table = _kernel_rows(labels, laid, advance(laid, parsed), timeline_of)
         comparable = np.ones((len(rows), count), dtype=bool)
         windowed = laid.windowed if laid.windowed is not None else np.zeros(len(rows), bool)
         for p, policy in enumerate(parsed):
@@ -107,9 +120,12 @@ def whatif_table(
         key = np.asarray(rows, dtype=np.int64)[:, None] * count + np.arange(count)
         keys.append(key.reshape(-1)[comparable.reshape(-1)])
     if exact:
+        wanted = sorted({r for r, _ in exact})
+        stream_at = dict(zip(wanted, streams_of(wanted), strict=True))
         replayed = []
         for r, p in exact:
-            stream, timeline = streams[r], by_run.get(streams[r].run_id)
+            stream = stream_at[r]
+            timeline = by_run.get(stream.run_id)
             result = replay(stream, parsed[p], timeline.at if timeline else None)
             replayed.append(whatif_row(stream, labels[p], result, timeline))
         tables.append(pa.Table.from_pylist(replayed, schema=schema.WHATIF_RUNS))
@@ -144,14 +160,13 @@ def _field_type(struct: pa.DataType, name: str) -> pa.DataType:
 
 
 def _kernel_rows(
-    streams: Sequence[RunMessages],
     labels: Sequence[str],
     arrays: TurnArrays,
     result: KernelResult,
     timelines: Sequence[StandingsTimeline | None],
 ) -> pa.Table:
     """The kernel's answers as ``schema.WHATIF_RUNS`` rows: run by run, policies as given."""
-    runs, count = len(streams), len(labels)
+    runs, count = len(arrays.run_ids), len(labels)
     columns: dict[str, pa.Array] = {}
     per_row = schema.WHATIF_RUNS
 
@@ -163,7 +178,7 @@ def _kernel_rows(
             np.repeat(np.arange(runs), count)
         )
 
-    columns["run_id"] = per_run([s.run_id for s in streams], "run_id")
+    columns["run_id"] = per_run(arrays.run_ids, "run_id")
     columns["policy"] = pa.array(list(labels) * runs, type=pa.string())
     columns["visits"] = _kernel_visits(arrays, result, count, timelines)
     calls = np.asarray(arrays.calls, dtype=np.int64)
