@@ -200,26 +200,7 @@ def _totals_violations(inputs: LedgerInputs) -> list[pl.DataFrame]:
     rows = piece_totals(replace(inputs, totals=None)).group_by(_PIECE).agg(aggregate)
     both = stored.join(rows, on=_PIECE, how="full", suffix="_rows", coalesce=True, nulls_equal=True)
     columns = (*_TOTAL_COUNTS, *_TOTAL_FIRSTS)
-    differ = [~pl.col(c).eq_missing(pl.col(f"{c}_rows")) for c in columns]
-    found = both.filter(pl.any_horizontal(differ)).collect(engine=inputs.engine)
-    if not found.height:
-        return []
-    details = [
-        "; ".join(
-            f"{c}: stored {row[c]}, rows {row[f'{c}_rows']}"
-            for c in columns
-            if row[c] != row[f"{c}_rows"]
-        )
-        for row in found.iter_rows(named=True)
-    ]
-    return [
-        found.select(_PIECE).with_columns(
-            invariant=pl.lit("totals-equal-rows"),
-            detail=pl.Series(details, dtype=pl.String),
-            run_count=pl.lit(0, dtype=pl.Int64),
-            runs=pl.lit([], dtype=pl.List(pl.String)),
-        )
-    ]
+    return _stored_differs(both, columns, "totals-equal-rows", inputs)
 
 
 def _credit_violations(inputs: LedgerInputs) -> list[pl.DataFrame]:
@@ -236,12 +217,21 @@ def _credit_violations(inputs: LedgerInputs) -> list[pl.DataFrame]:
         rows.group_by(key).agg(aggregate), on=key, how="full", suffix="_rows", coalesce=True
     )
     columns = ("runs", "first_credit")
+    return _stored_differs(both, columns, "label-credit-equal-rows", inputs)
+
+
+def _stored_differs(
+    both: pl.LazyFrame, columns: tuple[str, ...], invariant: str, inputs: LedgerInputs
+) -> list[pl.DataFrame]:
+    """The rows of ``both`` (stored ``columns`` beside their ``*_rows`` recount) that
+    differ, as ``invariant`` violations saying which counts differ (and the label, for
+    label credit). No run is named: stored counts do not say which runs they counted."""
     differ = [~pl.col(c).eq_missing(pl.col(f"{c}_rows")) for c in columns]
     found = both.filter(pl.any_horizontal(differ)).collect(engine=inputs.engine)
     if not found.height:
         return []
     details = [
-        f"label {row['label']!r}: "
+        (f"label {row['label']!r}: " if "label" in row else "")
         + "; ".join(
             f"{c}: stored {row[c]}, rows {row[f'{c}_rows']}"
             for c in columns
@@ -251,7 +241,7 @@ def _credit_violations(inputs: LedgerInputs) -> list[pl.DataFrame]:
     ]
     return [
         found.select(_PIECE).with_columns(
-            invariant=pl.lit("label-credit-equal-rows"),
+            invariant=pl.lit(invariant),
             detail=pl.Series(details, dtype=pl.String),
             run_count=pl.lit(0, dtype=pl.Int64),
             runs=pl.lit([], dtype=pl.List(pl.String)),
