@@ -119,8 +119,8 @@ def test_a_bad_spec_is_refused_naming_the_spec_the_key_and_what_is_allowed(spec,
 
 def test_any_spec_goes_to_its_own_parser():
     assert isinstance(parse_any_policy("sliding:keep=6"), Policy)
-    with pytest.raises(PolicySpecError, match="unknown strategy 'langchain'"):
-        parse_any_policy("langchain:keep=2")
+    with pytest.raises(PolicySpecError, match="unknown policy 'langchain': not agentfootprint"):
+        parse_any_policy("langchain:keep=2")  # a framework's name alone is none of its policies
 
 
 # ── Anthropic clear_tool_uses_20250919 ─────────────────────────────
