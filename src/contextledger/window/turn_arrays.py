@@ -215,36 +215,10 @@ def _lay_out_tables(
     names_of: list[list[str]] = [[] for _ in range(runs)]
     tools = _tool_turns(rows, run_of, msg_turn, is_tool, run_ids, timelines, names_of)
     names_max = max([1] + [len(names) for names in names_of])
-    shape = (runs, turns_max)
-    system = np.zeros(shape, dtype=bool)
-    windowed = np.zeros(runs, dtype=bool)
-    out = TurnArrays(
-        run_ids=run_ids,
-        calls=calls_per_run.astype(np.int16),
-        iterations=np.zeros((runs, calls_max), dtype=np.int32),
-        msgs=np.zeros(shape, dtype=np.int16),
-        chars=np.zeros(shape, dtype=np.int64),
-        entered=np.full(shape, NEVER, dtype=np.int16),
-        user_head=np.zeros(shape, dtype=bool),
-        refuses=np.zeros(shape, dtype=bool),
-        names=np.zeros(shape, dtype=np.uint64),
-        results=np.zeros(shape, dtype=np.int16),
-        pinnable=np.zeros(shape, dtype=bool),
-        fact_from=np.full(shape, NEVER, dtype=np.int32),
-        final_counts=np.zeros((*shape, len(FINAL_STANDINGS)), dtype=np.int16),
-        request=np.full(runs, -1, dtype=np.int16),
-        armed=np.array([bool(timelines.get(run_id)) for run_id in run_ids], dtype=bool),
-        tokens=np.zeros((runs, calls_max), dtype=np.int64),
-        recorded_full=np.zeros((runs, calls_max), dtype=bool),
-        rate=np.full(runs, np.nan),
-        name_chars=np.zeros((runs, names_max), dtype=np.int32),
-        name_safe=np.zeros(runs, dtype=np.uint64),
-        name_order=np.full((*shape, names_max), 127, dtype=np.int8),
-        system=system,
-        pin_names=np.full(shape, None, dtype=object),
-        windowed=windowed,
-        facts_declared=tools.facts_declared,
-    )
+    out = _blank(run_ids, calls_per_run, calls_max, turns_max, names_max, tools.facts_declared)
+    out.armed[:] = [bool(timelines.get(run_id)) for run_id in run_ids]
+    system, windowed = np.zeros((runs, turns_max), dtype=bool), np.zeros(runs, dtype=bool)
+    out.system, out.windowed = system, windowed
     fallback = [""] * runs
 
     # each turn: its messages, chars, the call it enters at, its head, a system message
@@ -368,38 +342,12 @@ class _ToolTurns:
 
 def _assemble(run_ids: list[str], per_run: Sequence[dict[str, Any]]) -> TurnArrays:
     """The :class:`TurnArrays` of runs laid out one by one (``_lay_out*``)."""
-    count_runs = len(run_ids)
     calls_max = max([1] + [len(p["calls"]) for p in per_run])
     turns_max = max([1] + [len(p["turns"]) for p in per_run])
     names_max = max([1] + [len(p["names"]) for p in per_run])
-    shape = (count_runs, turns_max)
-    out = TurnArrays(
-        run_ids=run_ids,
-        calls=np.array([len(p["calls"]) for p in per_run], dtype=np.int16),
-        iterations=np.zeros((count_runs, calls_max), dtype=np.int32),
-        msgs=np.zeros(shape, dtype=np.int16),
-        chars=np.zeros(shape, dtype=np.int64),
-        entered=np.full(shape, NEVER, dtype=np.int16),
-        user_head=np.zeros(shape, dtype=bool),
-        refuses=np.zeros(shape, dtype=bool),
-        names=np.zeros(shape, dtype=np.uint64),
-        results=np.zeros(shape, dtype=np.int16),
-        pinnable=np.zeros(shape, dtype=bool),
-        fact_from=np.full(shape, NEVER, dtype=np.int32),
-        final_counts=np.zeros((*shape, len(FINAL_STANDINGS)), dtype=np.int16),
-        request=np.full(count_runs, -1, dtype=np.int16),
-        armed=np.zeros(count_runs, dtype=bool),
-        tokens=np.zeros((count_runs, calls_max), dtype=np.int64),
-        recorded_full=np.zeros((count_runs, calls_max), dtype=bool),
-        rate=np.full(count_runs, np.nan),
-        name_chars=np.zeros((count_runs, names_max), dtype=np.int32),
-        name_safe=np.zeros(count_runs, dtype=np.uint64),
-        name_order=np.full((*shape, names_max), 127, dtype=np.int8),
-        system=np.zeros(shape, dtype=bool),
-        pin_names=np.full(shape, None, dtype=object),
-        windowed=np.zeros(count_runs, dtype=bool),
-        facts_declared=np.array([laid["facts_declared"] for laid in per_run], dtype=np.int64),
-    )
+    calls = np.array([len(p["calls"]) for p in per_run])
+    declared = np.array([laid["facts_declared"] for laid in per_run], dtype=np.int64)
+    out = _blank(run_ids, calls, calls_max, turns_max, names_max, declared)
     result_run: list[int] = []
     result_turn: list[int] = []
     for r, laid in enumerate(per_run):
@@ -698,6 +646,47 @@ def _tokens_per_char_of(stream: RunMessages, chars_of: Sequence[int]) -> float |
     if tokens == 0 or chars == 0:
         return None
     return tokens / chars
+
+
+def _blank(
+    run_ids: list[str],
+    calls: np.ndarray,
+    calls_max: int,
+    turns_max: int,
+    names_max: int,
+    facts_declared: np.ndarray,
+) -> TurnArrays:
+    """:class:`TurnArrays` of ``run_ids`` with nothing laid out yet (each layout, from
+    messages or from stored columns, fills it in)."""
+    runs = len(run_ids)
+    shape = (runs, turns_max)
+    return TurnArrays(
+        run_ids=run_ids,
+        calls=calls.astype(np.int16),
+        iterations=np.zeros((runs, calls_max), dtype=np.int32),
+        msgs=np.zeros(shape, dtype=np.int16),
+        chars=np.zeros(shape, dtype=np.int64),
+        entered=np.full(shape, NEVER, dtype=np.int16),
+        user_head=np.zeros(shape, dtype=bool),
+        refuses=np.zeros(shape, dtype=bool),
+        names=np.zeros(shape, dtype=np.uint64),
+        results=np.zeros(shape, dtype=np.int16),
+        pinnable=np.zeros(shape, dtype=bool),
+        fact_from=np.full(shape, NEVER, dtype=np.int32),
+        final_counts=np.zeros((*shape, len(FINAL_STANDINGS)), dtype=np.int16),
+        request=np.full(runs, -1, dtype=np.int16),
+        armed=np.zeros(runs, dtype=bool),
+        tokens=np.zeros((runs, calls_max), dtype=np.int64),
+        recorded_full=np.zeros((runs, calls_max), dtype=bool),
+        rate=np.full(runs, np.nan),
+        name_chars=np.zeros((runs, names_max), dtype=np.int32),
+        name_safe=np.zeros(runs, dtype=np.uint64),
+        name_order=np.full((*shape, names_max), 127, dtype=np.int8),
+        system=np.zeros(shape, dtype=bool),
+        pin_names=np.full(shape, None, dtype=object),
+        windowed=np.zeros(runs, dtype=bool),
+        facts_declared=facts_declared,
+    )
 
 
 def _lay_out_stream(stream: RunMessages, timeline: StandingsTimeline | None) -> dict[str, Any]:
