@@ -482,6 +482,7 @@ def test_over_an_archive_without_streams_the_window_section_is_left_out_with_a_n
     out = tmp_path / "out"
     result = run("report", str(root), "-o", str(out), "--charts", "svg")
     assert result.exit_code == 0, result.output
+    assert "contextledger: The window policies are left out: 30 archived run(s)" in result.stderr
     assert sorted(p.stem for p in (out / "charts").iterdir()) == ["earn_rate", "gates", "outcomes"]
 
 

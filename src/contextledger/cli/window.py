@@ -268,6 +268,8 @@ def report_command(
     _name_unmatched_labels(data.tables)
     for problem in data.unreplayed:
         _warn(f"not replayed {ReadProblem(**problem).where}: {problem['reason']}")
+    if data.windows_note is not None:  # said on the page, and here for a log
+        _warn(data.windows_note)
     formats = chart_formats
     try:
         page = report.write_report(data, output_dir, formats=formats, progress=meter)
