@@ -333,14 +333,7 @@ def policy_chart(per_run: pl.DataFrame, *, per_run_points: bool = False) -> alt.
             pl.col("input_tokens").null_count().alias("runs_without_tokens"),
             *[pl.col(name).sum() for name in metrics],
         )
-    frame = frame.with_columns(
-        wire=pl.when(pl.col("wire_violations") > 0)
-        .then(pl.lit("rejected on the wire"))
-        .otherwise(pl.lit("valid on the wire")),
-        flag=pl.when(pl.col("wire_violations") > 0)
-        .then(pl.format("{} wire violation(s)", "wire_violations"))
-        .otherwise(pl.lit("")),
-    )
+    frame = frame.with_columns(**_wire_marks("wire_violations", "wire violation(s)"))
     x = alt.X(
         "input_tokens:Q",
         title="input tokens sent over all model calls (recorded; estimated where the window "
@@ -416,6 +409,18 @@ def policy_chart(per_run: pl.DataFrame, *, per_run_points: bool = False) -> alt.
     )
 
 
+def _wire_marks(column: str, counted: str) -> dict[str, pl.Expr]:
+    """The two policy charts' wire columns: ``wire`` (rejected or valid, the mark's
+    shape) and ``flag`` (the label beside a rejected policy: ``N counted``)."""
+    rejected = pl.col(column) > 0
+    return {
+        "wire": pl.when(rejected)
+        .then(pl.lit("rejected on the wire"))
+        .otherwise(pl.lit("valid on the wire")),
+        "flag": pl.when(rejected).then(pl.format(f"{{}} {counted}", column)).otherwise(pl.lit("")),
+    }
+
+
 def compare_chart(table: pl.DataFrame) -> alt.LayerChart:
     """Facts reaching the answer against what the input cost with a prompt cache, one
     point per policy; a line back to the cost without a cache shows what caching saved.
@@ -430,14 +435,7 @@ def compare_chart(table: pl.DataFrame) -> alt.LayerChart:
     """
     # Policies are told apart by the legend (and the tooltip): labels beside the points
     # overlap when two policies cost about the same.
-    frame = table.with_columns(
-        wire=pl.when(pl.col("wire_problems") > 0)
-        .then(pl.lit("rejected on the wire"))
-        .otherwise(pl.lit("valid on the wire")),
-        flag=pl.when(pl.col("wire_problems") > 0)
-        .then(pl.format("{} wire problem(s)", "wire_problems"))
-        .otherwise(pl.lit("")),
-    )
+    frame = table.with_columns(**_wire_marks("wire_problems", "wire problem(s)"))
     # Rejected policies with the same facts sit on one row: each label a step lower than
     # the previous one's (in cost order), so two close costs do not print over each other.
     step = (
