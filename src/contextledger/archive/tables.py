@@ -369,9 +369,9 @@ class ArchiveTables(RunTables):
             return None
         stored, uncovered, covered = files
         return (
-            self._scan_files(stored, "label_credit"),
-            self._scan_files(uncovered, "offers") if uncovered else None,
-            self._scan_files(covered, "offers"),
+            self._scan_files(stored, schema.LABEL_CREDIT),
+            self._scan_files(uncovered, schema.OFFERS) if uncovered else None,
+            self._scan_files(covered, schema.OFFERS),
         )
 
     def credit_files(self) -> tuple[list[str], list[str], list[str]] | None:
@@ -429,8 +429,7 @@ class ArchiveTables(RunTables):
         ]
         return self.archive.paths(chosen)
 
-    def _scan_files(self, files: list[str], table: str) -> pl.LazyFrame:
-        table_schema = schema.LABEL_CREDIT if table == "label_credit" else schema.TABLES[table]
+    def _scan_files(self, files: list[str], table_schema: pa.Schema) -> pl.LazyFrame:
         if not files:
             return _empty(table_schema)
         return self.archive.location.scan(files, table_schema)
