@@ -96,7 +96,8 @@ def test_earn_rate_chart_lists_the_never_used_pieces_most_expensive_first():
 
 def test_outcome_chart_draws_each_label_against_its_base_rate_with_counts():
     spec = charts.outcome_chart(outcome_association(tables())).to_dict()
-    assert spec["facet"]["column"]["field"] == "label"
+    assert spec["facet"]["field"] == "label"
+    assert spec["columns"] == 3  # three labels, one row
     bars, tick, dots, counts = spec["spec"]["layer"]
     assert encodings(bars)["x"] == ("base_rate", "quantitative")
     assert encodings(bars)["x2"][0] == "share_with_label"
@@ -284,3 +285,33 @@ def test_the_gate_chart_names_a_few_pieces_and_leaves_the_rest_to_the_tooltip():
     assert f"({len(named)} of {len(drawn)}; hover a point for the others)" in " ".join(
         spec["title"]["subtitle"]
     )
+
+
+def page_width() -> int:
+    """The report page's content width in pixels: its ``main`` max-width less its padding."""
+    import re
+
+    css = (REPO / "src" / "contextledger" / "report" / "template.html").read_text()
+    rule = re.search(r"main \{ max-width: (\d+)px;[^}]*padding: \d+px (\d+)px", css)
+    assert rule is not None
+    return int(rule[1]) - 2 * int(rule[2])
+
+
+@pytest.mark.parametrize("labels, rows", [(4, 2), (6, 2)])
+def test_the_outcome_chart_wraps_its_labels_into_rows_that_fit_the_page(labels: int, rows: int):
+    """A 10,000-run archive's four labels drew 1,396 px wide, the fourth cut at the edge."""
+    import vl_convert
+
+    association = outcome_association(tables())
+    names = association["label"].unique().sort().to_list()
+    extra = [
+        association.filter(pl.col("label") == names[i % len(names)]).with_columns(
+            label=pl.lit(f"label-{i}")
+        )
+        for i in range(labels - len(names))
+    ]
+    spec = charts.outcome_chart(pl.concat([association, *extra])).to_dict()
+    svg = vl_convert.vegalite_to_svg(spec)
+    width = float(svg.split('width="', 1)[1].split('"', 1)[0])
+    assert width <= page_width()
+    assert spec["columns"] == -(-labels // rows)

@@ -200,6 +200,21 @@ def _decades(values: pl.Series) -> list[int]:
     return [0, *(10**power for power in range(1, round(math.log10(top)) + 1))]
 
 
+#: Facets a row of the outcome chart holds: three, with their counts, fit the report's page.
+OUTCOME_FACETS_PER_ROW = 3
+
+
+def _facet_columns(labels: int) -> int:
+    """Facets per row for ``labels`` facets: rows of at most
+    :data:`OUTCOME_FACETS_PER_ROW`, as even as they divide (four labels: two rows of two).
+
+    >>> [_facet_columns(n) for n in range(1, 8)]
+    [1, 2, 3, 2, 3, 3, 3]
+    """
+    rows = max(1, -(-labels // OUTCOME_FACETS_PER_ROW))
+    return max(1, -(-labels // rows))
+
+
 def outcome_chart(
     association: pl.DataFrame, *, labels: list[str] | None = None, pieces: int = 40
 ) -> alt.FacetChart:
@@ -213,7 +228,7 @@ def outcome_chart(
     >>> from contextledger.tables.build import read_runs, load_outcomes
     >>> from contextledger.ledger.stats import outcome_association
     >>> tables = read_runs("data/sample").with_outcomes(load_outcomes("data/sample-outcomes.csv"))
-    >>> outcome_chart(outcome_association(tables)).to_dict()["facet"]["column"]["field"]
+    >>> outcome_chart(outcome_association(tables)).to_dict()["facet"]["field"]
     'label'
     """
     data = association
@@ -277,7 +292,10 @@ def outcome_chart(
     return (
         alt.layer(bars, base_rate, dots, counts, data=data)
         .properties(width=200, height=alt.Step(14))
-        .facet(column=alt.Column("label:N", title="outcome label"))
+        .facet(
+            facet=alt.Facet("label:N", title="outcome label"),
+            columns=_facet_columns(data["label"].n_unique()),
+        )
         .properties(
             title=_title(
                 "Which pieces turn up in runs with each outcome? (association, not cause)",
