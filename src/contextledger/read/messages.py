@@ -86,13 +86,14 @@ class Message:
     #: result or call input cleared), ``"preview"`` (an output cut to its opening) or
     #: ``"summary"`` (a stand-in for messages a summarizer replaced); None: as recorded.
     edit: str | None = None
+    #: Content length in UTF-16 code units (JavaScript ``.length``): ``stored_chars``, else
+    #: measured once here, since the audits sum it over every window of every call.
+    chars: int = field(init=False, repr=False)
 
-    @property
-    def chars(self) -> int:
-        """Content length in UTF-16 code units (JavaScript ``.length``)."""
-        if self.stored_chars is not None:
-            return self.stored_chars
-        return utf16_length(self.content)
+    def __post_init__(self) -> None:
+        stored = self.stored_chars
+        measured = utf16_length(self.content) if stored is None else stored
+        object.__setattr__(self, "chars", measured)
 
     @property
     def is_drop_notice(self) -> bool:

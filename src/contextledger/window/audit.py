@@ -116,18 +116,25 @@ def wire_violations(
     if head is not None and window[head].role != "user":
         found.append(WireViolation("head-not-user", window[head], head))
     asked: set[str] = set()
-    answered = {m.tool_call_id for m in window if m.role == "tool" and m.tool_call_id}
-    for position, message in enumerate(window):
-        if message.role == "tool" and message.tool_call_id not in asked:
-            found.append(WireViolation("orphan-result", message, position))
-        asked.update(call.id for call in message.tool_calls)
-    for position, message in enumerate(window):
+    answered: set[str] = set()
+    calling: list[int] = []  # positions of the messages making calls
+    for position, message in enumerate(window):  # one pass; most windows have no problem
+        if message.role == "tool":
+            if message.tool_call_id not in asked:
+                found.append(WireViolation("orphan-result", message, position))
+            if message.tool_call_id:
+                answered.add(message.tool_call_id)
+        if message.tool_calls:
+            calling.append(position)
+            asked.update(call.id for call in message.tool_calls)
+    for position in calling:
+        message = window[position]
         found.extend(
             WireViolation("unanswered-call", message, position)
             for call in message.tool_calls
             if call.id not in answered
         )
-    if request is not None and not any(m is request for m in window):
+    if request is not None and request not in window:  # Message compares by identity
         found.append(WireViolation("request-dropped", request, -1))
     return found
 
@@ -137,10 +144,14 @@ def current_requests(stream: RunMessages) -> list[Message | None]:
     message the run appended before the call), the last message a person said whose text
     is the run's ``userMessage`` (else the last a person said); None where there is none.
     """
+    entering: dict[int, list[Message]] = {}
+    for message in stream.messages:  # stream.entering_before, for every call in one pass
+        if message.first_call is not None and not message.window_authored:
+            entering.setdefault(message.first_call, []).append(message)
     out: list[Message | None] = []
     entered: list[Message] = []
     for call in stream.calls:
-        entered += stream.entering_before(call.ordinal)
+        entered += entering.get(call.ordinal, ())
         position = current_request_index(entered, stream.user_message)
         out.append(entered[position] if position >= 0 else None)
     return out
@@ -324,12 +335,38 @@ AUDIT_SCHEMA: dict[str, Any] = {
 }
 
 
+@dataclass(frozen=True)
+class RunFacts:
+    """What the audit reads of a run whatever the policy: measured once per run."""
+
+    #: :func:`current_requests`: the run's current request at each model call.
+    requests: list[Message | None]
+    #: ``stream.tokens_per_char()``.
+    rate: float | None
+    #: Each tool call's last filed standing.
+    final: Mapping[str, str]
+    #: Tool results in the run's stream whose last standing is ``fact``.
+    facts_declared: int
+
+    @classmethod
+    def of(cls, stream: RunMessages, timeline: StandingsTimeline | None) -> RunFacts:
+        final = timeline.final() if timeline else {}
+        results = {m.tool_call_id for m in stream.messages if is_result(m) and m.tool_call_id}
+        return cls(
+            requests=current_requests(stream),
+            rate=stream.tokens_per_char(),
+            final=final,
+            facts_declared=sum(final.get(call_id) == "fact" for call_id in results),
+        )
+
+
 def audit_run(
     stream: RunMessages,
     label: str,
     served: Sequence[Sequence[Message]],
     timeline: StandingsTimeline | None = None,
     prices: CachePrices | None = None,
+    run_facts: RunFacts | None = None,
 ) -> dict[str, Any]:
     """One :data:`AUDIT_SCHEMA` row: what the windows ``served`` (one per model call) did.
 
@@ -340,9 +377,11 @@ def audit_run(
     ``facts_at_answer`` counts those in the last call's window verbatim (not rewritten
     by the policy), ``facts_declared`` those in the run's stream. ``input_tokens_from``
     says whether the token counts are the provider's (``recorded``), estimated
-    (``estimated``) or both.
+    (``estimated``) or both. ``run_facts``: the run's :class:`RunFacts`, when the caller
+    audits it under several policies (measured here otherwise).
     """
     prices = prices or CachePrices()
+    run_facts = run_facts or RunFacts.of(stream, timeline)
     if len(served) != len(stream.calls):
         msg = f"{stream.run_id}: {len(served)} windows for {len(stream.calls)} model calls"
         raise ValueError(msg)
@@ -350,7 +389,7 @@ def audit_run(
     row.update(run_id=stream.run_id, policy=label, model_calls=len(stream.calls))
     counts = dict.fromkeys(WIRE_KINDS, 0)
     rejected = 0
-    for call, window, request in zip(stream.calls, served, current_requests(stream), strict=True):
+    for call, window, request in zip(stream.calls, served, run_facts.requests, strict=True):
         found = wire_violations(window, request)
         if not found:
             continue
@@ -366,9 +405,8 @@ def audit_run(
     row.update({WIRE_COLUMNS[kind]: count for kind, count in counts.items()})
     row["calls_rejected"] = rejected
 
-    final = timeline.final() if timeline else {}
-    results = {m.tool_call_id for m in stream.messages if is_result(m) and m.tool_call_id}
-    row["facts_declared"] = sum(final.get(call_id) == "fact" for call_id in results)
+    final = run_facts.final
+    row["facts_declared"] = run_facts.facts_declared
     answer = served[-1] if served else []
     verbatim = [m.tool_call_id for m in answer if is_result(m) and m.tool_call_id and not m.edit]
     row["answer_results_verbatim"] = len(verbatim)
@@ -378,7 +416,7 @@ def audit_run(
     row["answer_previews"] = edits.count("preview")
     row["answer_summaries"] = edits.count("summary")
 
-    rate = stream.tokens_per_char()
+    rate = run_facts.rate
     costs = call_costs(stream, served, rate)
     row["tokens_per_char"] = rate
     known = all(c.tokens is not None for c in costs)
@@ -417,9 +455,10 @@ def audit_table(
     rows = []
     for stream in streams:
         timeline = by_run.get(stream.run_id)
+        run_facts = RunFacts.of(stream, timeline)
         for label, policy in policies:
             served = served_windows(stream, policy, timeline.at if timeline else None)
-            rows.append(audit_run(stream, label, served, timeline, prices))
+            rows.append(audit_run(stream, label, served, timeline, prices, run_facts))
     return pl.DataFrame(rows, schema=AUDIT_SCHEMA, orient="row")
 
 

@@ -184,7 +184,9 @@ def window_key(message: Message) -> Any:
 
 
 def same_window(a: Sequence[Message], b: Sequence[Message]) -> bool:
-    return [window_key(m) for m in a] == [window_key(m) for m in b]
+    if len(a) != len(b):
+        return False
+    return all(x is y or window_key(x) == window_key(y) for x, y in zip(a, b, strict=True))
 
 
 @dataclass
