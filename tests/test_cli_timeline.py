@@ -38,3 +38,33 @@ def test_a_timeline_run_among_the_inputs_is_drawn(tmp_path):
     result = CliRunner().invoke(main, [*args, "--timeline-run", "s0003-loop"])
     assert result.exit_code == 0, result.output
     assert "s0003-loop" in (out / "report.html").read_text(encoding="utf-8")
+
+
+def test_report_takes_policies_of_either_family_each_replacing_its_own_defaults(tmp_path):
+    """agentfootprint's specs go to every window chart, another framework's to the cost
+    chart; a family given no spec keeps its defaults."""
+    seen = {}
+    collect = contextledger.report.collect
+
+    def spy(*args, **kwargs):
+        data = collect(*args, **kwargs)
+        seen["compared"] = data.compared
+        seen["what-if"] = data.per_run["policy"].unique(maintain_order=True).to_list()
+        return data
+
+    args = ["report", str(SAMPLE), "-o", str(tmp_path / "out"), "--charts", "none"]
+    given = ["--policy", "anthropic_clear:trigger=1000", "--policy", "sliding:keep=4"]
+    runner = CliRunner()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(contextledger.report, "collect", spy)
+        assert runner.invoke(main, [*args, *given]).exit_code == 0
+        assert seen == {
+            "compared": ["sliding:keep=4", "anthropic_clear:trigger=1000"],
+            "what-if": ["sliding:keep=4"],
+        }
+        assert runner.invoke(main, [*args, "--policy", "openai_trim"]).exit_code == 0
+        assert seen["what-if"] == list(contextledger.report.DEFAULT_POLICIES)
+        assert seen["compared"] == [*contextledger.report.DEFAULT_POLICIES, "openai_trim"]
+    result = runner.invoke(main, [*args, *given, "--timeline-policy", given[1]])
+    assert result.exit_code == EXIT_USAGE
+    assert "the timeline is drawn under agentfootprint's policies" in result.stderr

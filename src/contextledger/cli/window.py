@@ -184,8 +184,11 @@ def whatif_command(
     "--policy",
     "policies",
     multiple=True,
-    help="A window policy to compare (repeat); default: none, sliding:keep=6,ledger_facts=0, "
-    "sliding:keep=6, sliding:keep=3, token_budget:threshold=500.",
+    help="A window policy to compare (repeat), of either family `compare` takes: "
+    "agentfootprint's are drawn in every window chart, another framework's in the cost chart. "
+    "Each family's defaults give way to the specs given of it; default: none, "
+    "sliding:keep=6,ledger_facts=0, sliding:keep=6, sliding:keep=3, token_budget:threshold=500, "
+    "and one spec per other framework.",
 )
 @mode_option
 @click.option(
@@ -236,15 +239,19 @@ def report_command(
     from contextledger.archive import ArchiveError
     from contextledger.progress import chosen_stream
     from contextledger.tables.standings import StandingsFileError
+    from contextledger.window.frameworks import framework_name
     from contextledger.window.policies import PolicySpecError
 
+    theirs = [spec for spec in policies if framework_name(spec) is not None]
+    ours = [spec for spec in policies if framework_name(spec) is None]
     meter = report.Progress(chosen_stream(progress))
     try:
         data = report.collect(
             list(paths),
             outcomes=outcomes_file,
             standings=standings_file,
-            policies=policies or report.DEFAULT_POLICIES,
+            policies=ours or report.DEFAULT_POLICIES,
+            frameworks=theirs or report.FRAMEWORK_DEFAULTS,
             mode=mode,
             timeline_run=timeline_run,
             timeline_policy=timeline_policy,

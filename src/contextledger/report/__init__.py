@@ -65,6 +65,7 @@ from contextledger.report.frames import (
 from contextledger.tables.build import RunTables, load_outcomes
 from contextledger.tables.standings import load_standings
 from contextledger.window.audit import AUDIT_SCHEMA, CachePrices, audit_table, wire_frame
+from contextledger.window.frameworks import framework_name
 from contextledger.window.standings import timelines
 from contextledger.window.whatif import parse_policies, per_policy, whatif_table
 
@@ -385,6 +386,12 @@ def _timeline_choice(
 ) -> tuple[str, str | None]:
     """The (policy label, run) the timeline shows; no run when nothing was read."""
     if policy is not None:
+        if framework_name(policy) is not None:
+            msg = (
+                f"--timeline-policy {policy!r}: the timeline is drawn under agentfootprint's "
+                "policies (none, sliding, token_budget); another framework's is in the cost chart"
+            )
+            raise ValueError(msg)
         label = parse_policies([policy])[0][0]
         if label not in dict(parsed):
             msg = f"--timeline-policy {policy!r} is not among the compared policies"
