@@ -315,3 +315,23 @@ def test_symlinked_folders_are_followed_once_and_a_loop_is_named_once(tmp_path: 
     result = run("ingest", str(folder), "--archive", str(tmp_path / "archive"))
     assert result.exit_code == EXIT_UNREADABLE_INPUT and "3 added" in result.stdout
     assert result.stdout.count("symlink loop") == 1
+
+
+def test_a_link_up_out_of_the_input_folder_is_a_loop_not_a_way_into_the_tree_around_it(
+    tmp_path: Path,
+):
+    """``up -> ..`` once read the whole parent tree (every file there named as not read)."""
+    folder = with_good_run(tmp_path / "runs")
+    shutil.copy(SMALL, tmp_path)  # beside the input folder: not an input
+    (folder / "up").symlink_to("..")
+    (folder / "root").symlink_to("/")
+    tables = read_runs(folder, workers=1)
+    assert tables.runs["run_id"].to_pylist() == [GOOD.name.removesuffix(".json.gz")]
+    assert [(row["path"], row["reason"]) for row in tables.problems.to_pylist()] == [
+        (
+            str(folder / name),
+            f"a symlink loop (links back to {target}, a folder it is inside), not followed",
+        )
+        for name, target in (("root", "/"), ("up", tmp_path))
+    ]
+    assert tables.skipped == ()

@@ -18,6 +18,7 @@ name that is not UTF-8 is shown escaped (:func:`display_path`).
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import os
 import stat
@@ -310,9 +311,13 @@ _Identity = tuple[int, int]
 
 
 def _walk(root: Path, found: SnapshotFiles) -> None:
-    """Depth first in name order (what sorting the paths gives), following symlinks."""
+    """Depth first in name order (what sorting the paths gives), following symlinks.
+
+    The folders ``root`` itself is inside count as ancestors too: a link up to one of
+    them (``up -> ..``) is a loop, not a way into the tree around the input.
+    """
     seen: set[_Identity] = set()
-    stack: list[tuple[Path, bool, tuple[_Identity, ...]]] = [(root, True, ())]
+    stack: list[tuple[Path, bool, tuple[_Identity, ...]]] = [(root, True, _outer(root))]
     while stack:
         path, is_folder, ancestors = stack.pop()
         if not is_folder:
@@ -344,6 +349,16 @@ def _walk(root: Path, found: SnapshotFiles) -> None:
             else:
                 found.skipped.append(display_path(entry.path))
         stack.extend(reversed(children))
+
+
+def _outer(root: Path) -> tuple[_Identity, ...]:
+    """The identities of the real folders ``root`` is inside (its resolved parents)."""
+    outer = []
+    for folder in root.resolve().parents:
+        with contextlib.suppress(OSError):
+            info = folder.stat()
+            outer.append((info.st_dev, info.st_ino))
+    return tuple(outer)
 
 
 _KINDS = (
