@@ -19,6 +19,15 @@ REPO = Path(__file__).resolve().parents[1]
 SAMPLE = REPO / "data" / "sample"
 
 
+def as_new_run(document: dict, run_id: str) -> dict:
+    """A recorded run's wrapper made another run: under ``run_id``, and with an execution
+    id of its own (``snapshot.runId``); with only its ``run_id`` changed it would be the
+    same recording under a second id, which ``read.identity`` counts once."""
+    document["run_id"] = run_id
+    document["snapshot"]["runId"] = f"{run_id}-execution"
+    return document
+
+
 def corpus_dir() -> Path:
     """The reference corpus: $CONTEXTLEDGER_CORPUS, else ../shared/corpus/agentfootprint-9.62."""
     configured = os.environ.get("CONTEXTLEDGER_CORPUS")

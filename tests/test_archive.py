@@ -26,7 +26,7 @@ from contextledger.ledger.compute import compute_ledger, ledger_inputs
 from contextledger.ledger.duckdb_views import ledger_rows_sql
 from contextledger.tables.build import ACCOUNTING_MODES, load_outcomes, read_runs
 
-from .conftest import REPO, SAMPLE, require_corpus
+from .conftest import REPO, SAMPLE, as_new_run, require_corpus
 from .test_duckdb_ledger import corpus_outcomes
 
 SAMPLE_OUTCOMES = REPO / "data" / "sample-outcomes.csv"
@@ -161,7 +161,7 @@ def test_bad_files_are_quarantined_and_retried_once_fixed(tmp_path):
     assert ledger.exit_code == EXIT_UNREADABLE_INPUT and "truncated.json.gz" in ledger.output
     # Fixed: read again, added, and out of quarantine; the unchanged bad file stays.
     document = json.loads(gzip.decompress(good))
-    document["run_id"] = "fixed-run"
+    as_new_run(document, "fixed-run")
     (snapshots / "truncated.json.gz").write_bytes(gzip.compress(json.dumps(document).encode()))
     fixed = ingest([snapshots], root, workers=1)
     assert (fixed.files_read, fixed.runs_added) == (1, 1)
@@ -228,7 +228,7 @@ def test_a_plus_in_a_selection_stays_a_plus(tmp_path):
     snapshots = tmp_path / "runs"
     snapshots.mkdir()
     document = json.loads(gzip.decompress((SAMPLE / "s0003-loop.json.gz").read_bytes()))
-    document["run_id"] = "loop+1"
+    as_new_run(document, "loop+1")
     (snapshots / "loop.json").write_text(json.dumps(document), encoding="utf-8")
     shutil.copy(SAMPLE / "s0048-loop.json.gz", snapshots)
     labels = tmp_path / "labels.csv"

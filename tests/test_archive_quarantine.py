@@ -22,7 +22,7 @@ from contextledger.cli import main
 from contextledger.cli.common import EXIT_UNREADABLE_INPUT
 from contextledger.jobs.ingest import ingest
 
-from .conftest import SAMPLE
+from .conftest import SAMPLE, as_new_run
 
 ingest_module = importlib.import_module("contextledger.jobs.ingest")  # not the function
 
@@ -39,7 +39,7 @@ def exit_code(target: str) -> int:
 def fix(path: Path) -> None:
     """Write a readable snapshot (a sample run under a new run id) to ``path``."""
     document = json.loads(gzip.decompress((SAMPLE / "s0003-loop.json.gz").read_bytes()))
-    document["run_id"] = "fixed-run"
+    as_new_run(document, "fixed-run")
     path.write_text(json.dumps(document), encoding="utf-8")
 
 

@@ -138,7 +138,8 @@ def test_a_missing_path_is_reported_not_fatal(tmp_path):
 def test_json_lines_input_reads_one_snapshot_per_line_with_line_numbered_run_ids(tmp_path):
     snapshot = json.loads(gzip.decompress((SAMPLE / "s0001-fact-bench.json.gz").read_bytes()))
     bare = json.dumps(snapshot["snapshot"])
-    (tmp_path / "runs.jsonl").write_text(f"{bare}\n{bare}\n", encoding="utf-8")
+    other = json.dumps({**snapshot["snapshot"], "runId": "another-execution"})  # another run
+    (tmp_path / "runs.jsonl").write_text(f"{bare}\n{other}\n", encoding="utf-8")
     sidecar = tmp_path / "static.json"
     sidecar.write_text(json.dumps({"runs:1": ["extra_tool"]}), encoding="utf-8")
     result = run(

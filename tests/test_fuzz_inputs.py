@@ -26,7 +26,7 @@ from contextledger.read.snapshot import ReadError, decode_run, iter_documents
 from contextledger.tables.build import ACCOUNTING_MODES, read_runs
 from contextledger.window.whatif import parse_policies, whatif_table
 
-from .conftest import SAMPLE, corpus_dir
+from .conftest import SAMPLE, as_new_run, corpus_dir
 
 SEED = 20240611
 MUTATIONS = 280
@@ -155,7 +155,7 @@ def mutations(count: int) -> list[tuple[str, str, bytes]]:
     for number in range(count):
         base = rng.choice(list(BASES))
         document = json.loads(bases[base])
-        document["run_id"] = f"m{number:04d}"  # every mutation its own run
+        as_new_run(document, f"m{number:04d}")  # every mutation its own run
         done = []
         for _ in range(rng.choice([1, 1, 2, 3])):
             kind, document = mutate(rng, document, number)

@@ -34,7 +34,7 @@ from contextledger.read.snapshot import (
 )
 from contextledger.tables.build import ACCOUNTING_MODES, read_runs
 
-from .conftest import SAMPLE
+from .conftest import SAMPLE, as_new_run
 
 GOOD = SAMPLE / "s0003-loop.json.gz"  # about 1.1 MB decompressed
 SMALL = SAMPLE / "s0048-loop.json.gz"  # about 0.5 MB decompressed
@@ -190,7 +190,7 @@ def test_a_plain_file_past_the_cap_is_refused_without_being_read(tmp_path: Path)
 def deep_snapshot(levels: int) -> bytes:
     """A real snapshot with ``levels`` nested arrays inside its commit log."""
     document = json.loads(gzip.decompress(SMALL.read_bytes()))
-    document["run_id"] = "deep"
+    as_new_run(document, "deep")
     log = document["snapshot"]["commitLog"]
     bundle = next(b for b in log if "history" in b["overwrite"])
     bundle["overwrite"]["history"].append("DEEP")

@@ -19,7 +19,7 @@ from contextledger.ledger.compute import compute_ledger
 from contextledger.read.snapshot import describe_skipped, find_snapshot_files
 from contextledger.tables.build import read_runs
 
-from .conftest import SAMPLE
+from .conftest import SAMPLE, as_new_run
 
 #: The user's trial: one lower-case name, two upper-case ones, and a bare ``.gz``.
 READ = ["s0001-fact-bench", "s0003-loop", "s0048-loop"]
@@ -107,7 +107,7 @@ def test_the_name_says_json_lines_and_gives_the_run_id_in_any_case(tmp_path):
     ``.NDJSON.GZ`` is JSON Lines like ``.ndjson``."""
     document = json.loads(gzip.decompress((SAMPLE / "s0003-loop.json.gz").read_bytes()))
     (tmp_path / "bare.Json").write_text(json.dumps(document["snapshot"]), encoding="utf-8")
-    lines = [{**document, "run_id": f"line-{number}"} for number in (1, 2)]
+    lines = [as_new_run(json.loads(json.dumps(document)), f"line-{n}") for n in (1, 2)]
     text = "".join(json.dumps(line) + "\n" for line in lines)
     (tmp_path / "runs.NDJSON.GZ").write_bytes(gzip.compress(text.encode()))
     tables = read_runs(tmp_path)

@@ -33,7 +33,7 @@ from contextledger.report import collect, render_html
 from contextledger.tables.build import ACCOUNTING_MODES, load_outcomes, read_runs
 from contextledger.window.whatif import parse_policies, whatif_table
 
-from .conftest import SAMPLE
+from .conftest import SAMPLE, as_new_run
 
 LOOP = SAMPLE / "s0003-loop.json.gz"
 OUTCOMES = SAMPLE.parent / "sample-outcomes.csv"
@@ -254,7 +254,7 @@ def test_stored_labels_for_runs_the_archive_does_not_hold_are_named(tmp_path):
     arrives = tmp_path / "later"
     arrives.mkdir()
     document = json.loads(gzip.decompress(LOOP.read_bytes()))
-    document["run_id"] = "ghost-run"  # a run under that id
+    as_new_run(document, "ghost-run")  # a run under that id
     (arrives / "ghost.json").write_text(json.dumps(document), encoding="utf-8")
     later = run_cli("ingest", str(arrives), "--archive", str(root))
     assert later.exit_code == 0 and "note:" not in later.stdout
@@ -275,3 +275,111 @@ def test_labels_given_again_under_another_name_add_only_the_new_pairs(tmp_path):
     assert result.exit_code == 0, result.output
     assert "; 3 new (run, label) outcome label(s) stored" in result.stdout
     assert ingest([SAMPLE], root, outcomes=OUTCOMES, workers=1).outcome_labels_added == 0
+
+
+# ── one recording under two ids ────────────────────────────────────
+def bare(document_path: Path) -> dict:
+    """The snapshot of a sample run, without the corpus wrapper (as agentfootprint saves it)."""
+    return json.loads(gzip.decompress(document_path.read_bytes()))["snapshot"]
+
+
+@pytest.fixture
+def bare_runs(tmp_path: Path) -> Path:
+    """The sample as bare snapshots (each run's id is its file name)."""
+    folder = tmp_path / "bare"
+    folder.mkdir()
+    for path in sorted(SAMPLE.glob("*.json.gz")):
+        name = path.name.removesuffix(".json.gz")
+        (folder / f"{name}.json").write_text(json.dumps(bare(path)), encoding="utf-8")
+    return folder
+
+
+@pytest.fixture
+def bare_messy(tmp_path: Path, bare_runs: Path) -> Path:
+    """The bare sample with s0003-loop reached four more times under other ids: a symlink,
+    a renamed copy, its JSON Lines twin, and the wrapped original (read last)."""
+    folder = tmp_path / "bare-messy"
+    shutil.copytree(bare_runs, folder / "a")
+    loop = folder / "a" / "s0003-loop.json"
+    (folder / "a" / "zlink.json").symlink_to(loop)
+    shutil.copy(loop, folder / "a" / "zcopy.json")  # after the original: it counts
+    (folder / "b").mkdir()
+    (folder / "b" / "loop.jsonl").write_text(loop.read_text() + "\n", encoding="utf-8")
+    (folder / "c").mkdir()
+    shutil.copy(LOOP, folder / "c")
+    return folder
+
+
+TWINS = {"zcopy": "s0003-loop", "zlink": "s0003-loop", "loop:1": "s0003-loop"}
+
+
+@pytest.mark.parametrize("mode", ACCOUNTING_MODES)
+def test_one_recording_under_other_names_is_counted_once(bare_runs, bare_messy, mode):
+    """A bare snapshot's id is its file name, so a symlink, a copy or a twin under another
+    name gave another id: each multiplied the run's counts, silently."""
+    clean = read_runs(bare_runs, mode=mode)
+    tables = read_runs(bare_messy, mode=mode)
+    assert tables.runs["run_id"].to_pylist() == clean.runs["run_id"].to_pylist()
+    assert_frame_equal(
+        compute_ledger(tables).rows(), compute_ledger(clean).rows(), check_exact=True
+    )
+    duplicates = {row["run_id"]: row["kept_run_id"] for row in tables.duplicates.to_pylist()}
+    assert duplicates == {**TWINS, "s0003-loop": "s0003-loop"}  # the wrapped one: same id
+    assert tables.problems.num_rows == 0
+    streams = read_inputs(bare_messy).streams
+    assert [s.run_id for s in streams] == [s.run_id for s in read_inputs(bare_runs).streams]
+
+
+def test_the_command_line_and_the_archive_name_one_recording_under_two_ids(
+    tmp_path, bare_runs, bare_messy
+):
+    result = run_cli("ledger", str(bare_messy), "--format", "csv")
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout == run_cli("ledger", str(bare_runs), "--format", "csv").stdout
+    link = bare_messy / "a" / "zlink.json"
+    kept = bare_messy / "a" / "s0003-loop.json"
+    line = f"duplicate {link} (run zlink): the same recording as {kept} (run s0003-loop)"
+    assert f"{line}, counted once" in result.stderr
+    root = tmp_path / "archive"
+    first = ingest([bare_runs], root, workers=1)
+    later = ingest([bare_messy], root, workers=1)  # every copy arrives after its original
+    assert (first.runs_added, later.runs_added, later.runs_already_archived) == (14, 0, 18)
+    archived = compute_ledger(ArchiveTables(Archive.open(root), "corrected")).rows()
+    assert_frame_equal(archived, compute_ledger(read_runs(bare_runs)).rows(), check_exact=True)
+
+
+def test_two_recordings_of_one_execution_id_are_two_runs(tmp_path, bare_runs):
+    """Execution ids can repeat (two machines in the same millisecond): only the same
+    recording is folded; another snapshot under the same id counts as its own run."""
+    snapshot = bare(LOOP)
+    snapshot["commitLog"] = snapshot["commitLog"][:3]  # recorded earlier in the run
+    (bare_runs / "early.json").write_text(json.dumps(snapshot), encoding="utf-8")
+    tables = read_runs(bare_runs)
+    assert "early" in tables.runs["run_id"].to_pylist()
+    assert tables.duplicates.num_rows == 0 and tables.problems.num_rows == 0
+
+
+def test_an_archive_written_before_execution_ids_were_kept_still_takes_new_runs(
+    tmp_path, bare_runs, monkeypatch
+):
+    """Its run index has no ``execution_id``: its runs are known by id only (documented)."""
+    import contextledger.archive.store as store
+
+    write_table = store.pq.write_table
+
+    def as_older_versions_wrote(table, *args, **kwargs):
+        if "execution_id" in table.column_names:
+            table = table.drop_columns("execution_id")
+        return write_table(table, *args, **kwargs)
+
+    root = tmp_path / "archive"
+    monkeypatch.setattr(store.pq, "write_table", as_older_versions_wrote)
+    ingest([bare_runs], root, workers=1)
+    monkeypatch.setattr(store.pq, "write_table", write_table)
+    renamed = tmp_path / "later"
+    renamed.mkdir()
+    shutil.copy(bare_runs / "s0003-loop.json", renamed / "loop-again.json")
+    shutil.copy(bare_runs / "s0048-loop.json", renamed / "s0048-loop.json")
+    later = ingest([renamed], root, workers=1)
+    assert (later.runs_added, later.runs_already_archived) == (1, 1)  # by id only
+    assert run_cli("check", str(root)).exit_code == 0

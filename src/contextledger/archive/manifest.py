@@ -70,6 +70,27 @@ def archived_digests(
     return {run_id: (digest, path, line) for run_id, digest, path, line in found.iter_rows()}
 
 
+def archived_executions(
+    archive: Archive, execution_ids: Iterable[str | None]
+) -> dict[str, tuple[str, str, str, int | None]]:
+    """``execution id -> (run_id, digest, source_path, source_line)`` of the first run the
+    archive holds with each of ``execution_ids`` (none from archives written before
+    execution ids were stored: their runs are known by run id only)."""
+    files = archive.paths(archive.files("run_index"))
+    wanted = list({e for e in execution_ids if e is not None})
+    if not files or not wanted:
+        return {}
+    found = (
+        archive.location.scan(files, store.RUN_INDEX)
+        .filter(pl.col("execution_id").is_in(wanted))
+        .sort("run_order")
+        .unique("execution_id", keep="first", maintain_order=True)
+        .select("execution_id", "run_id", "digest", "source_path", "source_line")
+        .collect()
+    )
+    return {row[0]: (row[1], row[2], row[3], row[4]) for row in found.iter_rows()}
+
+
 def commits_holding(archive: Archive, run_ids: Iterable[str]) -> set[int]:
     """The numbers of the commits that hold any of ``run_ids`` (by the run index)."""
     import bisect

@@ -110,6 +110,9 @@ RUN_INDEX = pa.schema(
         pa.field("partition", pa.string(), nullable=False),
         pa.field("source_path", pa.string(), nullable=False),
         pa.field("source_line", pa.int32()),
+        # the snapshot's footprintjs runId (read.identity: one recording under two ids);
+        # null in archives written before it was stored, and for a snapshot without one
+        pa.field("execution_id", pa.string()),
     ]
 )
 

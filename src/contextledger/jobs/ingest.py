@@ -32,6 +32,7 @@ from contextledger.archive import store
 from contextledger.archive.manifest import (
     KnownSource,
     archived_digests,
+    archived_executions,
     commits_holding,
     committed_sources,
     write_quarantine_listing,
@@ -450,8 +451,10 @@ def write_batch(
 ) -> None:
     """Decide what each read run adds, and write the batch's files (not yet committed)."""
     archive = batch.archive
+    runs = [run for _, read in reads for run in read.runs]
     identity = RunIdentity(
-        known=archived_digests(archive, (run.run_id for _, read in reads for run in read.runs))
+        known=archived_digests(archive, (run.run_id for run in runs)),
+        known_executions=archived_executions(archive, (run.execution_id for run in runs)),
     )
     builders = {mode: TableBuilder(mode) for mode in ACCOUNTING_MODES}
     index: dict[str, list[Any]] = {name: [] for name in store.RUN_INDEX.names}
@@ -467,7 +470,7 @@ def write_batch(
         ]
         for run in read.runs:
             duplicates, conflicts = len(identity.duplicates), len(identity.conflicts)
-            if not identity.admit(run.run_id, run.source, run.digest or ""):
+            if not identity.admit(run.run_id, run.source, run.digest or "", run.execution_id):
                 already += len(identity.duplicates) - duplicates
                 for problem in identity.conflicts[conflicts:]:
                     conflicting += 1
@@ -697,6 +700,7 @@ def _append_index(index: dict[str, list[Any]], run: RunRead, order: int, partiti
     index["partition"].append(partition)
     index["source_path"].append(run.source.path)
     index["source_line"].append(run.source.line)
+    index["execution_id"].append(run.execution_id)
 
 
 def _append_source(

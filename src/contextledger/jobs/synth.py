@@ -202,6 +202,7 @@ def _synth_batch(
             "partition": [partitions[order[r]] for r in added],
             "source_path": [source.path] * len(added),
             "source_line": pa.nulls(len(added), pa.int32()),
+            "execution_id": pa.nulls(len(added), pa.string()),  # no snapshot behind them
         },
         schema=store.RUN_INDEX,
     )
@@ -326,15 +327,15 @@ def synth_snapshots(
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     written = []
-    payloads: dict[int, bytes] = {}
+    payloads: dict[int, list[bytes | None]] = {}
     for index in range(runs):
         template = int(order[index % len(order)])
         if template not in payloads:
-            payloads[template] = _read(sources[template])
+            payloads[template] = _template_parts(_read(sources[template]))
         run_id = f"synth-{seed}-{index:09d}"
         target = out / f"{run_id}.json.gz"
         temporary = target.with_name(f".{target.name}.tmp")
-        temporary.write_bytes(gzip.compress(_with_run_id(payloads[template], run_id), 1))
+        temporary.write_bytes(gzip.compress(_fill(payloads[template], run_id), 1))
         os.replace(temporary, target)
         written.append(target)
     return written
@@ -346,16 +347,39 @@ def _read(path: Path) -> bytes:
 
 
 def _with_run_id(payload: bytes, run_id: str) -> bytes:
-    """The document under ``run_id``: the wrapper's id replaced, or a bare snapshot wrapped."""
-    head = b'{"run_id":'
-    if payload.startswith(head):
-        end = payload.index(b",", len(head))
-        return head + json.dumps(run_id).encode() + payload[end:]
+    """The document as another run, ``run_id``: the wrapper's id replaced (or a bare
+    snapshot wrapped), and the snapshot's execution id (``runId``) made ``run_id`` too;
+    with the template's, every copy would be one recording (``read.identity``), counted
+    once.
+
+    >>> template = b'{"run_id":"s1","snapshot":{"commitLog":[],"runId":"17-1"}}'
+    >>> _with_run_id(template, "synth-1-0")
+    b'{"run_id":"synth-1-0","snapshot":{"commitLog":[],"runId":"synth-1-0"}}'
+    """
+    return _fill(_template_parts(payload), run_id)
+
+
+def _fill(parts: list[bytes | None], run_id: str) -> bytes:
+    value = json.dumps(run_id).encode()
+    return b"".join(value if part is None else part for part in parts)
+
+
+def _template_parts(payload: bytes) -> list[bytes | None]:
+    """A template document cut where a run's id goes (``None``): the wrapper's ``run_id``
+    and the snapshot's ``runId``; cut once per template, filled once per run."""
     document = msgspec.json.decode(payload)
-    if isinstance(document, dict) and "snapshot" in document:
-        document["run_id"] = run_id
-        return msgspec.json.encode(document)
-    return b'{"run_id":' + json.dumps(run_id).encode() + b',"snapshot":' + payload + b"}"
+    if isinstance(document, dict) and isinstance(document.get("snapshot"), dict):
+        wrapper = {key: value for key, value in document.items() if key != "run_id"}
+    else:
+        wrapper = {"snapshot": document}  # a bare snapshot, wrapped
+    marker = "\x00contextledger-run-id\x00"
+    if isinstance(wrapper["snapshot"], dict):
+        wrapper["snapshot"]["runId"] = marker
+    pieces = msgspec.json.encode({"run_id": marker, **wrapper}).split(json.dumps(marker).encode())
+    parts: list[bytes | None] = [pieces[0]]
+    for piece in pieces[1:]:
+        parts += [None, piece]
+    return parts
 
 
 def describe(report: IngestReport) -> str:

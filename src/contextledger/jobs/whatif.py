@@ -137,7 +137,7 @@ def _take_streams(
     touch them (the document's own, or its stream's; not one accounting's)."""
     inputs.problems.extend(problem for confined, problem in read.problems if confined in _OURS)
     for stream in read.streams:
-        if identity.admit(stream.run_id, stream.source):
+        if identity.admit(stream.run_id, stream.source, execution_id=stream.execution_id):
             inputs.streams.append(stream.messages)
             inputs.standings.extend(stream.standings)
     if then is not None:
@@ -183,7 +183,7 @@ def replay_streams(
 def _take(inputs: WhatIfInputs, run: Run, identity: RunIdentity) -> None:
     """Fold ``run``'s stream; keep it if it is the first readable copy of its id."""
     stream, standings = rebuild_messages(run), standings_from_snapshot(run)
-    if identity.admit(run.run_id, run.source):
+    if identity.admit(run.run_id, run.source, execution_id=run.execution_id):
         inputs.streams.append(stream)
         inputs.standings.extend(standings)
 

@@ -8,8 +8,17 @@ was wrong. Reading folders that overlap, a file beside its copy or its JSON Line
 twin, or an archive and the files it came from, therefore never multiplies a
 run's counts. Content is compared only when an id arrives twice (the reader's fast
 path pays nothing; ingest stores each run's content digest): first with insignificant
-whitespace removed, and, only where that differs, as decoded JSON values, so a copy
-re-serialized with other escapes or number spellings is still the same run.
+whitespace removed, and, only where that differs, as the snapshots' decoded JSON
+values, the wrapper around them aside, so a copy re-serialized with other escapes or
+number spellings, or a bare copy of a wrapped run, is still the same run.
+
+A run's id may come from its file's name (a bare snapshot), so one recording can
+arrive under two ids: a copy under another name, a symlink, a bare copy of a wrapped
+run. The recording itself says which execution it is (footprintjs's ``runId``, the
+*execution id*): a later copy under another id whose execution id was already read,
+with the same snapshot (its wrapper aside), is a duplicate of the first too. Two
+different snapshots of one execution id are two runs (ids can repeat across
+machines); only the same recording is folded.
 """
 
 from __future__ import annotations
@@ -31,6 +40,8 @@ DUPLICATES = pa.schema(
         pa.field("line", pa.int64()),
         pa.field("kept_path", pa.string(), nullable=False),
         pa.field("kept_line", pa.int64()),
+        # the kept copy's run id: another when one recording arrived under two ids
+        pa.field("kept_run_id", pa.string(), nullable=False),
     ]
 )
 
@@ -50,20 +61,28 @@ def content_digest(payload: bytes) -> str:
     return _hash(canonical)
 
 
-def value_digest(payload: bytes) -> str:
-    """blake2b-128 of a JSON document's value: escapes, number spellings and key order
-    aside (``"\\u00e9"`` and ``"é"``, ``1.50`` and ``1.5``, ``jq -S``'s sorted keys hash
-    the same). Slower than :func:`content_digest`; asked for only when two copies'
-    content digests differ.
+def recording_digest(payload: bytes) -> str:
+    """blake2b-128 of the snapshot a document carries, as a JSON value: escapes, number
+    spellings and key order aside (``"\\u00e9"`` and ``"é"``, ``1.50`` and ``1.5``,
+    ``jq -S``'s sorted keys hash the same), and the corpus wrapper around it aside (a bare
+    snapshot and the same snapshot wrapped with a ``run_id`` are one recording). Slower
+    than :func:`content_digest`; asked for only when two copies' content digests differ.
 
-    >>> escaped = b'{"name": "caf\\\\u00e9", "x": 1.50}'
-    >>> value_digest(escaped) == value_digest('{"x":1.5,"name":"café"}'.encode())
+    >>> escaped = b'{"commitLog": [], "name": "caf\\\\u00e9", "x": 1.50}'
+    >>> plain = '{"x":1.5,"name":"café","commitLog":[]}'.encode()
+    >>> recording_digest(escaped) == recording_digest(plain)
+    True
+    >>> wrapped = b'{"run_id": "r", "snapshot": ' + escaped + b'}'
+    >>> recording_digest(wrapped) == recording_digest(escaped)
     True
     """
     try:
-        return _hash(msgspec.json.encode(msgspec.json.decode(payload), order="sorted"))
+        value = msgspec.json.decode(payload)
     except msgspec.MsgspecError:
         return _hash(payload.strip())
+    if isinstance(value, dict) and "commitLog" not in value and "snapshot" in value:
+        value = value["snapshot"]
+    return _hash(msgspec.json.encode(value, order="sorted"))
 
 
 def _hash(data: bytes) -> str:
@@ -90,27 +109,29 @@ class _Copy:
 
     source: RunSource
     digest: str | None = None
-    deep: str | None = None
+    snapshot: str | None = None
+    #: The run id it was read under.
+    run_id: str = ""
 
     def content(self) -> str | None:
         if self.digest is None and (payload := _payload_at(self.source)) is not None:
             self.digest = content_digest(payload)
         return self.digest
 
-    def value(self) -> str | None:
-        if self.deep is None and (payload := _payload_at(self.source)) is not None:
-            self.deep = value_digest(payload)
-        return self.deep
+    def recording(self) -> str | None:
+        if self.snapshot is None and (payload := _payload_at(self.source)) is not None:
+            self.snapshot = recording_digest(payload)
+        return self.snapshot
 
     def same_run_as(self, other: _Copy) -> bool:
-        """Whether the two copies hold the same run: the same source, the same content,
-        or (only then re-read and decoded) the same JSON value."""
+        """Whether the two copies hold the same recording: the same source, the same
+        content, or (only then re-read and decoded) the same snapshot as a JSON value."""
         if self.source == other.source:
             return True
         mine, theirs = self.content(), other.content()
         if mine is not None and mine == theirs:
             return True
-        mine, theirs = self.value(), other.value()
+        mine, theirs = self.recording(), other.recording()
         return mine is not None and mine == theirs
 
 
@@ -119,7 +140,8 @@ class RunIdentity:
     """Decides, run by run in reading order, which copy of each ``run_id`` counts.
 
     ``known`` seeds it with runs already counted elsewhere (an archive's runs:
-    ``run_id -> (content digest, path, line)``).
+    ``run_id -> (content digest, path, line)``); ``known_executions`` with their
+    execution ids (``execution id -> (run_id, content digest, path, line)``).
 
     >>> identity = RunIdentity()
     >>> identity.admit("r1", RunSource("a.json"), "d1")
@@ -131,34 +153,43 @@ class RunIdentity:
     """
 
     known: Mapping[str, tuple[str, str, int | None]] = field(default_factory=dict)
+    known_executions: Mapping[str, tuple[str, str, str, int | None]] = field(default_factory=dict)
     duplicates: list[dict[str, object]] = field(default_factory=list)
     conflicts: list[ReadProblem] = field(default_factory=list)
     _seen: dict[str, _Copy] = field(default_factory=dict, repr=False)
+    _executions: dict[str, list[_Copy]] = field(default_factory=dict, repr=False)
 
-    def admit(self, run_id: str, source: RunSource, digest: str | None = None) -> bool:
-        """Whether this copy of ``run_id`` counts: True the first time the id is seen.
+    def admit(
+        self,
+        run_id: str,
+        source: RunSource,
+        digest: str | None = None,
+        execution_id: str | None = None,
+    ) -> bool:
+        """Whether this copy of ``run_id`` counts: True the first time the id is seen,
+        unless it is a recording already counted under another id.
 
         A later copy is recorded as a duplicate or a conflict (see the module docstring).
-        ``digest``: the copy's :func:`content_digest`, when the caller has it.
+        ``digest``: the copy's :func:`content_digest`, when the caller has it;
+        ``execution_id``: its snapshot's ``runId`` (:attr:`Run.execution_id`).
         """
         earlier = self._seen.get(run_id)
         if earlier is None and run_id in self.known:
             known_digest, known_path, known_line = self.known[run_id]
-            earlier = self._seen[run_id] = _Copy(RunSource(known_path, known_line), known_digest)
+            earlier = _Copy(RunSource(known_path, known_line), known_digest, run_id=run_id)
+            self._seen[run_id] = earlier
+        copy = _Copy(source, digest, run_id=run_id)
         if earlier is None:
-            self._seen[run_id] = _Copy(source, digest)
+            twin = self._twin(copy, execution_id)
+            if twin is not None:
+                self._duplicate(copy, twin)
+                return False
+            self._seen[run_id] = copy
+            if execution_id is not None:
+                self._executions.setdefault(execution_id, []).append(copy)
             return True
-        same = _Copy(source, digest).same_run_as(earlier)
-        if same:
-            self.duplicates.append(
-                {
-                    "run_id": run_id,
-                    "path": source.path,
-                    "line": source.line,
-                    "kept_path": earlier.source.path,
-                    "kept_line": earlier.source.line,
-                }
-            )
+        if copy.same_run_as(earlier):
+            self._duplicate(copy, earlier)
         else:
             reason = (
                 f"run_id {run_id} already read from {earlier.source} with different content; "
@@ -166,6 +197,28 @@ class RunIdentity:
             )
             self.conflicts.append(ReadProblem(source.path, source.line, run_id, reason))
         return False
+
+    def _twin(self, copy: _Copy, execution_id: str | None) -> _Copy | None:
+        """The copy counted under another id that holds the same recording, if any."""
+        if execution_id is None:
+            return None
+        counted = self._executions.setdefault(execution_id, [])
+        if not counted and execution_id in self.known_executions:
+            run_id, known_digest, path, line = self.known_executions[execution_id]
+            counted.append(_Copy(RunSource(path, line), known_digest, run_id=run_id))
+        return next((c for c in counted if copy.same_run_as(c)), None)
+
+    def _duplicate(self, copy: _Copy, kept: _Copy) -> None:
+        self.duplicates.append(
+            {
+                "run_id": copy.run_id,
+                "path": copy.source.path,
+                "line": copy.source.line,
+                "kept_path": kept.source.path,
+                "kept_line": kept.source.line,
+                "kept_run_id": kept.run_id,
+            }
+        )
 
     def duplicate_table(self) -> pa.Table:
         """The duplicates recorded so far, as a table of ``DUPLICATES``."""
@@ -176,16 +229,23 @@ def describe_duplicates(duplicates: pa.Table, *, limit: int = 5) -> list[str]:
     """Lines for people: each duplicate copy (the first ``limit``) and where the kept one is.
 
     >>> rows = [{"run_id": "r", "path": "b.json", "line": None, "kept_path": "a.json",
-    ...          "kept_line": None}]
+    ...          "kept_line": None, "kept_run_id": "r"}]
     >>> describe_duplicates(pa.Table.from_pylist(rows, schema=DUPLICATES))
     ['duplicate b.json (run r): the same run as a.json, counted once']
+    >>> rows[0].update(path="link.json", run_id="link")
+    >>> describe_duplicates(pa.Table.from_pylist(rows, schema=DUPLICATES))
+    ['duplicate link.json (run link): the same recording as a.json (run r), counted once']
     """
     lines = []
     rows = duplicates.to_pylist()
     for row in rows[:limit]:
         copy = ReadProblem(row["path"], row["line"], row["run_id"], "").where
         kept = RunSource(row["kept_path"], row["kept_line"])
-        lines.append(f"duplicate {copy}: the same run as {kept}, counted once")
+        if row["kept_run_id"] == row["run_id"]:
+            lines.append(f"duplicate {copy}: the same run as {kept}, counted once")
+        else:
+            twin = f"{kept} (run {row['kept_run_id']})"
+            lines.append(f"duplicate {copy}: the same recording as {twin}, counted once")
     if len(rows) > limit:
         lines.append(f"... and {len(rows) - limit} more duplicate copies, each counted once")
     return lines

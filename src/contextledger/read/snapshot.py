@@ -141,6 +141,9 @@ class Snapshot(msgspec.Struct, rename="camel"):
     execution_tree: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw)
     subflow_results: dict[str, msgspec.Raw] | None = None
     commit_values: str | None = None
+    #: footprintjs's own ``runId`` for the execution (``"1795993079864-0000000003"``):
+    #: what tells two copies of one recording apart from two runs, whatever their names.
+    execution_id: Any = msgspec.field(name="runId", default=None)
 
     def subflow_history(self, key: str) -> list[Bundle] | None:
         """The inner commit log of subflow ``key`` (``treeContext.history``)."""
@@ -170,6 +173,7 @@ class _Document(msgspec.Struct, rename="camel"):
     execution_tree: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw)
     subflow_results: dict[str, msgspec.Raw] | None = None
     commit_values: str | None = None
+    execution_id: Any = msgspec.field(name="runId", default=None)
 
     def inner(self) -> Snapshot | None:
         """The snapshot this document carries, or None when it is not a snapshot."""
@@ -179,6 +183,7 @@ class _Document(msgspec.Struct, rename="camel"):
                 execution_tree=self.execution_tree,
                 subflow_results=self.subflow_results,
                 commit_values=self.commit_values,
+                execution_id=self.execution_id,
             )
         if isinstance(self.snapshot, Snapshot):
             return self.snapshot
@@ -211,6 +216,13 @@ class Run:
     snapshot: Snapshot
     static_tool_names: list[str] | None = None
     runner_kind: str | None = None
+
+    @property
+    def execution_id(self) -> str | None:
+        """The snapshot's footprintjs ``runId`` (:attr:`Snapshot.execution_id`); None when
+        it has none, or one that is not a non-empty string."""
+        found = self.snapshot.execution_id
+        return found if isinstance(found, str) and found else None
 
 
 class ReadError(Exception):

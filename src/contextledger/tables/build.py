@@ -141,6 +141,8 @@ class RunRead:
     digest: str | None = None
     #: The run's message stream as table rows (``read_file(windows=True)``), for archives.
     window: Any = None
+    #: Its snapshot's footprintjs ``runId`` (:attr:`~contextledger.read.snapshot.Run.execution_id`).
+    execution_id: str | None = None
 
 
 @dataclass
@@ -166,6 +168,7 @@ class RunStream:
     source: RunSource
     messages: RunMessages
     standings: list[dict[str, Any]]
+    execution_id: str | None = None
 
 
 def _static_names(run: Run, sidecar: Mapping[str, Sequence[str]]) -> tuple[list[str], str]:
@@ -236,6 +239,7 @@ def read_file(
                         run.source,
                         rebuild_messages(run),
                         standings_from_snapshot(run),
+                        run.execution_id,
                     )
                     result.streams.append(stream)
                 except FOLD_ERRORS as error:  # a stream no replay can hold
@@ -271,6 +275,7 @@ def read_file(
                         facts,
                         content_digest(document.payload) if digest else None,
                         window,
+                        run.execution_id,
                     )
                 )
     except ReadError as error:
@@ -397,7 +402,9 @@ def read_accountings(
                     builder.add_problem(problem)
         for row in result.runs:
             for mode, builder in builders.items():
-                if mode in row.facts and identities[mode].admit(row.run_id, row.source, row.digest):
+                if mode in row.facts and identities[mode].admit(
+                    row.run_id, row.source, row.digest, row.execution_id
+                ):
                     builder.add_run(row, builder.run_count)
         if each_file is not None:
             each_file(result)
