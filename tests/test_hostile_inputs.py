@@ -335,3 +335,22 @@ def test_a_link_up_out_of_the_input_folder_is_a_loop_not_a_way_into_the_tree_aro
         for name, target in (("root", "/"), ("up", tmp_path))
     ]
     assert tables.skipped == ()
+
+
+def test_an_empty_file_says_so_and_a_misshapen_wrapper_names_its_run(tmp_path: Path):
+    """An empty file read as "invalid JSON: Input data was truncated"; a wrapper whose
+    snapshot had the wrong shape was named without the run id it carries."""
+    (tmp_path / "zero.json").write_bytes(b"")
+    (tmp_path / "blank.json").write_text("  \n")
+    (tmp_path / "shape.json").write_text('{"run_id": "r-7", "snapshot": {"commitLog": "x"}}')
+    (tmp_path / "odd.json").write_text('{"run_id": ["not", "an", "id"], "snapshot": 3}')
+    tables = read_runs(tmp_path, workers=1)
+    problems = {Path(row["path"]).name: row for row in tables.problems.to_pylist()}
+    assert (
+        problems["zero.json"]["reason"]
+        == problems["blank.json"]["reason"]
+        == ("empty: no JSON in it")
+    )
+    assert problems["shape.json"]["run_id"] == "r-7"
+    assert "got `str` - at `$.snapshot.commitLog`" in problems["shape.json"]["reason"]
+    assert problems["odd.json"]["run_id"] is None  # no usable id: none named

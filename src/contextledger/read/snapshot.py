@@ -496,6 +496,20 @@ def iter_documents(path: Path, max_bytes: int | None = None) -> Iterator[Documen
 _DOCUMENT = msgspec.json.Decoder(_Document)
 
 
+class _WrapperId(msgspec.Struct):
+    run_id: Any = None
+
+
+def _wrapper_run_id(payload: bytes) -> str | None:
+    """The wrapper's ``run_id`` of a document that is not a snapshot of the expected
+    shape, so the problem names the run too; None when it cannot be had."""
+    try:
+        found = msgspec.json.decode(payload, type=_WrapperId).run_id
+    except (msgspec.MsgspecError, RecursionError):
+        return None
+    return found if isinstance(found, str) and found else None
+
+
 def _describe(error: msgspec.MsgspecError) -> str:
     text = str(error)
     if isinstance(error, msgspec.ValidationError):
@@ -508,12 +522,14 @@ def decode_run(document: Document) -> Run:
     source = document.source
     if document.refused is not None:
         raise ReadError(source, document.refused)
+    if not document.payload.strip():
+        raise ReadError(source, "empty: no JSON in it")
     try:
         decoded = _DOCUMENT.decode(document.payload)
     except msgspec.ValidationError as error:
         if " - at `$" not in str(error):
             raise ReadError(source, "not a snapshot: the JSON value is not an object") from None
-        raise ReadError(source, _describe(error)) from None
+        raise ReadError(source, _describe(error), _wrapper_run_id(document.payload)) from None
     except msgspec.DecodeError as error:
         raise ReadError(source, _describe(error)) from None
     except RecursionError:
