@@ -444,3 +444,15 @@ def test_an_archive_written_before_runs_had_a_basis_column_still_reads(tmp_path,
         assert archived.scan("runs").collect()["basis"].to_list() == [[]] * len(runs)
     result = CliRunner().invoke(main, ["check", str(root)])
     assert result.exit_code == 0, result.output
+
+
+def test_an_archive_whose_folder_name_holds_a_question_mark_is_read_as_named(tmp_path):
+    """``ingest --archive 'arch?q'`` wrote it; reading ``arch?q`` took ``q`` for a query
+    and walked the archive as a folder of snapshots (17 files not read, 0 runs)."""
+    root = tmp_path / "arch?q"
+    ingest([SAMPLE], root, workers=1)
+    whole = CliRunner().invoke(main, ["ledger", str(root)])
+    assert whole.exit_code == 0, whole.stderr
+    assert "14 run(s) metered" in whole.stdout
+    one = CliRunner().invoke(main, ["ledger", f"{root}?run_id=s0003-loop"])
+    assert one.exit_code == 0 and "1 run(s) metered" in one.stdout

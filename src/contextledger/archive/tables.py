@@ -100,6 +100,19 @@ def _query_fields(
     return fields
 
 
+def _local_archive_split(text: str) -> tuple[str, str, str] | None:
+    """``(folder, "?", query)`` for a local path whose folder name itself holds ``?``
+    (``arch?q`` or ``arch?q?label=x``), splitting after the longest prefix that is an
+    archive; None when the first ``?`` starts the query (the usual case)."""
+    if "?" not in text or uri_scheme(text) is not None:
+        return None
+    cuts = [at for at, char in enumerate(text) if char == "?"]
+    for at in [len(text), *reversed(cuts[1:])]:
+        if Path(text[:at], "archive.json").is_file():
+            return text[:at], "?", text[at + 1 :]
+    return None
+
+
 def parse_archive_path(text: str) -> tuple[Location, Selection] | None:
     """``DIR`` or ``DIR?since=D&until=D&label=L&run_id=A,B`` naming an archive; else None.
 
@@ -113,10 +126,13 @@ def parse_archive_path(text: str) -> tuple[Location, Selection] | None:
     kept); ``run_id=@FILE`` reads run ids from a file, one per line. ``since`` and
     ``until`` may be given once each.
 
+    A local archive whose folder name holds ``?`` is read as named: the query starts at
+    the ``?`` after the longest prefix naming an archive.
+
     >>> parse_archive_path("data/sample") is None
     True
     """
-    base, _, query = text.partition("?")
+    base, _, query = _local_archive_split(text) or text.partition("?")
     scheme = uri_scheme(base)
     options = _filesystem_options(query) if scheme not in (None, "file") else []
     location = locate(base + ("?" + "&".join(options) if options else ""))
