@@ -235,13 +235,18 @@ def describe_duplicates(duplicates: pa.Table, *, limit: int = 5) -> list[str]:
     >>> rows[0].update(path="link.json", run_id="link")
     >>> describe_duplicates(pa.Table.from_pylist(rows, schema=DUPLICATES))
     ['duplicate link.json (run link): the same recording as a.json (run r), counted once']
+    >>> rows[0].update(path="a.json", run_id="r")
+    >>> describe_duplicates(pa.Table.from_pylist(rows, schema=DUPLICATES))
+    ['duplicate a.json (run r): the same file given twice, counted once']
     """
     lines = []
     rows = duplicates.to_pylist()
     for row in rows[:limit]:
         copy = ReadProblem(row["path"], row["line"], row["run_id"], "").where
         kept = RunSource(row["kept_path"], row["kept_line"])
-        if row["kept_run_id"] == row["run_id"]:
+        if (row["path"], row["line"]) == (row["kept_path"], row["kept_line"]):
+            lines.append(f"duplicate {copy}: the same file given twice, counted once")
+        elif row["kept_run_id"] == row["run_id"]:
             lines.append(f"duplicate {copy}: the same run as {kept}, counted once")
         else:
             twin = f"{kept} (run {row['kept_run_id']})"
