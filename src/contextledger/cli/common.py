@@ -37,6 +37,9 @@ if TYPE_CHECKING:
 
 EXIT_UNREADABLE_INPUT = 1
 EXIT_USAGE = 2
+#: The largest number an integer option takes (as a policy spec's, ``MAX_SPEC_NUMBER``):
+#: past any real count of runs, offers or MiB, and within every 64-bit column and C call.
+MAX_WHOLE = 1_000_000_000
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -72,6 +75,12 @@ progress_option = click.option(
 )
 
 
+def whole_number(minimum: int, maximum: int = MAX_WHOLE) -> click.IntRange:
+    """An integer option's type, bounded both ways where it is declared: a huge number is
+    refused by click in one line (exit 2) instead of overflowing a column or a C call."""
+    return click.IntRange(min=minimum, max=maximum)
+
+
 def _use_max_document_mb(ctx: click.Context, _: click.Parameter, megabytes: int) -> None:
     """Set the cap where every reader looks, worker processes too (they inherit the
     environment), for this command only."""
@@ -90,7 +99,7 @@ def _use_max_document_mb(ctx: click.Context, _: click.Parameter, megabytes: int)
 #: ``--max-document-mb N``: refuse a snapshot (a JSON Lines line) larger than this, decompressed.
 max_document_option = click.option(
     "--max-document-mb",
-    type=click.IntRange(min=1),
+    type=whole_number(1),
     default=DEFAULT_MAX_DOCUMENT_MB,
     show_default=True,
     envvar=MAX_DOCUMENT_MB_ENV,
@@ -106,7 +115,7 @@ def min_offers_option(*, help: str) -> Callable[[F], F]:
     the same range for ``ledger`` and ``gates``."""
     return click.option(
         "--min-offers",
-        type=click.IntRange(min=1),
+        type=whole_number(1),
         default=DEFAULT_MIN_OFFERS,
         show_default=True,
         help=help,

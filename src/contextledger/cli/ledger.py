@@ -26,12 +26,20 @@ from contextledger.cli.common import (
     paths_argument,
     static_tools_option,
     strict_option,
+    whole_number,
 )
 
 if TYPE_CHECKING:
     import polars as pl
 
     from contextledger.ledger.compute import Ledger
+
+
+def _a_number(_ctx: click.Context, _param: click.Parameter, value: float) -> float:
+    """Refuse ``nan``, which every range check lets through (no comparison holds for it)."""
+    if value != value:
+        raise click.BadParameter(f"{value} is not a number")
+    return value
 
 
 def _printable(rows: pl.DataFrame, *, for_csv: bool = False) -> pl.DataFrame:
@@ -303,13 +311,14 @@ def sql(
     "--floor",
     "earn_rate_floor",
     type=click.FloatRange(min=0),
+    callback=_a_number,
     default=0.05,
     show_default=True,
     help="Demote a piece whose earn rate over earlier runs is below this.",
 )
 @click.option(
     "--refresh-every",
-    type=click.IntRange(min=0),
+    type=whole_number(0),
     default=10,
     show_default=True,
     help="Parole: a demoted piece passes at every Nth demotion (0: never).",
