@@ -287,6 +287,10 @@ def _read_inputs(
     except ArchiveError as error:
         _fail(str(error))
         raise  # unreachable: _fail exits
+    if strict and tables.problems.num_rows:  # an archive's: ingest recorded them, unread
+        first = tables.problems.slice(0, 1).to_pylist()[0]
+        _warn(f"{ReadProblem(**first).where}: {first['reason']} (stopped: --strict)")
+        sys.exit(EXIT_UNREADABLE_INPUT)
     _name_skipped(tables.skipped)
     for problem in tables.problems.to_pylist():
         _warn(f"skipped {ReadProblem(**problem).where}: {problem['reason']}")
