@@ -529,8 +529,7 @@ class ArchiveTables(RunTables):
         if ids is not None:  # a row without a run id is null here, and dropped
             quarantine = quarantine.filter(pl.col("run_id").is_in(ids))
         damage = [
-            {"path": p.path, "line": None, "run_id": None, "reason": p.reason}
-            for p in self.damage
+            {"path": p.path, "line": None, "run_id": None, "reason": p.reason} for p in self.damage
         ]
         quarantined = quarantine.select(schema.PROBLEMS.names).to_arrow()
         return pa.concat_tables(
