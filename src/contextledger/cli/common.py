@@ -172,6 +172,14 @@ def _error_lines(error: Exception) -> list[str]:
     return error.lines if isinstance(error, ArchiveDamaged) else [str(error)]
 
 
+def _unopened(error: OSError) -> str:
+    """A named file that could not be opened, said as a missing input is
+    (``nosuch.csv: no such file``), not as Python's ``[Errno 2] ...``."""
+    missing = isinstance(error, FileNotFoundError)
+    reason = "no such file" if missing else (error.strerror or str(error)).lower()
+    return f"{error.filename}: {reason}" if error.filename is not None else str(error)
+
+
 def _output_file(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
     """Refuse an ``-o`` that names no file (empty, ``dir/``, below a file) before any work."""
     if value is not None:
@@ -272,7 +280,10 @@ def _read_inputs(
     try:
         sidecar = load_static_tools(static_tools_file) if static_tools_file else None
         outcomes = load_outcomes(outcomes_file) if outcomes_file else None
-    except (OSError, ValueError) as error:
+    except OSError as error:
+        _fail(_unopened(error))
+        raise  # unreachable: _fail exits
+    except ValueError as error:
         _fail(str(error))
         raise  # unreachable: _fail exits
     from contextledger.archive import ArchiveError, archive_tables

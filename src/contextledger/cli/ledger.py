@@ -16,6 +16,7 @@ from contextledger.cli.common import (
     _spark_engine,
     _summary,
     _table_text,
+    _unopened,
     _writing,
     engine_option,
     max_document_option,
@@ -136,7 +137,9 @@ def ledger(
     result = on_spark("ledger", tables) if on_spark else compute_ledger(tables)
     try:
         merged = [ledgerjson.load(path) for path in merge_files]
-    except (OSError, ValueError) as error:
+    except OSError as error:
+        _fail(_unopened(error))
+    except ValueError as error:
         _fail(str(error))
     result = merge_ledgers([*merged, result]) if merge_files else result
     _write_ledger(result, output_format, output, _summary(tables), min_offers)
@@ -277,6 +280,8 @@ def sql(
 
     if not paths:  # one argument: click took it as the query
         _fail(f"sql needs PATH... and then the QUERY; only one argument was given: {query!r}")
+    if not query.strip():
+        _fail("sql needs a QUERY after PATH...; the one given is empty")
     on_spark = _spark_engine(engine, paths)
     tables = _read_inputs(paths, mode, None, outcomes_file, False)
     result: pl.DataFrame | None = None
