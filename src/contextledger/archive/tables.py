@@ -514,40 +514,46 @@ class ArchiveTables(RunTables):
     @property
     def problems(self) -> pa.Table:
         """What the selection could not read: the archive's :attr:`damage` it touches, then
-        the quarantine rows (this mode's, or every mode's) that concern it.
+        the quarantine rows (this mode's, or every mode's) that concern it
+        (:meth:`unreadable`)."""
+        if "problems" not in self._cache:
+            self._cache["problems"] = self.unreadable(self.mode)
+        return self._cache["problems"]
+
+    def unreadable(self, accounting: str | None) -> pa.Table:
+        """The archive's :attr:`damage` the selection touches, then the quarantine rows
+        that concern it: every accounting's (a file or line nothing could read), and
+        ``accounting``'s (None: those alone, what a what-if names as a folder's does).
 
         A quarantine row counts when its ingest date is in the selection's date range,
         and, under a run-level filter (run ids, a label), only when it names a selected
         run: a row without a run id (a whole file, or a line without one, unreadable)
         counts only without a run-level filter.
         """
-        if "problems" not in self._cache:
-            from contextledger.archive.manifest import current_quarantine
+        from contextledger.archive.manifest import current_quarantine
 
-            quarantine = current_quarantine(self.archive)
-            if self.selection.since is not None:
-                quarantine = quarantine.filter(pl.col("ingest_date") >= self.selection.since)
-            if self.selection.until is not None:
-                quarantine = quarantine.filter(pl.col("ingest_date") <= self.selection.until)
-            quarantine = quarantine.filter(
-                pl.col("accounting").is_null() | (pl.col("accounting") == self.mode)
-            )
-            ids = self.run_id_filter()
-            if ids is not None:  # a row without a run id is null here, and dropped
-                quarantine = quarantine.filter(pl.col("run_id").is_in(ids))
-            damage = [
-                {"path": p.path, "line": None, "run_id": None, "reason": p.reason}
-                for p in self.damage
+        quarantine = current_quarantine(self.archive)
+        if self.selection.since is not None:
+            quarantine = quarantine.filter(pl.col("ingest_date") >= self.selection.since)
+        if self.selection.until is not None:
+            quarantine = quarantine.filter(pl.col("ingest_date") <= self.selection.until)
+        every = pl.col("accounting").is_null()
+        quarantine = quarantine.filter(
+            every if accounting is None else every | (pl.col("accounting") == accounting)
+        )
+        ids = self.run_id_filter()
+        if ids is not None:  # a row without a run id is null here, and dropped
+            quarantine = quarantine.filter(pl.col("run_id").is_in(ids))
+        damage = [
+            {"path": p.path, "line": None, "run_id": None, "reason": p.reason} for p in self.damage
+        ]
+        quarantined = quarantine.select(schema.PROBLEMS.names).to_arrow()
+        return pa.concat_tables(
+            [
+                pa.Table.from_pylist(damage, schema=schema.PROBLEMS),
+                quarantined.cast(schema.PROBLEMS),
             ]
-            quarantined = quarantine.select(schema.PROBLEMS.names).to_arrow()
-            table = pa.concat_tables(
-                [
-                    pa.Table.from_pylist(damage, schema=schema.PROBLEMS),
-                    quarantined.cast(schema.PROBLEMS),
-                ]
-            )
-            self._cache["problems"] = table
-        return self._cache["problems"]
+        )
 
     @property
     def damage(self) -> list[ArchiveProblem]:

@@ -24,12 +24,18 @@ from contextledger.cli.common import (
     progress_option,
     static_tools_option,
     strict_option,
+    whole_number,
 )
 from contextledger.output import terminal_lines
 from contextledger.tables import ACCOUNTING_MODES
 
 if TYPE_CHECKING:
     from contextledger.tables.build import RunTables
+
+
+#: The most reading processes ``ingest --workers`` starts: each holds a reader's memory,
+#: and far more than cores only waits.
+MAX_WORKERS = 256
 
 
 def _ingest_date(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
@@ -66,10 +72,12 @@ def _ingest_date(_ctx: click.Context, _param: click.Parameter, value: str | None
     callback=_ingest_date,
     help="Record the runs under this date (YYYY-MM-DD) instead of today (UTC): backfills.",
 )
-@click.option("--workers", type=click.IntRange(min=1), help="Reading processes [default: cores].")
+@click.option(
+    "--workers", type=whole_number(1, MAX_WORKERS), help="Reading processes [default: cores]."
+)
 @click.option(
     "--batch-runs",
-    type=click.IntRange(min=1),
+    type=whole_number(1),
     default=5000,
     show_default=True,
     help="Commit after this many runs (an interrupted ingest redoes at most one batch).",
@@ -136,7 +144,7 @@ def ingest_command(
 
 
 @click.command(name="synth")
-@click.option("--runs", type=click.IntRange(min=1), required=True, help="How many runs.")
+@click.option("--runs", type=whole_number(1), required=True, help="How many runs.")
 @click.option(
     "--archive",
     "archive_dir",
@@ -149,7 +157,7 @@ def ingest_command(
     type=click.Path(file_okay=False),
     help="Write snapshot files here instead (copies of --templates under fresh run ids).",
 )
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--seed", type=whole_number(0), default=0, show_default=True)
 @click.option(
     "--templates",
     type=click.Path(),

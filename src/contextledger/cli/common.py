@@ -37,6 +37,9 @@ if TYPE_CHECKING:
 
 EXIT_UNREADABLE_INPUT = 1
 EXIT_USAGE = 2
+#: The largest number an integer option takes (as a policy spec's, ``MAX_SPEC_NUMBER``):
+#: past any real count of runs, offers or MiB, and within every 64-bit column and C call.
+MAX_WHOLE = 1_000_000_000
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -72,6 +75,12 @@ progress_option = click.option(
 )
 
 
+def whole_number(minimum: int, maximum: int = MAX_WHOLE) -> click.IntRange:
+    """An integer option's type, bounded both ways where it is declared: a huge number is
+    refused by click in one line (exit 2) instead of overflowing a column or a C call."""
+    return click.IntRange(min=minimum, max=maximum)
+
+
 def _use_max_document_mb(ctx: click.Context, _: click.Parameter, megabytes: int) -> None:
     """Set the cap where every reader looks, worker processes too (they inherit the
     environment), for this command only."""
@@ -90,7 +99,7 @@ def _use_max_document_mb(ctx: click.Context, _: click.Parameter, megabytes: int)
 #: ``--max-document-mb N``: refuse a snapshot (a JSON Lines line) larger than this, decompressed.
 max_document_option = click.option(
     "--max-document-mb",
-    type=click.IntRange(min=1),
+    type=whole_number(1),
     default=DEFAULT_MAX_DOCUMENT_MB,
     show_default=True,
     envvar=MAX_DOCUMENT_MB_ENV,
@@ -106,7 +115,7 @@ def min_offers_option(*, help: str) -> Callable[[F], F]:
     the same range for ``ledger`` and ``gates``."""
     return click.option(
         "--min-offers",
-        type=click.IntRange(min=1),
+        type=whole_number(1),
         default=DEFAULT_MIN_OFFERS,
         show_default=True,
         help=help,
@@ -161,6 +170,14 @@ def _error_lines(error: Exception) -> list[str]:
     from contextledger.archive import ArchiveDamaged
 
     return error.lines if isinstance(error, ArchiveDamaged) else [str(error)]
+
+
+def _unopened(error: OSError) -> str:
+    """A named file that could not be opened, said as a missing input is
+    (``nosuch.csv: no such file``), not as Python's ``[Errno 2] ...``."""
+    missing = isinstance(error, FileNotFoundError)
+    reason = "no such file" if missing else (error.strerror or str(error)).lower()
+    return f"{error.filename}: {reason}" if error.filename is not None else str(error)
 
 
 def _output_file(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
@@ -263,7 +280,10 @@ def _read_inputs(
     try:
         sidecar = load_static_tools(static_tools_file) if static_tools_file else None
         outcomes = load_outcomes(outcomes_file) if outcomes_file else None
-    except (OSError, ValueError) as error:
+    except OSError as error:
+        _fail(_unopened(error))
+        raise  # unreachable: _fail exits
+    except ValueError as error:
         _fail(str(error))
         raise  # unreachable: _fail exits
     from contextledger.archive import ArchiveError, archive_tables
@@ -278,6 +298,10 @@ def _read_inputs(
     except ArchiveError as error:
         _fail(str(error))
         raise  # unreachable: _fail exits
+    if strict and tables.problems.num_rows:  # an archive's: ingest recorded them, unread
+        first = tables.problems.slice(0, 1).to_pylist()[0]
+        _warn(f"{ReadProblem(**first).where}: {first['reason']} (stopped: --strict)")
+        sys.exit(EXIT_UNREADABLE_INPUT)
     _name_skipped(tables.skipped)
     for problem in tables.problems.to_pylist():
         _warn(f"skipped {ReadProblem(**problem).where}: {problem['reason']}")

@@ -16,6 +16,7 @@ from contextledger.cli.common import (
     _spark_engine,
     _summary,
     _table_text,
+    _unopened,
     _writing,
     engine_option,
     max_document_option,
@@ -26,12 +27,20 @@ from contextledger.cli.common import (
     paths_argument,
     static_tools_option,
     strict_option,
+    whole_number,
 )
 
 if TYPE_CHECKING:
     import polars as pl
 
     from contextledger.ledger.compute import Ledger
+
+
+def _a_number(_ctx: click.Context, _param: click.Parameter, value: float) -> float:
+    """Refuse ``nan``, which every range check lets through (no comparison holds for it)."""
+    if value != value:
+        raise click.BadParameter(f"{value} is not a number")
+    return value
 
 
 def _printable(rows: pl.DataFrame, *, for_csv: bool = False) -> pl.DataFrame:
@@ -128,7 +137,9 @@ def ledger(
     result = on_spark("ledger", tables) if on_spark else compute_ledger(tables)
     try:
         merged = [ledgerjson.load(path) for path in merge_files]
-    except (OSError, ValueError) as error:
+    except OSError as error:
+        _fail(_unopened(error))
+    except ValueError as error:
         _fail(str(error))
     result = merge_ledgers([*merged, result]) if merge_files else result
     _write_ledger(result, output_format, output, _summary(tables), min_offers)
@@ -269,6 +280,8 @@ def sql(
 
     if not paths:  # one argument: click took it as the query
         _fail(f"sql needs PATH... and then the QUERY; only one argument was given: {query!r}")
+    if not query.strip():
+        _fail("sql needs a QUERY after PATH...; the one given is empty")
     on_spark = _spark_engine(engine, paths)
     tables = _read_inputs(paths, mode, None, outcomes_file, False)
     result: pl.DataFrame | None = None
@@ -303,13 +316,14 @@ def sql(
     "--floor",
     "earn_rate_floor",
     type=click.FloatRange(min=0),
+    callback=_a_number,
     default=0.05,
     show_default=True,
     help="Demote a piece whose earn rate over earlier runs is below this.",
 )
 @click.option(
     "--refresh-every",
-    type=click.IntRange(min=0),
+    type=whole_number(0),
     default=10,
     show_default=True,
     help="Parole: a demoted piece passes at every Nth demotion (0: never).",

@@ -20,6 +20,7 @@ from contextledger.cli.common import (
     _spark_engine,
     _summary,
     _table_text,
+    _unopened,
     _warn,
     _writing,
     engine_option,
@@ -164,6 +165,14 @@ def whatif_command(
         sys.exit(EXIT_UNREADABLE_INPUT)
 
 
+def _output_folder(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
+    """Refuse an empty ``-o`` as every command's file ``-o`` is refused (it named the
+    current folder)."""
+    if not value:
+        _fail("cannot write '': no folder name given (an empty path)")
+    return value
+
+
 @click.command(name="report")
 @click.argument("paths", nargs=-1, type=click.Path())
 @click.option(
@@ -171,6 +180,7 @@ def whatif_command(
     "--output-dir",
     "output_dir",
     type=click.Path(file_okay=False),
+    callback=_output_folder,
     default="contextledger-report",
     show_default=True,
     help="Folder to write report.html (and charts/*.svg, *.png) into.",
@@ -261,11 +271,11 @@ def report_command(
         ArchiveError,
         PolicySpecError,
         StandingsFileError,
-        FileNotFoundError,
+        OSError,
         ValueError,
     ) as error:
         meter.close()  # the error on a line of its own
-        _fail(str(error))
+        _fail(_unopened(error) if isinstance(error, OSError) else str(error))
         raise  # unreachable: _fail exits
     meter.close()  # warnings on lines of their own
     _name_skipped(data.tables.skipped)

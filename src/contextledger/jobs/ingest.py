@@ -377,7 +377,7 @@ def _read_in_order(
         return
     chunk = 4
     chunks = [sources[i : i + chunk] for i in range(0, len(sources), chunk)]
-    with worker_pool(count) as pool:
+    with worker_pool(min(count, len(chunks))) as pool:  # no process left without a chunk
         in_flight: list[tuple[Sequence[Source], Future[list[FileRead]]]] = []
         queue = iter(chunks)
         for part in queue:

@@ -373,16 +373,19 @@ def _replay_tables(
 
 def with_problems(replay: ArchiveReplay, tables: ArchiveTables) -> ArchiveReplay:
     """``replay`` with what it could not replay: the archive's damage the selection
-    touches (each damaged commit is left out), then the selected runs without a stored
-    stream; and how many runs that leaves out."""
+    touches (each damaged commit is left out), the inputs ingest could not read (what
+    the folder's what-if names), then the selected runs without a stored stream; and
+    how many runs that leaves out (a whole file unread: an unknown number)."""
     from contextledger.archive.store import runs_left_out
     from contextledger.archive.tables import unreplayable_runs
 
-    damage = tables.damage
+    unread = tables.unreadable(None).to_pylist()[len(tables.damage) :]
     unreplayable = unreplayable_runs(tables.archive, tables.selection)
-    replay.problems = [ReadProblem(p.path, None, None, p.reason) for p in damage]
-    replay.problems += [ReadProblem(**row) for row in unreplayable]
-    lost, replay.left_out_known = runs_left_out(damage)
-    replay.runs_left_out = lost + len(unreplayable)
+    replay.problems = [ReadProblem(p.path, None, None, p.reason) for p in tables.damage]
+    replay.problems += [ReadProblem(**row) for row in [*unread, *unreplayable]]
+    lost, replay.left_out_known = runs_left_out(tables.damage)
+    lines = sum(row["line"] is not None for row in unread)  # a line held one run
+    replay.left_out_known &= lines == len(unread)
+    replay.runs_left_out = lost + lines + len(unreplayable)
     replay.filtered = tables.run_id_filter() is not None
     return replay

@@ -184,6 +184,11 @@ def describe_message(message: Message) -> str:
 # ── the cache ──────────────────────────────────────────────────────
 
 
+#: The dearest cache price taken, in multiples of the input price (Anthropic's dearest
+#: is 2): a dearer one would overflow the 64-bit cost columns, and prices nothing real.
+MAX_CACHE_PRICE = 1000
+
+
 @dataclass(frozen=True)
 class CachePrices:
     """Prompt-cache prices as multiples of the base input-token price.
@@ -202,8 +207,9 @@ class CachePrices:
     def __post_init__(self) -> None:
         for name in ("write", "read"):
             value = getattr(self, name)
-            if not value >= 0 or value == float("inf"):  # also refuses NaN
-                msg = f"cache {name} price must be a finite number >= 0, not {value!r}"
+            if not 0 <= value <= MAX_CACHE_PRICE:  # also refuses NaN and infinity
+                msg = f"cache {name} price must be a number from 0 to {MAX_CACHE_PRICE}"
+                msg += f", not {value!r}"
                 raise ValueError(msg)
 
 

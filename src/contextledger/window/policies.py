@@ -11,6 +11,10 @@ each windowed one optionally with ``,last_tool_results=N`` (the
 ``keepLastToolResults`` ceiling, default 2; ``0`` or ``false`` = off) and
 ``,ledger_facts=N`` (the newer ``keepLedgerFacts`` ceiling, default 4; it pins
 only turns the model filed as ``fact``, so without standings it pins nothing).
+
+Every number is at most :data:`MAX_SPEC_NUMBER` (a billion turns, results or tokens, far
+past any context window): a larger one is refused by name rather than overflowing the
+replay's 64-bit arrays.
 """
 
 from __future__ import annotations
@@ -30,12 +34,15 @@ TOKEN_BUDGET = "token-budget"
 DEFAULT_KEEP_RECENT_TURNS = 6
 DEFAULT_LAST_TOOL_RESULTS = 2
 DEFAULT_LEDGER_FACTS = 4
+#: The largest number any policy spec takes (agentfootprint's and the other frameworks').
+MAX_SPEC_NUMBER = 1_000_000_000
 
 _KINDS = ("none", "sliding", "token_budget")
 _ALLOWED = (
     "allowed: 'none', 'sliding:keep=N', 'token_budget:threshold=T[,keep=N]', the windowed "
     "ones optionally with ',last_tool_results=N' (default 2, 0 or false = off) and "
-    "',ledger_facts=N' (default 4, 0 or false = off); N whole numbers, keep >= 1, T > 0"
+    "',ledger_facts=N' (default 4, 0 or false = off); N whole numbers, keep >= 1, T > 0; "
+    f"each at most {MAX_SPEC_NUMBER}"
 )
 
 
@@ -100,6 +107,8 @@ def _whole(spec: str, key: str, text: str, *, minimum: int, false_ok: bool) -> i
         raise PolicySpecError(spec, f"{key}={text!r} is not a whole number") from None
     if value < minimum:
         raise PolicySpecError(spec, f"{key}={value} is below {minimum}")
+    if value > MAX_SPEC_NUMBER:
+        raise PolicySpecError(spec, f"{key}={value} is above {MAX_SPEC_NUMBER}")
     return value
 
 
@@ -161,6 +170,10 @@ def parse_policy(spec: str | Policy) -> Policy:
             ) from None
         if not math.isfinite(threshold) or threshold <= 0:
             raise PolicySpecError(spec, f"threshold={params['threshold']} is not a positive number")
+        if threshold > MAX_SPEC_NUMBER:
+            raise PolicySpecError(
+                spec, f"threshold={params['threshold']} is above {MAX_SPEC_NUMBER}"
+            )
         if threshold.is_integer():
             threshold = int(threshold)
     last = DEFAULT_LAST_TOOL_RESULTS

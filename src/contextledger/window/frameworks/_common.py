@@ -1,7 +1,8 @@
 """What every framework policy shares: the spec grammar's pieces, token estimates, helpers.
 
 A framework spec is ``name:key=value,key=value``; a list value is written with ``|``
-(``exclude_tools=search|fetch``), a switch as ``true``/``false``. Each policy class lists
+(``exclude_tools=search|fetch``), a switch as ``true``/``false``, a number whole and at
+most ``MAX_SPEC_NUMBER`` (agentfootprint's bound). Each policy class lists
 its keys (:class:`Key`); one parser (:func:`parse_params`) checks them all, so a bad spec
 is refused the same way whichever framework it names.
 """
@@ -14,7 +15,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from contextledger.read.messages import Message, RunMessages
-from contextledger.window.policies import PolicySpecError
+from contextledger.window.policies import MAX_SPEC_NUMBER, PolicySpecError
 
 #: Counts one message's tokens (the caller's tokenizer, or :func:`estimated_tokens_of`).
 TokensOf = Callable[[Message], int]
@@ -80,12 +81,13 @@ def describe(name: str, keys: Sequence[Key]) -> str:
     parts = []
     for key in keys:
         form = {
-            "int": f"{key.name}=N (whole, >= {key.minimum})",
+            "int": f"{key.name}=N (whole, {key.minimum} to {MAX_SPEC_NUMBER})",
             "bool": f"{key.name}=true|false",
             "names": f"{key.name}=a|b",
             "choice": f"{key.name}={'|'.join(key.choices)}",
             "bool_or_names": f"{key.name}=true|false or a|b",
-            "condition": f"{key.name}=N or {'|'.join(c + ':N' for c in key.choices)}",
+            "condition": f"{key.name}=N or {'|'.join(c + ':N' for c in key.choices)} "
+            f"(N whole, {key.minimum} to {MAX_SPEC_NUMBER})",
         }[key.kind]
         parts.append(form + (" (required)" if key.required else ""))
     return f"{name} takes " + ", ".join(parts)
@@ -100,6 +102,8 @@ def _whole(spec: str, key: Key, text: str, allowed: str, minimum: int) -> int:
         ) from None
     if value < minimum:
         raise FrameworkSpecError(spec, f"{key.name}={value} is below {minimum}", allowed)
+    if value > MAX_SPEC_NUMBER:
+        raise FrameworkSpecError(spec, f"{key.name}={value} is above {MAX_SPEC_NUMBER}", allowed)
     return value
 
 
