@@ -86,7 +86,10 @@ def synth_archive(
 
     Each batch is a manifest source (``synth://seed=S/runs=A-B``), so the same command
     run again, or after being killed, adds only what is missing (``streams`` applies to
-    the runs it adds).
+    the runs it adds); a run's content and labels follow from ``seed`` and its number
+    alone, so a larger ``runs`` adds the runs beyond those there, as a fresh archive of
+    ``runs`` holds them. Runs of these ids that another version of the model (or another
+    source) wrote are refused (``ValueError``), before anything of their batch is written.
 
     >>> import tempfile
     >>> with tempfile.TemporaryDirectory() as folder:

@@ -9,7 +9,7 @@ and skills; model calls per run in the corpus's buckets (1: 5%, 2-5: 38%, 6-12: 
 quarter of turns; windows that hide early tool calls from the reference's count;
 grouped agents whose injections the corrected accounting leaves unmetered; LLMCall
 and zero-usage runs the reference refuses; outcome labels good / bad / neutral
-(55/23/22%, worse for worse agents) and a second "reviewed" label on 5%. About 56
+(55/23/22%, worse for worse agents) and a second "reviewed" label on 5%. About 55
 offer rows per run under the corrected accounting (the corpus has 45.5). Every use
 is of a piece its run offered (an answer-slice credit, of an injection offered before
 the run ended), so the tables keep ``ledger.invariants``.
