@@ -396,6 +396,34 @@ def test_compare_over_an_archive_gives_the_rows_it_gives_over_the_snapshots(tmp_
     assert selected.per_run["run_id"].unique().to_list() == ["s0001-fact-bench"]
 
 
+def test_compare_over_the_corpus_archive_gives_every_row_it_gives_over_the_snapshots(tmp_path):
+    # The archive once kept no text of an assistant's message, so a problem at one was
+    # named without its preview over the archive (s0207-conv-t3, s0210-conv-t2 and
+    # s0214-conv-t3 under langchain_trim). openai_trim is left out: it reads the tool
+    # outputs' text, which an archive does not store (over one, it trims nothing).
+    from contextledger.report import COMPARE_POLICIES
+
+    corpus = require_corpus()
+    archive = tmp_path / "archive"
+    ingest([corpus / "runs"], archive, workers=2)
+    policies = [spec for spec in COMPARE_POLICIES if not spec.startswith("openai_trim")]
+    assert len(policies) == len(COMPARE_POLICIES) - 1
+    snapshots = compare(corpus / "runs", policies)
+    archived = compare(str(archive), policies)
+    assert archived.runs == snapshots.runs == 301 and not archived.problems
+    assert_frame_equal(archived.per_run, snapshots.per_run, check_exact=True)
+    assert_frame_equal(archived.table, snapshots.table, check_exact=True)
+    named = archived.per_run.filter(
+        pl.col("run_id").is_in(["s0207-conv-t3", "s0210-conv-t2", "s0214-conv-t3"])
+        & (pl.col("policy") == "langchain_trim:max_tokens=600")
+    )["first_problem_message"]
+    assert named.to_list() == [
+        "assistant message 'Answer 1 for s0207-conv: latency shard …', stream message 15",
+        "assistant message 'Answer 1 for s0210-conv: yield ember ka…', stream message 3",
+        "assistant message 'Answer 1 for s0214-conv: sigma pivot de…', stream message 3",
+    ]
+
+
 # ── the command ────────────────────────────────────────────────────
 
 

@@ -192,7 +192,7 @@ def synth_command(
     """Write realistic synthetic runs, to try the tool or time it at scale.
 
     --archive DIR writes the tables directly (both accountings and outcome labels,
-    modelled on the reference corpus; about 56 offer rows per run) and each run's
+    modelled on the reference corpus; about 55 offer rows per run) and each run's
     message stream for `whatif`; --snapshots DIR writes agentfootprint snapshot files
     for timing `ingest`. The same seed gives the same runs; running the command again
     adds only what is missing.

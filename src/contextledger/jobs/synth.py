@@ -45,7 +45,7 @@ from contextledger.jobs.ingest import (
 from contextledger.jobs.synth_model import (
     DRAWS,
     MODEL_VERSION,
-    synth_scripts,
+    synth_parts,
     synth_streams,
     synth_tables,
 )
@@ -53,7 +53,7 @@ from contextledger.processes import worker_pool
 from contextledger.progress import Progress
 from contextledger.read.messages import RunMessages, collector_paused
 from contextledger.tables import schema
-from contextledger.tables.build import RunTables
+from contextledger.tables.build import ACCOUNTING_MODES, RunTables
 from contextledger.tables.windows import message_columns, stream_row, with_turn_index
 from contextledger.window.synthetic import (
     Scripts,
@@ -86,7 +86,10 @@ def synth_archive(
 
     Each batch is a manifest source (``synth://seed=S/runs=A-B``), so the same command
     run again, or after being killed, adds only what is missing (``streams`` applies to
-    the runs it adds).
+    the runs it adds); a run's content and labels follow from ``seed`` and its number
+    alone, so a larger ``runs`` adds the runs beyond those there, as a fresh archive of
+    ``runs`` holds them. Runs of these ids that another version of the model (or another
+    source) wrote are refused (``ValueError``), before anything of their batch is written.
 
     >>> import tempfile
     >>> with tempfile.TemporaryDirectory() as folder:
@@ -142,32 +145,41 @@ def _synth_batch(
     streams: bool,
     pool: ProcessPoolExecutor | None,
 ) -> None:
-    tables, labels = synth_tables(seed, first, count)
-    ids = tables["corrected"].runs["run_id"].to_pylist()
+    parts = list(synth_parts(seed, first, count, scripts=streams))
+    ids = [r for part in parts for r in part.tables["corrected"].runs["run_id"].to_pylist()]
     present = archived_digests(archive, ids)
+    _refuse_other_models(archive, seed, present)
     keep = [run_id not in present for run_id in ids]
     batch = archive.new_batch(date)
     added = [run_id for run_id, kept in zip(ids, keep, strict=True) if kept]
     order = {run_id: batch.first_run_order + i for i, run_id in enumerate(added)}
+    chosen = pa.array(added, pa.string())
     stream_parts = []
     if streams:  # built (on the pool) while the tables are written
-        numbers = [number for number, kept_run in enumerate(keep) if kept_run]
-        kinds = tables["corrected"].runs["runner_kind"].to_pylist()
-        stream_parts = _stream_parts(
-            pool,
-            synth_scripts(seed, first, tables),
-            numbers,
-            [order[ids[number]] for number in numbers],
-            [
-                store.partition_value(archive.partition_by, date, kinds[number], source.path)
-                for number in numbers
-            ],
-        )
+        for part in parts:
+            assert part.scripts is not None
+            part_ids = part.scripts.run_ids
+            kinds = part.tables["corrected"].runs["runner_kind"].to_pylist()
+            numbers = [number for number, run_id in enumerate(part_ids) if run_id in order]
+            stream_parts += _stream_parts(
+                pool,
+                part.scripts,
+                numbers,
+                [order[part_ids[number]] for number in numbers],
+                [
+                    store.partition_value(archive.partition_by, date, kinds[number], source.path)
+                    for number in numbers
+                ],
+            )
+    # Only the added runs' labels: a run already there keeps the labels it came with.
+    labels = pa.concat_tables(part.labels for part in parts)
+    if len(added) < len(ids):
+        labels = _keep(labels, chosen)
     write_outcomes(batch, labels, source.path)  # first: the runs' label credit counts them
     batch_labelled = batch_labels(batch)
     partitions: dict[int, str] = {}
-    for mode, mode_tables in tables.items():
-        runs = mode_tables.runs.filter(pa.array(keep))
+    for mode in ACCOUNTING_MODES:
+        runs = pa.concat_tables(part.tables[mode].runs for part in parts).filter(pa.array(keep))
         runs = runs.set_column(
             1,
             schema.RUNS.field("run_order"),
@@ -178,26 +190,20 @@ def _synth_batch(
             partitions[run_order] = store.partition_value(
                 archive.partition_by, date, kinds[position], source.path
             )
-        chosen = pa.array(set(added) if len(added) < len(ids) else ids)
-        kept = RunTables(
-            mode,
-            runs,
-            _keep(mode_tables.offers, chosen),
-            _keep(mode_tables.uses, chosen),
-        )
-        write_tables(batch, kept, partitions, batch_labelled)
+        offers = pa.concat_tables(part.tables[mode].offers for part in parts)
+        uses = pa.concat_tables(part.tables[mode].uses for part in parts)
+        if len(added) < len(ids):
+            offers, uses = _keep(offers, chosen), _keep(uses, chosen)
+        write_tables(batch, RunTables(mode, runs, offers, uses), partitions, batch_labelled)
         if mode == "reference":
             report.refused[mode] += runs.num_rows - sum(runs["metered"].to_pylist())
-    del tables, mode_tables, kept
+    del parts, offers, uses
     _write_streams(batch, stream_parts)
     batch.run_count = len(added)
     index = pa.table(
         {
             "run_id": added,
-            "digest": [
-                hashlib.blake2b(f"{MODEL_VERSION}:{r}".encode(), digest_size=16).hexdigest()
-                for r in added
-            ],
+            "digest": [_digest(r) for r in added],
             "run_order": [order[r] for r in added],
             "partition": [partitions[order[r]] for r in added],
             "source_path": [source.path] * len(added),
@@ -215,6 +221,27 @@ def _synth_batch(
     report.runs_read += count
     report.runs_added += len(added)
     report.runs_already_archived += count - len(added)
+
+
+def _digest(run_id: str) -> str:
+    """A synthetic run's content hash: its content follows from its id and the model."""
+    return hashlib.blake2b(f"{MODEL_VERSION}:{run_id}".encode(), digest_size=16).hexdigest()
+
+
+def _refuse_other_models(
+    archive: Archive, seed: int, present: dict[str, tuple[str, str, int | None]]
+) -> None:
+    """Refuse to add to an archive whose runs of these ids another version of the model
+    (or another source) wrote: their tables and labels differ from what synth writes now,
+    and adding beside them would mix two generations under one seed."""
+    other = sorted(run_id for run_id, (digest, *_) in present.items() if digest != _digest(run_id))
+    if other:
+        raise ValueError(
+            f"{archive.root}: {len(other):,} run(s) of seed {seed} ({other[0]}"
+            f"{', ...' if len(other) > 1 else ''}) were written by another version of synth "
+            "(or another source), with other content and labels than it writes now: "
+            "synth into a new archive"
+        )
 
 
 class _StreamRows:
@@ -334,29 +361,28 @@ def synth_snapshots(
             payloads[template] = _template_parts(_read(sources[template]))
         run_id = f"synth-{seed}-{index:09d}"
         target = out / f"{run_id}.json.gz"
-        temporary = target.with_name(f".{target.name}.tmp")
-        temporary.write_bytes(gzip.compress(_fill(payloads[template], run_id), 1))
-        os.replace(temporary, target)
+        # No timestamp in the gzip header, and a file already there as it would be
+        # written is left alone: the same seed again changes nothing for ingest to read.
+        data = gzip.compress(_fill(payloads[template], run_id), 1, mtime=0)
+        if not _holds(target, data):
+            temporary = target.with_name(f".{target.name}.tmp")
+            temporary.write_bytes(data)
+            os.replace(temporary, target)
         written.append(target)
     return written
+
+
+def _holds(path: Path, data: bytes) -> bool:
+    """Whether the file at ``path`` holds exactly ``data``."""
+    try:
+        return path.stat().st_size == len(data) and path.read_bytes() == data
+    except OSError:
+        return False
 
 
 def _read(path: Path) -> bytes:
     data = path.read_bytes()
     return gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data
-
-
-def _with_run_id(payload: bytes, run_id: str) -> bytes:
-    """The document as another run, ``run_id``: the wrapper's id replaced (or a bare
-    snapshot wrapped), and the snapshot's execution id (``runId``) made ``run_id`` too;
-    with the template's, every copy would be one recording (``read.identity``), counted
-    once.
-
-    >>> template = b'{"run_id":"s1","snapshot":{"commitLog":[],"runId":"17-1"}}'
-    >>> _with_run_id(template, "synth-1-0")
-    b'{"run_id":"synth-1-0","snapshot":{"commitLog":[],"runId":"synth-1-0"}}'
-    """
-    return _fill(_template_parts(payload), run_id)
 
 
 def _fill(parts: list[bytes | None], run_id: str) -> bytes:
@@ -366,7 +392,14 @@ def _fill(parts: list[bytes | None], run_id: str) -> bytes:
 
 def _template_parts(payload: bytes) -> list[bytes | None]:
     """A template document cut where a run's id goes (``None``): the wrapper's ``run_id``
-    and the snapshot's ``runId``; cut once per template, filled once per run."""
+    (a bare snapshot is wrapped) and the snapshot's execution id, ``runId``; cut once per
+    template, filled once per run (:func:`_fill`). With the template's ``runId`` every
+    copy would be one recording (``read.identity``), counted once.
+
+    >>> template = b'{"run_id":"s1","snapshot":{"commitLog":[],"runId":"17-1"}}'
+    >>> _fill(_template_parts(template), "synth-1-0")
+    b'{"run_id":"synth-1-0","snapshot":{"commitLog":[],"runId":"synth-1-0"}}'
+    """
     document = msgspec.json.decode(payload)
     if isinstance(document, dict) and isinstance(document.get("snapshot"), dict):
         wrapper = {key: value for key, value in document.items() if key != "run_id"}
@@ -395,7 +428,7 @@ def describe(report: IngestReport) -> str:
 __all__ = [
     "describe",
     "synth_archive",
-    "synth_scripts",
+    "synth_parts",
     "synth_snapshots",
     "synth_streams",
     "synth_tables",

@@ -9,7 +9,7 @@ and skills; model calls per run in the corpus's buckets (1: 5%, 2-5: 38%, 6-12: 
 quarter of turns; windows that hide early tool calls from the reference's count;
 grouped agents whose injections the corrected accounting leaves unmetered; LLMCall
 and zero-usage runs the reference refuses; outcome labels good / bad / neutral
-(55/23/22%, worse for worse agents) and a second "reviewed" label on 5%. About 56
+(55/23/22%, worse for worse agents) and a second "reviewed" label on 5%. About 55
 offer rows per run under the corrected accounting (the corpus has 45.5). Every use
 is of a piece its run offered (an answer-slice credit, of an injection offered before
 the run ended), so the tables keep ``ledger.invariants``.
@@ -47,12 +47,17 @@ from contextledger.window.synthetic import (
     script_streams,
 )
 
-#: Bumped when the model changes, so an archive never mixes two models under one seed.
-MODEL_VERSION = 2
+#: Bumped when the model changes, so an archive never mixes two models under one seed
+#: (version 3: runs are drawn in blocks of BLOCK_RUNS, not in the batches written).
+MODEL_VERSION = 3
 #: Keys the random draws, apart from MODEL_VERSION: version 2 changed what is built from
 #: the draws (only offered injections credited, every tool call answered), not the draws,
-#: so a seed still gives the population and the runs it gave.
+#: so a seed still gives the population it gave.
 DRAWS = 1
+#: Runs drawn together: run ``i`` of a seed is run ``i % BLOCK_RUNS`` of block
+#: ``i // BLOCK_RUNS``, drawn whole, so its content follows from the seed and ``i``
+#: alone, whatever range of runs is asked for (and so however ``synth`` batches them).
+BLOCK_RUNS = 2000
 
 _VERBS = (
     "get",
@@ -283,16 +288,84 @@ def _cumcount(groups: np.ndarray) -> np.ndarray:
     return np.arange(len(groups)) - np.maximum.accumulate(starts)
 
 
+@dataclass
+class SynthPart:
+    """The runs of one block that a range of runs holds (see :func:`synth_parts`)."""
+
+    tables: dict[str, RunTables]  # both accountings; run_order counts from 0 in the part
+    labels: pa.Table  # their outcome labels
+    scripts: Scripts | None  # their message-stream scripts, when asked for
+
+
+def synth_parts(seed: int, first: int, count: int, *, scripts: bool = False) -> Iterator[SynthPart]:
+    """Runs ``first .. first+count-1`` of the synthetic stream ``seed``, a block at a
+    time: each block overlapping the range is drawn whole and cut to the range, so a
+    run is the same whichever range holds it.
+
+    >>> whole = synth_tables(seed=1, first=0, count=300)[0]["corrected"].offers
+    >>> parts = [*synth_parts(1, 100, 200), *synth_parts(1, 0, 100)]
+    >>> pa.concat_tables([parts[1].tables["corrected"].offers,
+    ...     parts[0].tables["corrected"].offers]).equals(whole)
+    True
+    """
+    end = first + count
+    for block in range(first // BLOCK_RUNS, -(-end // BLOCK_RUNS)):
+        start = block * BLOCK_RUNS
+        tables, labels = _draw_block(seed, start, BLOCK_RUNS)
+        drawn = _block_scripts(seed, start, tables) if scripts else None
+        low, high = max(first, start) - start, min(end, start + BLOCK_RUNS) - start
+        if (low, high) != (0, BLOCK_RUNS):
+            ids = tables["corrected"].runs["run_id"].slice(low, high - low).combine_chunks()
+            tables = {mode: _cut(part, low, high, ids) for mode, part in tables.items()}
+            labels = labels.filter(pc.is_in(labels["run_id"], value_set=ids))
+            drawn = None if drawn is None else drawn.take(np.arange(low, high))
+        yield SynthPart(tables, labels, drawn)
+
+
+def _cut(tables: RunTables, low: int, high: int, ids: pa.Array) -> RunTables:
+    """Runs ``low .. high-1`` of ``tables`` (run ``ids``), run_order from 0."""
+    runs = tables.runs.slice(low, high - low)
+    runs = runs.set_column(
+        1, schema.RUNS.field("run_order"), pa.array(np.arange(high - low), pa.int64())
+    )
+
+    def keep(table: pa.Table) -> pa.Table:
+        return table.filter(pc.is_in(table["run_id"], value_set=ids))
+
+    return RunTables(tables.mode, runs, keep(tables.offers), keep(tables.uses))
+
+
 def synth_tables(seed: int, first: int, count: int) -> tuple[dict[str, RunTables], pa.Table]:
     """Runs ``first .. first+count-1`` of the synthetic stream ``seed``, in both accountings.
 
-    Returns ``{mode: RunTables}`` (``run_order`` counts from 0 within the chunk) and the
+    Returns ``{mode: RunTables}`` (``run_order`` counts from 0 within the range) and the
     outcome labels.
 
     >>> tables, labels = synth_tables(seed=1, first=0, count=200)
     >>> tables["corrected"].runs.num_rows, 30 < tables["corrected"].offers.num_rows / 200 < 70
     (200, True)
     """
+    parts = list(synth_parts(seed, first, count))
+    if len(parts) == 1:
+        return parts[0].tables, parts[0].labels
+    tables = {}
+    for mode in ACCOUNTING_MODES:
+        runs = pa.concat_tables(part.tables[mode].runs for part in parts)
+        runs = runs.set_column(
+            1, schema.RUNS.field("run_order"), pa.array(np.arange(count), pa.int64())
+        )
+        tables[mode] = RunTables(
+            mode,
+            runs,
+            pa.concat_tables(part.tables[mode].offers for part in parts),
+            pa.concat_tables(part.tables[mode].uses for part in parts),
+        )
+    return tables, pa.concat_tables(part.labels for part in parts)
+
+
+def _draw_block(seed: int, first: int, count: int) -> tuple[dict[str, RunTables], pa.Table]:
+    """Runs ``first .. first+count-1`` drawn together (a block: see :data:`BLOCK_RUNS`),
+    in both accountings, and their outcome labels; ``run_order`` counts from 0."""
     pop = _population(seed)
     rng = np.random.default_rng([seed, DRAWS, 1, first])
     run_ids = np.array([f"synth-{seed}-{first + i:09d}" for i in range(count)], dtype=object)
@@ -539,16 +612,16 @@ def _labels(rng: np.random.Generator, run_ids: np.ndarray, quality: np.ndarray) 
     )
 
 
-def synth_scripts(seed: int, first: int, tables: Mapping[str, RunTables]) -> Scripts:
-    """The message-stream scripts of the runs ``synth_tables(seed, first, ...)`` gave.
+def _block_scripts(seed: int, first: int, tables: Mapping[str, RunTables]) -> Scripts:
+    """The message-stream scripts of the runs ``_draw_block(seed, first, ...)`` gave.
 
     Each run makes its ``model_call_count`` calls; after call ``k`` come the tool calls
     its corrected ``tool-called`` uses at ``call_index`` ``k - 1`` record, as one
     parallel batch. Runs the reference refused for reporting no usage report no input
     tokens. Everything else is drawn from ``seed`` apart from the tables.
 
-    >>> tables, _ = synth_tables(seed=1, first=0, count=300)
-    >>> scripts = synth_scripts(1, 0, tables)
+    >>> tables, _ = _draw_block(seed=1, first=0, count=300)
+    >>> scripts = _block_scripts(1, 0, tables)
     >>> used = tables["corrected"].uses.filter(pc.equal(
     ...     tables["corrected"].uses["signal"], "tool-called"))
     >>> scripts.runs, len(scripts.run) == used.num_rows
@@ -623,12 +696,12 @@ def synth_scripts(seed: int, first: int, tables: Mapping[str, RunTables]) -> Scr
 def synth_streams(
     seed: int, first: int, count: int
 ) -> Iterator[tuple[RunMessages, list[dict[str, Any]]]]:
-    """Runs ``first .. first+count-1`` of the synthetic stream ``seed`` as messages: what
-    ``synth_archive`` stores for them when it writes them in one batch (``first`` a
-    multiple of its ``batch_runs``, ``count`` at most that), and their standings rows.
+    """Runs ``first .. first+count-1`` of the synthetic stream ``seed`` as messages (what
+    ``synth_archive`` stores for them, however it batches them) and their standings rows.
 
     >>> [stream.run_id for stream, _ in synth_streams(seed=1, first=0, count=2)]
     ['synth-1-000000000', 'synth-1-000000001']
     """
-    tables, _ = synth_tables(seed, first, count)
-    yield from script_streams(synth_scripts(seed, first, tables))
+    for part in synth_parts(seed, first, count, scripts=True):
+        assert part.scripts is not None
+        yield from script_streams(part.scripts)

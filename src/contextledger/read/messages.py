@@ -38,6 +38,21 @@ CALL_STAGE_IDS = frozenset({"call-llm", "sf-llm-call"})
 #: Stage id of the window stage.
 WINDOW_STAGE_ID = "compact"
 
+#: Characters of a message's text that name it to a user (``window.audit.describe_message``).
+PREVIEW_CHARS = 40
+
+
+def text_preview(content: str) -> str:
+    """A message's text as one line, cut to :data:`PREVIEW_CHARS` (``…`` where cut): what
+    names it to a user, and all an archive keeps of the text a replay does not compare.
+    A preview's preview is itself.
+
+    >>> text_preview("Answer 1 for s0207-conv:   latency shard 7 is hot, the rest are fine")
+    'Answer 1 for s0207-conv: latency shard …'
+    """
+    text = " ".join(content.split())
+    return text if len(text) <= PREVIEW_CHARS else f"{text[: PREVIEW_CHARS - 1]}…"
+
 
 @dataclass(frozen=True, slots=True)
 class ToolCall:
@@ -80,7 +95,8 @@ class Message:
     #: ``tool_name``, else the name of the call it answers, found anywhere in the stream.
     resolved_tool_name: str | None = None
     #: The content's length when the content itself was not kept (a message read back
-    #: from an archive, which stores only the text a replay compares); None: measure it.
+    #: from an archive, which stores only the text a replay compares, or a preview);
+    #: None: measure it.
     stored_chars: int | None = None
     #: How a replayed policy rewrote it in place, if it did: ``"placeholder"`` (a tool
     #: result or call input cleared), ``"preview"`` (an output cut to its opening) or

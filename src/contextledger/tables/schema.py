@@ -182,7 +182,9 @@ MESSAGES = pa.schema(
         pa.field("not_dispatched", pa.bool_(), nullable=False),  # a batch settlement message
         pa.field("origin_stage_id", pa.string(), nullable=False),  # runtimeStageId that wrote it
         # The text, where a replay reads more than its length: user messages (the current
-        # request, notices, summaries) and what a window stage wrote; null otherwise.
+        # request, notices, summaries) and what a window stage wrote; of other messages
+        # but tool results, its preview (read.messages.text_preview: what names it in
+        # compare's problems, empty or not); null otherwise.
         pa.field("content", pa.string()),
     ]
 )

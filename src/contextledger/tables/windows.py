@@ -27,6 +27,7 @@ from contextledger.read.messages import (
     ToolCall,
     collector_paused,
     rebuild_messages,
+    text_preview,
 )
 from contextledger.read.snapshot import Run
 from contextledger.tables import schema
@@ -85,9 +86,20 @@ def message_columns(stream: RunMessages) -> dict[str, list[Any]]:
         "window_authored": [m.window_authored for m in messages],
         "not_dispatched": [m.not_dispatched for m in messages],
         "origin_stage_id": [m.origin for m in messages],
-        "content": [m.content if m.role == "user" or m.window_authored else None for m in messages],
+        "content": [_stored_text(m) for m in messages],
     }
     return columns
+
+
+def _stored_text(message: Message) -> str | None:
+    """The text an archive keeps of a message: all of it where a replay compares it (a
+    user's message, what a window stage wrote), else its preview, which names it in
+    ``compare``'s problems as over the snapshot; none of a tool result (named by its call)."""
+    if message.role == "user" or message.window_authored:
+        return message.content
+    if message.role == "tool":
+        return None
+    return text_preview(message.content) or None
 
 
 def messages_table(streams: Iterable[RunMessages]) -> pa.Table:
@@ -153,7 +165,8 @@ def streams_from_tables(streams: pa.Table, messages: pa.Table) -> list[RunMessag
     ``schema.MESSAGES`` rows: the streams a replay reads, without the snapshots.
 
     Messages keep only the text a replay compares (``content``; the others carry their
-    length), so a replay over them gives what a replay over the snapshot gives.
+    length, and an assistant's its preview), so a replay over them gives what a replay
+    over the snapshot gives.
 
     >>> from contextledger.read.snapshot import decode_run, iter_documents
     >>> from contextledger.window import rebuild_messages

@@ -25,7 +25,7 @@ from typing import Any
 
 import polars as pl
 
-from contextledger.read.messages import Message, RunMessages
+from contextledger.read.messages import Message, RunMessages, text_preview
 from contextledger.window.frameworks import (
     FrameworkPolicy,
     parse_any_policy,
@@ -174,8 +174,7 @@ def describe_message(message: Message) -> str:
         more = len(message.tool_calls) - 3
         what = f"assistant calling {calls}" + (f" and {more} more" if more > 0 else "")
     else:
-        text = " ".join(message.content.split())
-        text = text if len(text) <= 40 else f"{text[:39]}…"
+        text = text_preview(message.content)
         what = f"{message.role} message" + (f" {text!r}" if text else "")
     where = "written by the policy" if message.index < 0 else f"stream message {message.index}"
     return f"{what}, {where}"

@@ -212,6 +212,9 @@ class Scripts:
     said_step: np.ndarray | None = None
     said_user: np.ndarray | None = None  # True: the user said it; False: the assistant
     said_chars: np.ndarray | None = None
+    #: per said row: where its text starts in the prose (None: at its row number), kept
+    #: by :meth:`take` so that a run's texts do not depend on the runs taken with it
+    said_from: np.ndarray | None = None
 
     @property
     def runs(self) -> int:
@@ -271,7 +274,14 @@ class Scripts:
             said_step=said_rows(self.said_step),
             said_user=said_rows(self.said_user),
             said_chars=said_rows(self.said_chars),
+            said_from=None if said is None else self.said_starts()[said[0]],
         )
+
+    def said_starts(self) -> np.ndarray:
+        """Where each said row's text starts in the prose."""
+        if self.said_from is not None:
+            return self.said_from
+        return np.arange(0 if self.said_run is None else len(self.said_run))
 
 
 def script_streams(
@@ -289,7 +299,7 @@ def script_streams(
     steps, tools = scripts.step.tolist(), scripts.tool.tolist()
     chars, standing = scripts.chars.tolist(), scripts.standing.tolist()
     named = scripts.named.tolist() if scripts.named is not None else None
-    said: list[tuple[int, bool, int]] = []
+    said: list[tuple[int, bool, int, int]] = []
     said_start = np.zeros(scripts.runs + 1, dtype=np.int64)
     if scripts.said_run is not None:
         assert scripts.said_step is not None and scripts.said_user is not None
@@ -299,6 +309,7 @@ def script_streams(
                 scripts.said_step.tolist(),
                 scripts.said_user.tolist(),
                 scripts.said_chars.tolist(),
+                scripts.said_starts().tolist(),
                 strict=True,
             )
         )
@@ -323,11 +334,11 @@ def script_streams(
         texts: list[str] = [""] * (count + 1)
         follow: list[list[Said]] = [[] for _ in range(count + 1)]
         for row in range(int(said_start[number]), int(said_start[number + 1])):
-            step, by_user, length = said[row]
+            step, by_user, length, start = said[row]
             if by_user:
-                follow[step].append(Said("user", prose(length, row)))
+                follow[step].append(Said("user", prose(length, start)))
             else:
-                texts[step] = prose(length, row)
+                texts[step] = prose(length, start)
         entries: list[list[Entry]] = []
         for step in range(1, count + 1):
             here: list[Entry] = []
