@@ -14,6 +14,7 @@ from click.testing import CliRunner
 from polars.testing import assert_frame_equal
 
 from contextledger.cli import main
+from contextledger.cli.common import EXIT_USAGE
 from contextledger.jobs.compare import compare
 from contextledger.jobs.ingest import ingest
 from contextledger.jobs.whatif import read_inputs, whatif
@@ -399,20 +400,25 @@ def test_compare_over_an_archive_gives_the_rows_it_gives_over_the_snapshots(tmp_
 def test_compare_over_the_corpus_archive_gives_every_row_it_gives_over_the_snapshots(tmp_path):
     # The archive once kept no text of an assistant's message, so a problem at one was
     # named without its preview over the archive (s0207-conv-t3, s0210-conv-t2 and
-    # s0214-conv-t3 under langchain_trim). openai_trim is left out: it reads the tool
-    # outputs' text, which an archive does not store (over one, it trims nothing).
+    # s0214-conv-t3 under langchain_trim). openai_trim reads the tool outputs' text,
+    # which an archive does not keep: over one it trimmed nothing, silently (39 rows
+    # differed); it is now left out over an archive, and says so.
     from contextledger.report import COMPARE_POLICIES
 
     corpus = require_corpus()
     archive = tmp_path / "archive"
     ingest([corpus / "runs"], archive, workers=2)
-    policies = [spec for spec in COMPARE_POLICIES if not spec.startswith("openai_trim")]
-    assert len(policies) == len(COMPARE_POLICIES) - 1
-    snapshots = compare(corpus / "runs", policies)
-    archived = compare(str(archive), policies)
+    snapshots = compare(corpus / "runs", COMPARE_POLICIES)
+    archived = compare(str(archive), COMPARE_POLICIES)
+    [trim] = [spec for spec in COMPARE_POLICIES if spec.startswith("openai_trim")]
+    assert archived.policies_left_out == [
+        f"{trim}: not replayed over an archive: it reads tool outputs' text, which an "
+        "archive does not keep (only their length); compare the snapshots"
+    ]
     assert archived.runs == snapshots.runs == 301 and not archived.problems
-    assert_frame_equal(archived.per_run, snapshots.per_run, check_exact=True)
-    assert_frame_equal(archived.table, snapshots.table, check_exact=True)
+    kept = pl.col("policy") != trim
+    assert_frame_equal(archived.per_run, snapshots.per_run.filter(kept), check_exact=True)
+    assert_frame_equal(archived.table, snapshots.table.filter(kept), check_exact=True)
     named = archived.per_run.filter(
         pl.col("run_id").is_in(["s0207-conv-t3", "s0210-conv-t2", "s0214-conv-t3"])
         & (pl.col("policy") == "langchain_trim:max_tokens=600")
@@ -624,3 +630,26 @@ def test_compare_reads_an_archive_on_the_command_line_and_refuses_one_without_st
     result = invoke(bare, "--policy", "none")
     assert result.exit_code == 2
     assert str(bare) in result.stderr and "Traceback" not in result.stderr
+
+
+def test_policies_reading_tool_text_are_left_out_over_an_archive_and_named(tmp_path):
+    """Over an archive (tool outputs kept as lengths) openai_trim and langchain_clear with
+    keep=tokens:N measured empty outputs; compare and the report leave them out, saying
+    so; a compare with no policy left refuses (exit 2)."""
+    archive = tmp_path / "archive"
+    ingest([SAMPLE], archive, workers=1)
+    clear = "langchain_clear:trigger=1000,keep=tokens:400"
+    result = invoke(archive, "--policy", "none", "--policy", clear, "--format", "csv")
+    assert result.exit_code == 0, result.output
+    assert f"{clear}: not replayed over an archive" in result.stderr
+    assert set(pl.read_csv(result.stdout.encode())["policy"]) == {"none"}
+    assert invoke(SAMPLE, "--policy", clear).exit_code == 0  # the snapshots keep the text
+    alone = invoke(archive, "--policy", "openai_trim")
+    assert alone.exit_code == EXIT_USAGE
+    assert "no policy left to compare over an archive" in alone.stderr
+    out = tmp_path / "report"
+    args = ["report", str(archive), "-o", str(out), "--charts", "none", "--policy", "none"]
+    report = CliRunner().invoke(main, args)
+    assert report.exit_code == 0, report.output
+    assert "openai_trim" in report.stderr and "not replayed over an archive" in report.stderr
+    assert "Left out: openai_trim" in (out / "report.html").read_text(encoding="utf-8")

@@ -287,6 +287,8 @@ def report_command(
         _warn(f"not replayed {ReadProblem(**problem).where}: {problem['reason']}")
     if data.windows_note is not None:  # said on the page, and here for a log
         _warn(data.windows_note)
+    for line in data.policies_left_out:  # on the page too
+        _warn(line)
     formats = chart_formats
     try:
         page = report.write_report(data, output_dir, formats=formats, progress=meter)
@@ -381,6 +383,10 @@ def compare_command(
         _name_unmatched("standings", standings.column("run_id").to_pylist(), found.run_ids)
     if found.left_out:
         _warn(found.left_out)
+    for line in found.policies_left_out:
+        _warn(line)
+    if found.policies_left_out and found.table.is_empty():
+        _fail("no policy left to compare over an archive")
     for problem in found.problems:
         _warn(f"skipped {problem.where}: {problem.reason}")
     _name_nothing_selected(found.runs, paths, archived=found.archived, then=": nothing to compare")

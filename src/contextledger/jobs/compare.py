@@ -9,6 +9,7 @@ invalidations and what the tokens cost with and without a prompt cache.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -29,6 +30,7 @@ from contextledger.window.audit import (
     CachePrices,
     audit_table,
     parse_audit_policy,
+    without_tool_text,
 )
 from contextledger.window.frameworks import FrameworkPolicy
 from contextledger.window.policies import Policy
@@ -71,6 +73,8 @@ class Comparison:
     left_out: str = ""
     #: True when the source was an archive (its selection, not files, chose the runs).
     archived: bool = False
+    #: A line per policy left out, and why (:func:`~contextledger.window.audit.without_tool_text`).
+    policies_left_out: list[str] = field(default_factory=list)
 
 
 def parse_compared(specs: Sequence[str | AnyPolicy] | str) -> list[tuple[str, AnyPolicy]]:
@@ -147,6 +151,7 @@ def _compare_archive(
     tables = archive_tables([str(path) for path in named], ACCOUNTING_MODES[0])
     if tables is None:
         return None
+    parsed, policies_left_out = without_tool_text(parsed)
     started = time.perf_counter()
     parts = [pl.DataFrame(schema=AUDIT_SCHEMA)]
     run_ids: list[str] = []
@@ -165,6 +170,7 @@ def _compare_archive(
         run_ids=run_ids,
         left_out=replayed.left_out_text(),
         archived=True,
+        policies_left_out=policies_left_out,
     )
 
 
@@ -223,18 +229,36 @@ def comparison_table(per_run: pl.DataFrame, policies: Sequence[str]) -> pl.DataF
             .otherwise(sources.first()),
             runs_without_tokens=pl.col("input_tokens").null_count().cast(pl.Int64),
             cache_invalidations=pl.col("cache_invalidations").sum(),
-            cost_without_cache=pl.col("cost_without_cache").sum(),
-            cost_with_cache=pl.col("cost_with_cache").sum(),
         )
         .collect()
     )
     order = pl.DataFrame({"policy": list(policies)}, schema={"policy": pl.String})
     table = order.join(grouped, on="policy", how="left", maintain_order="left")
+    table = table.join(_cost_sums(per_run), on="policy", how="left", maintain_order="left")
     return table.with_columns(
         pl.col(name).fill_null(0)
         for name, dtype in TABLE_SCHEMA.items()
         if dtype in (pl.Int64, pl.Float64)
     ).cast(TABLE_SCHEMA)  # type: ignore[arg-type]
+
+
+#: The per-run costs :func:`comparison_table` adds up.
+COSTS = ("cost_without_cache", "cost_with_cache")
+
+
+def _cost_sums(per_run: pl.DataFrame) -> pl.DataFrame:
+    """Each policy's costs summed with ``math.fsum``: correctly rounded whatever the rows'
+    order or chunking, so an archive read in batches gives the snapshots' totals to the
+    last bit (a float sum's partial order follows the frame's layout)."""
+    rows = [
+        {
+            "policy": policy,
+            **{name: math.fsum(part[name].drop_nulls().to_list()) for name in COSTS},
+        }
+        for (policy,), part in per_run.partition_by("policy", as_dict=True).items()
+    ]
+    schema = {"policy": pl.String, **dict.fromkeys(COSTS, pl.Float64)}
+    return pl.DataFrame(rows, schema=schema)
 
 
 def display_table(table: pl.DataFrame) -> pl.DataFrame:

@@ -64,7 +64,13 @@ from contextledger.report.frames import (
 )
 from contextledger.tables.build import RunTables, load_outcomes
 from contextledger.tables.standings import load_standings
-from contextledger.window.audit import AUDIT_SCHEMA, CachePrices, audit_table, wire_frame
+from contextledger.window.audit import (
+    AUDIT_SCHEMA,
+    CachePrices,
+    audit_table,
+    wire_frame,
+    without_tool_text,
+)
 from contextledger.window.frameworks import framework_name
 from contextledger.window.standings import timelines
 from contextledger.window.whatif import parse_policies, per_policy, whatif_table
@@ -159,6 +165,9 @@ class ReportData:
     stored_labels_from: list[str] = field(default_factory=list)
     #: Why the window policies (and the timeline) are left out: None when they are shown.
     windows_note: str | None = None
+    #: A line per compared policy left out, and why (over an archive: those reading
+    #: tool outputs' text, :func:`~contextledger.window.audit.without_tool_text`).
+    policies_left_out: list[str] = field(default_factory=list)
 
     def labels_text(self) -> str:
         """Where the outcome labels came from, and which they are, for the page's header
@@ -239,6 +248,7 @@ def collect(
     meter.stage("reading the runs")
     stored_labels_from: list[str] = []
     windows_note: str | None = None
+    policies_left_out: list[str] = []
     archived = archive_tables(names, mode)
     compared = compare_reference and mode != "reference"
     reference: RunTables | None = None
@@ -246,6 +256,7 @@ def collect(
         tables: RunTables = archived
         reference = archive_tables(names, "reference") if compared else None
         batches, unreplayed = _archive_batches(archived)
+        audited_policies, policies_left_out = without_tool_text(audited_policies)
         stored_labels_from = archived.outcome_sources()
         missing = runs_without_streams(archived.commits)
         if missing:
@@ -335,6 +346,7 @@ def collect(
         bundled=bundled,
         stored_labels_from=stored_labels_from,
         windows_note=windows_note,
+        policies_left_out=policies_left_out,
     )
 
 

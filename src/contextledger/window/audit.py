@@ -72,6 +72,23 @@ def served_windows(
     return replay(stream, parsed, standings).served
 
 
+def without_tool_text(
+    policies: Sequence[tuple[str, AnyPolicy]],
+) -> tuple[list[tuple[str, AnyPolicy]], list[str]]:
+    """``(policies, notes)``: those that can be replayed over an archive (which keeps a
+    tool output's length, not its text), and a line naming each left out and why."""
+    kept, notes = [], []
+    for label, policy in policies:
+        if isinstance(policy, FrameworkPolicy) and policy.reads_tool_text:
+            notes.append(
+                f"{label}: not replayed over an archive: it reads tool outputs' text, which "
+                "an archive does not keep (only their length); compare the snapshots"
+            )
+        else:
+            kept.append((label, policy))
+    return kept, notes
+
+
 # ── wire validity ──────────────────────────────────────────────────
 
 #: What a provider rejects, each counted per message per call.

@@ -291,6 +291,12 @@ class FrameworkPolicy:
     def __str__(self) -> str:
         return self.spec
 
+    @property
+    def reads_tool_text(self) -> bool:
+        """Whether it measures or copies tool outputs' text (not only their length): an
+        archive keeps their length only, so it cannot be replayed over one."""
+        return False
+
     def window(self, history: Sequence[Message], *, tokens_of: TokensOf) -> list[Message]:
         raise NotImplementedError
 

@@ -204,6 +204,10 @@ class LangChainClearToolUses(FrameworkPolicy):
                 return True
         return False
 
+    @property
+    def reads_tool_text(self) -> bool:
+        return self.keep[0][0] == "tokens"  # keep=tokens:N counts outputs' Python characters
+
     def _keep_count(self, messages: Sequence[Message]) -> int:
         kind, value = self.keep[0]
         if kind != "tokens":

@@ -59,6 +59,10 @@ class OpenAIToolOutputTrimmer(FrameworkPolicy):
     preview_chars: int = 200
     trimmable_tools: tuple[str, ...] = ()
 
+    @property
+    def reads_tool_text(self) -> bool:
+        return True  # Python characters of each output, and its opening as the preview
+
     def window(self, history: Sequence[Message], *, tokens_of: TokensOf) -> list[Message]:
         out = list(history)
         boundary = recent_boundary(out, self.recent_turns)
