@@ -7,6 +7,7 @@ passes for a green run.
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
 import os
@@ -17,6 +18,26 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE = REPO / "data" / "sample"
+
+
+@contextlib.contextmanager
+def written_without(monkeypatch, column: str):
+    """Archive files written in this block lack ``column``, as versions before it wrote
+    them (to test that archives written then still read)."""
+    import contextledger.archive.store as store
+
+    write_table = store.pq.write_table
+
+    def as_older_versions_wrote(table, *args, **kwargs):
+        if column in table.column_names:
+            table = table.drop_columns(column)
+        return write_table(table, *args, **kwargs)
+
+    monkeypatch.setattr(store.pq, "write_table", as_older_versions_wrote)
+    try:
+        yield
+    finally:
+        monkeypatch.setattr(store.pq, "write_table", write_table)
 
 
 def as_new_run(document: dict, run_id: str) -> dict:

@@ -26,7 +26,7 @@ from contextledger.ledger.compute import compute_ledger, ledger_inputs
 from contextledger.ledger.duckdb_views import ledger_rows_sql
 from contextledger.tables.build import ACCOUNTING_MODES, load_outcomes, read_runs
 
-from .conftest import REPO, SAMPLE, as_new_run, require_corpus
+from .conftest import REPO, SAMPLE, as_new_run, require_corpus, written_without
 from .test_duckdb_ledger import corpus_outcomes
 
 SAMPLE_OUTCOMES = REPO / "data" / "sample-outcomes.csv"
@@ -410,25 +410,15 @@ def test_an_archive_written_before_runs_had_a_basis_column_still_reads(tmp_path,
     basis, and give the ledger of the snapshots read directly."""
     import pyarrow.parquet as pq
 
-    import contextledger.archive.store as store
-
     runs = sorted((SAMPLE).glob("*.json*"))
     first, second = tmp_path / "first", tmp_path / "second"
     first.mkdir()
     second.mkdir()
     for index, path in enumerate(runs):
         shutil.copy(path, (first if index < 7 else second) / path.name)
-    write_table = pq.write_table
-
-    def as_older_versions_wrote(table, *args, **kwargs):
-        if "basis" in table.column_names:
-            table = table.drop_columns("basis")
-        return write_table(table, *args, **kwargs)
-
     root = tmp_path / "archive"
-    monkeypatch.setattr(store.pq, "write_table", as_older_versions_wrote)
-    ingest([first], root)
-    monkeypatch.setattr(store.pq, "write_table", write_table)
+    with written_without(monkeypatch, "basis"):
+        ingest([first], root)
     ingest([second], root)
     written = sorted(root.glob("runs/accounting=corrected/*/*.parquet"))
     assert sorted("basis" in pq.read_schema(path).names for path in written) == [False, True]

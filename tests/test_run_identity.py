@@ -33,7 +33,7 @@ from contextledger.report import collect, render_html
 from contextledger.tables.build import ACCOUNTING_MODES, load_outcomes, read_runs
 from contextledger.window.whatif import parse_policies, whatif_table
 
-from .conftest import SAMPLE, as_new_run
+from .conftest import SAMPLE, as_new_run, written_without
 
 LOOP = SAMPLE / "s0003-loop.json.gz"
 OUTCOMES = SAMPLE.parent / "sample-outcomes.csv"
@@ -363,19 +363,9 @@ def test_an_archive_written_before_execution_ids_were_kept_still_takes_new_runs(
     tmp_path, bare_runs, monkeypatch
 ):
     """Its run index has no ``execution_id``: its runs are known by id only (documented)."""
-    import contextledger.archive.store as store
-
-    write_table = store.pq.write_table
-
-    def as_older_versions_wrote(table, *args, **kwargs):
-        if "execution_id" in table.column_names:
-            table = table.drop_columns("execution_id")
-        return write_table(table, *args, **kwargs)
-
     root = tmp_path / "archive"
-    monkeypatch.setattr(store.pq, "write_table", as_older_versions_wrote)
-    ingest([bare_runs], root, workers=1)
-    monkeypatch.setattr(store.pq, "write_table", write_table)
+    with written_without(monkeypatch, "execution_id"):
+        ingest([bare_runs], root, workers=1)
     renamed = tmp_path / "later"
     renamed.mkdir()
     shutil.copy(bare_runs / "s0003-loop.json", renamed / "loop-again.json")
