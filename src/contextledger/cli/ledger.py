@@ -270,7 +270,7 @@ def sql(
     if not paths:  # one argument: click took it as the query
         _fail(f"sql needs PATH... and then the QUERY; only one argument was given: {query!r}")
     on_spark = _spark_engine(engine, paths)
-    tables = _read_inputs(paths, mode, None, outcomes_file, False)
+    tables = _read_inputs(paths, mode, None, outcomes_file, False, every_table=True)
     result: pl.DataFrame | None = None
     if on_spark:
         result = on_spark("sql", tables, query, failure="SQL error")
