@@ -26,14 +26,14 @@ class _Commands(click.Group):
     place only once part of the archive was read (exit 1, each file named)."""
 
     def invoke(self, ctx: click.Context) -> Any:
-        from contextledger.archive import ArchiveDamaged
-        from contextledger.cli.common import EXIT_UNREADABLE_INPUT, _warn
-
         try:
             return super().invoke(ctx)
-        except ArchiveDamaged as error:
-            if error.written:
+        except Exception as error:
+            store = sys.modules.get("contextledger.archive.store")  # not imported by --help
+            if store is None or not isinstance(error, store.ArchiveDamaged) or error.written:
                 raise
+            from contextledger.cli.common import EXIT_UNREADABLE_INPUT, _warn
+
             _warn(error.lines)
             sys.exit(EXIT_UNREADABLE_INPUT)
 
