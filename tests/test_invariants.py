@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import shutil
+import zlib
 
 import polars as pl
 import pyarrow as pa
@@ -197,6 +198,7 @@ def test_stored_totals_out_of_step_with_the_rows_are_reported(sample_archive, tm
         for entry in commit["files"]:
             if (root / entry["path"]) == path:
                 entry["bytes"] = path.stat().st_size
+                commit["crc32"][entry["path"]] = zlib.crc32(path.read_bytes())
         commit_file.write_text(json.dumps(commit))
     result = CliRunner().invoke(main, ["check", str(root), "--mode", "corrected"])
     assert result.exit_code == 1

@@ -16,6 +16,7 @@ import shutil
 import subprocess
 import sys
 import time
+import zlib
 from pathlib import Path
 
 import polars as pl
@@ -356,8 +357,8 @@ def test_whatif_rows_on_spark_equal_the_local_rows_for_every_policy_family(spark
 
 
 def recommit(root: Path, rewritten: Path) -> None:
-    """Record a data file rewritten on purpose in its commit (size and rows), so the
-    archive reads it instead of naming it damaged."""
+    """Record a data file rewritten on purpose in its commit (size, rows and checksum),
+    so the archive reads it instead of naming it damaged."""
     relative = str(rewritten.relative_to(root))
     for commit_file in (root / "_manifest" / "commits").glob("*.json"):
         commit = json.loads(commit_file.read_text())
@@ -365,6 +366,7 @@ def recommit(root: Path, rewritten: Path) -> None:
             if entry["path"] == relative:
                 entry["bytes"] = rewritten.stat().st_size
                 entry["rows"] = pl.read_parquet(rewritten).height
+                commit["crc32"][relative] = zlib.crc32(rewritten.read_bytes())
                 commit_file.write_text(json.dumps(commit))
 
 

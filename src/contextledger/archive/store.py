@@ -62,6 +62,7 @@ import os
 import re
 import secrets
 import threading
+import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -152,11 +153,19 @@ class ArchiveProblem:
 class ArchiveDamaged(ArchiveError):
     """A damaged archive asked to take more: writing would hide or deepen the damage."""
 
-    def __init__(self, root: Path, problems: Sequence[ArchiveProblem]) -> None:
+    def __init__(
+        self, root: Path, problems: Sequence[ArchiveProblem], *, written: bool = True
+    ) -> None:
         self.problems = list(problems)
+        self.written = written
+        said = (
+            "so nothing was written to it"
+            if written
+            else "found only once part of it had been read, so nothing was answered"
+        )
         #: The message a line at a time (a name in a line may hold a newline of its own).
         self.lines = [
-            f"{root} is damaged, so nothing was written to it (restore these files from a "
+            f"{root} is damaged, {said} (restore these files from a "
             "backup, or ingest the snapshots into a new archive):",
             *(f"  {problem}" for problem in self.problems),
         ]
@@ -175,9 +184,17 @@ class DataFile:
     first_in_run: bool | None = None
     source: str | None = None  # outcomes: the file the labels came from
     bytes: int | None = None  # the file's size (None: written before sizes were recorded)
+    #: CRC-32 of the file's bytes (None: written before checksums were recorded). Kept
+    #: in the commit file's ``crc32`` map, not the file's entry: an older reader, which
+    #: takes every key of an entry as a field, still opens the archive.
+    crc32: int | None = field(default=None, compare=False)
 
     def to_json(self) -> dict[str, Any]:
-        return {key: value for key, value in self.__dict__.items() if value is not None}
+        return {
+            key: value
+            for key, value in self.__dict__.items()
+            if value is not None and key != "crc32"
+        }
 
 
 @dataclass(frozen=True)
@@ -222,6 +239,8 @@ class Archive:
     #: Where its files are read from (default: the local folder ``root``); for an
     #: archive named by URI, ``root`` is its path on that filesystem, never written.
     location: Location = field(default=None)  # type: ignore[assignment]
+    #: The files whose bytes :meth:`verify_content` found as their commit recorded them.
+    _verified: set[str] = field(default_factory=set, repr=False)
 
     def __post_init__(self) -> None:
         if self.location is None:
@@ -361,6 +380,52 @@ class Archive:
                 intact.append(commit)
         self.commits = intact
         self.damage = damage
+        self._verified = set()
+
+    def verify_content(self, files: Sequence[DataFile]) -> list[ArchiveProblem]:
+        """Check the bytes of ``files`` against the CRC-32 their commit recorded, and
+        leave out (into :attr:`damage`) each intact commit one of them belongs to whose
+        content differs: the damage a size check cannot see (a byte changed, a file
+        overwritten at its length). Returns what it found.
+
+        Not part of :meth:`reload`: it reads every byte, so readers check the files they
+        are about to read (:class:`~contextledger.archive.tables.ArchiveTables`),
+        ``ingest`` and :func:`verify_archive` every file. Each file is read once per
+        opening; a file written before checksums were recorded is passed over (a
+        damaged one is found by its reader, and named then).
+        """
+        owner = {file.path: commit for commit in self.commits for file in commit.files}
+        found: list[ArchiveProblem] = []
+        lost: set[int] = set()
+        for file in files:
+            commit = owner.get(file.path)
+            if file.crc32 is None or file.path in self._verified or commit is None:
+                continue
+            if commit.seq in lost:
+                continue
+            try:
+                checksum = zlib.crc32(self.location.read_bytes(file.path))
+            except OSError as error:
+                why = f"cannot be read ({error.strerror or error})"
+            else:
+                if checksum == file.crc32:
+                    self._verified.add(file.path)
+                    continue
+                why = "its bytes differ from those its commit recorded (changed in place)"
+            lost.add(commit.seq)
+            found.append(
+                ArchiveProblem(
+                    self.location.name(file.path),
+                    f"{why}: {_left_out(commit)}",
+                    commit.ingest_date,
+                    commit.seq,
+                    commit.run_count,
+                )
+            )
+        if found:
+            self.commits = [commit for commit in self.commits if commit.seq not in lost]
+            self.damage = [*self.damage, *found]
+        return found
 
     def _read_head(self, damage: list[ArchiveProblem]) -> int:
         """The latest commit's number as last written (0: none yet, or an older archive)."""
@@ -431,6 +496,7 @@ class Archive:
         """
         with _locked(self.root):
             self.reload()
+            self.verify_content([file for commit in self.commits for file in commit.files])
             if self.damage:
                 raise ArchiveDamaged(self.root, self.damage)
             yield self.remove_uncommitted()
@@ -519,6 +585,7 @@ class Batch:
         temporary = target.with_name(f".{target.name}.tmp")
         pq.write_table(table, temporary, compression="zstd", row_group_size=1 << 20)
         _fsync(temporary)
+        checksum = zlib.crc32(temporary.read_bytes())
         os.replace(temporary, target)
         self.files.append(
             DataFile(
@@ -530,6 +597,7 @@ class Batch:
                 first_in_run,
                 source,
                 target.stat().st_size,
+                checksum,
             )
         )
 
@@ -559,6 +627,9 @@ class Batch:
             document["label_credit"] = True
         if commit.relabels:
             document["relabels"] = list(commit.relabels)
+        checksums = {file.path: file.crc32 for file in commit.files if file.crc32 is not None}
+        if checksums:
+            document["crc32"] = checksums
         path = self.archive.commit_path(commit)
         write_atomically(path, json.dumps(document, indent=1).encode())
         head = json.dumps({"seq": commit.seq}).encode()  # after the commit: never ahead of it
@@ -569,6 +640,7 @@ class Batch:
 
 def _read_commit(data: bytes) -> Commit:
     document = json.loads(data.decode("utf-8"))
+    checksums = document.get("crc32", {})
     return Commit(
         document["seq"],
         document["token"],
@@ -576,7 +648,7 @@ def _read_commit(data: bytes) -> Commit:
         document["ingest_date"],
         document["first_run_order"],
         document["run_count"],
-        tuple(DataFile(**file) for file in document["files"]),
+        tuple(DataFile(**file, crc32=checksums.get(file["path"])) for file in document["files"]),
         bool(document.get("label_credit", False)),
         tuple(int(seq) for seq in document.get("relabels", ())),
     )
@@ -607,6 +679,7 @@ def verify_archive(root: str | Path | Location | Archive) -> list[ArchiveProblem
     except ArchiveError as error:
         named = location if isinstance(location, Location) else locate(location)
         return [ArchiveProblem(named.name("archive.json"), str(error))]
+    archive.verify_content([file for commit in archive.commits for file in commit.files])
     problems = list(archive.damage)
     modes = {file.accounting for file in archive.files("runs")}
     where = archive.location

@@ -21,6 +21,7 @@ import pyarrow as pa
 from contextledger.archive.location import Location, locate, uri_scheme
 from contextledger.archive.store import (
     Archive,
+    ArchiveDamaged,
     ArchiveError,
     ArchiveProblem,
     Commit,
@@ -233,6 +234,80 @@ class ArchiveTables(RunTables):
         self._selected: list[str] | None = None
         self._selected_known = False
         self._holding: list[Commit] | None = None
+        #: The tables whose selected files were checked against their commits' CRC-32.
+        self._checked: set[str] = set()
+        #: Whether a file list went to a reader (damage found after that cannot be
+        #: left out of what was read).
+        self._handed = False
+        self._check_read_set()
+        #: Set once built: damage found later may be in what was already reported or
+        #: read, so it is refused, not left out unsaid.
+        self._built = True
+
+    # ── what is read is checked first ──────────────────────────────
+    def _check_read_set(self) -> None:
+        """Check the bytes of what the ledger reads before anything is read, so that a
+        commit with a part changed in place is left out whole, as a truncated one is.
+
+        The ledger from stored totals reads the light tables (runs, totals, label
+        credit, labels, run index) and the first offers of commits its stored credit
+        does not cover; without totals (a run-level filter, an older archive) it reads
+        every row, so everything is checked. The other tables are checked when first
+        listed (:meth:`_check`).
+        """
+        handed, self._handed = self._handed, False  # deciding what to read hands out none
+        self._verify(("outcomes", "run_index", "runs", "piece_totals", "label_credit"))
+        if self.totals_files() is None:
+            self._verify(None)
+        else:
+            split = self.credit_split()
+            chosen = [c for c in self._commits if split is None or c.seq in split[1]]
+            self._verify_files([f for c in chosen for f in c.files if f.first_in_run is True])
+        self._handed = handed
+
+    def _verify(self, tables: Sequence[str] | None) -> None:
+        """Check ``tables`` (None: every table) of the selected commits (labels and the
+        run index: of every commit, as they are read), until no more damage turns up."""
+        selected = {commit.seq for commit in self._commits}
+        files = [
+            file
+            for commit in self.archive.commits
+            for file in commit.files
+            if (tables is None or file.table in tables)
+            and (commit.seq in selected or file.table in ("outcomes", "run_index"))
+        ]
+        self._verify_files(files)
+        self._checked |= {file.table for file in files} if tables is None else set(tables)
+
+    def _verify_files(self, files: Sequence[DataFile]) -> None:
+        """Check ``files``; leave out the commits found damaged, and check again what
+        is read now (a commit left out changes which files the ledger reads)."""
+        found = self.archive.verify_content(files)
+        if not found:
+            return
+        if self._handed or getattr(self, "_built", False):  # read or reported already
+            raise ArchiveDamaged(self.archive.root, found, written=False)
+        kept = {commit.seq for commit in self.archive.commits}
+        self._commits = [c for c in self._commits if c.seq in kept]
+        self._holding = None
+        self._selected_known = False
+        self._check_read_set()
+
+    def check_all(self) -> None:
+        """Check every selected file's bytes now: for a reader of every table (SQL, the
+        report), so that damage anywhere leaves its commit out before anything is read
+        or any damage is reported (call it before either)."""
+        self._built = False
+        try:
+            self._verify(None)
+        finally:
+            self._built = True
+
+    def _check(self, table: str) -> None:
+        """Check ``table``'s selected files before a reader is given them."""
+        if table not in self._checked:
+            self._verify((table,))
+        self._handed = True
 
     def _repr_html_(self) -> str:
         """In Jupyter: which archive and selection, from the commits, reading no table."""
@@ -269,6 +344,7 @@ class ArchiveTables(RunTables):
 
     def files(self, table: str, first_in_run: bool | None = None) -> list[str]:
         """Absolute paths of the selected files of ``table`` (this accounting), commit order."""
+        self._check(table)
         chosen = [
             file
             for file in self.archive.files(table, self._holding_commits())
@@ -437,6 +513,7 @@ class ArchiveTables(RunTables):
         self, table: str, commits: Sequence[Commit], first_in_run: bool | None = None
     ) -> list[str]:
         """Absolute paths of ``table``'s files of ``commits`` under this accounting."""
+        self._check(table)
         chosen = [
             file
             for file in self.archive.files(table, commits)
@@ -466,6 +543,7 @@ class ArchiveTables(RunTables):
     # ── RunTables' attributes, collected on demand ─────────────────
     def _collect(self, table: str) -> pa.Table:
         if table not in self._cache:
+            self._verify((table, "runs"))  # checked before read; damage found now refuses
             frame = self.outcome_scan() if table == "outcomes" else self.scan(table)
             if table in ("offers", "uses"):  # stored split by first_in_run: back in run order
                 orders = self.scan("runs").select("run_id", "run_order")
@@ -582,6 +660,7 @@ class ArchiveTables(RunTables):
         return {name: dataset for _, datasets in parts for name, dataset in datasets.items()}
 
     def _duckdb_parts(self) -> dict[str, tuple[str, dict[str, Any]]]:
+        self.check_all()  # SQL may read any table: check them all before any is listed
         ids = self.run_id_filter()
         chosen: dict[str, tuple[list[str], pa.Schema, list[str] | None]] = {}
         for table in ("runs", "offers", "uses"):
@@ -704,9 +783,11 @@ def window_batches(
     import pyarrow.compute as pc
 
     selection = selection or Selection()
+    ids = ArchiveTables(archive, ACCOUNTING_MODES[0], selection).run_id_filter()
+    chosen = [commit for commit in archive.commits if selection.keeps(commit)]
+    archive.verify_content([f for c in chosen for f in c.files if f.table in _WINDOW_SCHEMAS])
     commits = [commit for commit in archive.commits if selection.keeps(commit)]
     require_streams(archive, commits)
-    ids = ArchiveTables(archive, ACCOUNTING_MODES[0], selection).run_id_filter()
     wanted = pa.array(ids, type=pa.string()) if ids is not None else None
 
     def read(commit: Commit, table: str) -> pa.Table:

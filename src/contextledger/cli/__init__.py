@@ -13,12 +13,32 @@ One module per family of commands: ``ledger`` (ledger, outcomes, sql, gates),
 
 from __future__ import annotations
 
+import sys
+from typing import Any
+
 import click
 
 from contextledger.cli import archive, ledger, window
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _Commands(click.Group):
+    """The commands, with one refusal shared by all: an archive part found changed in
+    place only once part of the archive was read (exit 1, each file named)."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except Exception as error:
+            store = sys.modules.get("contextledger.archive.store")  # not imported by --help
+            if store is None or not isinstance(error, store.ArchiveDamaged) or error.written:
+                raise
+            from contextledger.cli.common import EXIT_UNREADABLE_INPUT, _warn
+
+            _warn(error.lines)
+            sys.exit(EXIT_UNREADABLE_INPUT)
+
+
+@click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="contextledger")
 def main() -> None:
     """Which context pieces earned their tokens: analytics over recorded agentfootprint runs."""

@@ -272,9 +272,13 @@ def _read_inputs(
     static_tools_file: str | None,
     outcomes_file: str | None,
     strict: bool,
+    *,
+    every_table: bool = False,
 ) -> RunTables:
     """The runs under ``paths`` (snapshots, or an archive and its selection), each
-    unreadable input, skipped file, duplicate and unmatched label named on stderr."""
+    unreadable input, skipped file, duplicate and unmatched label named on stderr.
+    ``every_table``: an archive's every selected file is checked first (SQL may read
+    any), not only what the ledger reads."""
     from contextledger.tables.build import load_outcomes, load_static_tools, read_runs
 
     try:
@@ -289,9 +293,10 @@ def _read_inputs(
     from contextledger.archive import ArchiveError, archive_tables
 
     try:  # an archive DIR (DIR?since=...&until=...&label=...&run_id=...) is read lazily
-        tables = archive_tables(paths, mode) or read_runs(
-            paths, mode=mode, static_tools=sidecar, strict=strict
-        )
+        archived = archive_tables(paths, mode)
+        if archived is not None and every_table:
+            archived.check_all()
+        tables = archived or read_runs(paths, mode=mode, static_tools=sidecar, strict=strict)
     except ReadError as error:
         _warn(f"{error.source}: {error.reason} (stopped: --strict)")
         sys.exit(EXIT_UNREADABLE_INPUT)

@@ -283,7 +283,7 @@ def sql(
     if not query.strip():
         _fail("sql needs a QUERY after PATH...; the one given is empty")
     on_spark = _spark_engine(engine, paths)
-    tables = _read_inputs(paths, mode, None, outcomes_file, False)
+    tables = _read_inputs(paths, mode, None, outcomes_file, False, every_table=True)
     result: pl.DataFrame | None = None
     if on_spark:
         result = on_spark("sql", tables, query, failure="SQL error")

@@ -253,8 +253,11 @@ def collect(
     compared = compare_reference and mode != "reference"
     reference: RunTables | None = None
     if archived is not None:
+        archived.check_all()  # the report reads every table: damage anywhere leaves out
         tables: RunTables = archived
         reference = archive_tables(names, "reference") if compared else None
+        if reference is not None:
+            reference.check_all()
         batches, unreplayed = _archive_batches(archived)
         audited_policies, policies_left_out = without_tool_text(audited_policies)
         stored_labels_from = archived.outcome_sources()

@@ -1,0 +1,144 @@
+"""A data file changed in place at its own length (a byte flipped, random bytes) is
+found by its commit's CRC-32, and takes its commit out as a truncated one does."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from contextledger.archive import Archive, verify_archive
+from contextledger.cli import main
+from contextledger.cli.common import EXIT_UNREADABLE_INPUT, EXIT_USAGE
+
+from .conftest import SAMPLE
+
+OUTCOMES = Path(SAMPLE).parent / "sample-outcomes.csv"
+
+
+@pytest.fixture(scope="module")
+def pristine(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("pristine") / "archive"
+    args = ["--batch-runs", "5", "--workers", "1", "--outcomes", str(OUTCOMES)]
+    result = invoke("ingest", str(SAMPLE), "--archive", str(root), *args)
+    assert result.exit_code == 0, result.output
+    return root
+
+
+def invoke(*args: str) -> Result:
+    return CliRunner().invoke(main, list(args))
+
+
+def copy(pristine: Path, where: Path) -> Path:
+    shutil.copytree(pristine, where)
+    return where
+
+
+def part(root: Path, table: str, seq: int = 2) -> Path:
+    return sorted((root / table).rglob(f"part-{seq:08d}-*.parquet"))[0]
+
+
+def flip(path: Path) -> None:
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    path.write_bytes(bytes(data))
+
+
+def scramble(path: Path) -> None:
+    path.write_bytes(os.urandom(path.stat().st_size))
+
+
+def truncate(path: Path) -> None:
+    path.write_bytes(path.read_bytes()[:-100])
+
+
+def assert_named(result: Result, damaged: Path) -> None:
+    assert result.exit_code == EXIT_UNREADABLE_INPUT, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    assert f"skipped {damaged}: its bytes differ from those its commit recorded" in result.stderr
+
+
+#: Which commands read each table (and so must name it): the ledger from stored totals
+#: reads neither later offers nor the window tables.
+READERS = {
+    "runs": ("ledger", "sql", "gates", "whatif", "compare", "report"),
+    "offers": ("sql", "report"),
+    "piece_totals": ("ledger", "sql", "gates", "outcomes", "whatif", "compare", "report"),
+    "label_credit": ("ledger", "sql", "outcomes", "report"),
+    "streams": ("sql", "whatif", "compare", "report"),
+    "messages": ("sql", "whatif", "compare", "report"),
+}
+
+COMMANDS = {
+    "ledger": ("ledger", "{a}", "--format", "csv"),
+    "sql": ("sql", "{a}", "SELECT count(*) AS n FROM ledger_rows", "--format", "csv"),
+    "gates": ("gates", "{a}"),
+    "outcomes": ("outcomes", "{a}", "--format", "csv"),
+    "whatif": ("whatif", "{a}", "--policy", "sliding:keep=4", "--format", "json"),
+    "compare": ("compare", "{a}", "--policy", "sliding:keep=4"),
+    "report": ("report", "{a}", "-o", "{out}", "--charts", "none"),
+}
+
+
+@pytest.mark.parametrize("damage", [flip, scramble], ids=["flipped", "random"])
+@pytest.mark.parametrize("table", READERS)
+def test_a_part_changed_in_place_is_named_and_its_commit_left_out(
+    pristine, tmp_path, table, damage
+):
+    archive = copy(pristine, tmp_path / "changed")
+    damaged = part(archive, table)
+    damage(damaged)
+    cut = copy(pristine, tmp_path / "cut")  # the same file truncated: the trusted path
+    truncate(part(cut, table))
+    for name in READERS[table]:
+        args = [a.format(a=archive, out=tmp_path / "r1") for a in COMMANDS[name]]
+        result = invoke(*args)
+        assert_named(result, damaged)
+        expected = invoke(*[a.format(a=cut, out=tmp_path / "r2") for a in COMMANDS[name]])
+        if name != "report":
+            assert result.stdout == expected.stdout, name
+    check = invoke("check", str(archive))
+    assert check.exit_code == EXIT_UNREADABLE_INPUT
+    assert str(damaged) in check.stderr
+    problems = verify_archive(archive)
+    assert [p.path for p in problems] == [str(damaged)]
+    before = {p: p.read_bytes() for p in archive.rglob("*") if p.is_file()}
+    refused = invoke("ingest", str(SAMPLE), "--archive", str(archive))
+    assert refused.exit_code == EXIT_USAGE
+    assert str(damaged) in refused.stderr
+    assert {p: p.read_bytes() for p in archive.rglob("*") if p.is_file()} == before
+
+
+def test_an_archive_without_checksums_still_reads(pristine, tmp_path):
+    """Commits written before checksums were recorded have no ``crc32`` map: their files
+    are checked by size as before, and the archive reads to the same answers."""
+    archive = copy(pristine, tmp_path / "old")
+    for path in (archive / "_manifest" / "commits").glob("*.json"):
+        document = json.loads(path.read_text())
+        assert document.pop("crc32")
+        path.write_text(json.dumps(document))
+    assert all(f.crc32 is None for c in Archive.open(archive).commits for f in c.files)
+    old = invoke("ledger", str(archive), "--format", "csv")
+    new = invoke("ledger", str(pristine), "--format", "csv")
+    assert old.exit_code == new.exit_code == 0
+    assert old.stdout == new.stdout
+    assert verify_archive(archive) == []
+
+
+def test_damage_found_after_a_read_is_a_named_refusal(pristine, tmp_path):
+    """Later offers are not checked before the ledger starts; the command reads them
+    (the offers table) after it reported what it had found: it refuses, naming the
+    file (exit 1), rather than leave the commit out unsaid."""
+    archive = copy(pristine, tmp_path / "later")
+    damaged = next((archive / "offers").rglob("first_in_run=false/part-00000002-*.parquet"))
+    flip(damaged)
+    ledger = invoke("ledger", str(archive), "--format", "csv")
+    assert ledger.exit_code == EXIT_UNREADABLE_INPUT
+    assert isinstance(ledger.exception, SystemExit)
+    assert str(damaged) in ledger.stderr and "nothing was answered" in ledger.stderr
+    assert ledger.stdout == ""
+    assert str(damaged) in invoke("check", str(archive)).stderr
