@@ -22,7 +22,7 @@ from contextledger.cli import main
 from contextledger.cli.common import EXIT_UNREADABLE_INPUT, EXIT_USAGE
 from contextledger.jobs.ingest import ingest
 
-from .conftest import REPO, SAMPLE, in_ci
+from .conftest import REPO, SAMPLE, as_new_run, in_ci
 
 OUTCOMES = REPO / "data" / "sample-outcomes.csv"
 FACT_BENCH = SAMPLE / "s0001-fact-bench.json.gz"
@@ -75,7 +75,7 @@ def test_the_table_and_stderr_show_control_characters_as_escapes(hostile):
 @pytest.mark.parametrize("command", ["sql", "gates"])
 def test_other_tables_escape_them_too(hostile, command):
     second = json.loads((hostile / "bench.json").read_text(encoding="utf-8"))
-    second["run_id"] += "-again"  # a second run (a plain copy counts once) for the gate
+    as_new_run(second, second["run_id"] + "-again")  # a second run (a copy counts once)
     (hostile / "bench2.json").write_text(json.dumps(second), encoding="utf-8")
     args = {
         "sql": ["SELECT piece_id FROM offers WHERE piece_id LIKE 'probe%'"],
@@ -163,6 +163,28 @@ def test_o_makes_missing_folders_and_leaves_only_the_file(tmp_path, name):
     if name.endswith("parquet"):
         assert pl.read_parquet(target).height > 0
     assert ESC not in result.output
+
+
+def test_o_writes_through_a_symlink_and_into_a_fifo_without_replacing_them(tmp_path):
+    """``-o /dev/null`` renamed a temporary file onto the device: as root, /dev/null
+    became a regular file. A FIFO stands in for the device here; a link is kept too."""
+    import threading
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    received: list[bytes] = []
+    reader = threading.Thread(target=lambda: received.append(fifo.read_bytes()))
+    reader.start()
+    result = run(*WRITERS["outcomes-csv"], "-o", str(fifo))
+    reader.join(timeout=60)
+    assert result.exit_code == 0, result.output
+    assert received == [run(*WRITERS["outcomes-csv"]).stdout.encode()]
+    assert fifo.is_fifo() and [p.name for p in tmp_path.iterdir()] == ["pipe"]
+    real, link = tmp_path / "real.csv", tmp_path / "link.csv"
+    real.write_text("old")
+    link.symlink_to(real)
+    assert run(*WRITERS["outcomes-csv"], "-o", str(link)).exit_code == 0
+    assert link.is_symlink() and real.read_text().startswith("kind,id,label")
 
 
 def test_o_writes_what_stdout_would_show(tmp_path):

@@ -2,8 +2,12 @@
 
 A command's ``-o FILE`` is written under a temporary name in the same folder and
 renamed into place, so a full disk, an error or a kill leaves the old file (or
-none), never a partial or empty one. Names read from input (tool names, piece and
-run ids, file names) may carry control characters; printed raw, an ESC sequence
+none), never a partial or empty one. A symlink is written through (the file it
+names is replaced, the link kept); a device or FIFO (``-o /dev/null``) is written
+to directly, since renaming onto it would replace the device with a file.
+
+Names read from input (tool names, piece and run ids, file names) may carry control
+characters; printed raw, an ESC sequence
 would recolour, move or retitle the terminal, so what is printed for people shows
 them as ``\\xNN`` escapes. Machine formats (CSV, JSON, Parquet) keep exact values.
 """
@@ -71,6 +75,11 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     (True, ['out.csv'])
     """
     target = file_target(path)
+    if target.is_symlink():
+        target = target.resolve()  # write where the link points; the link stays
+    if target.exists() and not target.is_file():  # /dev/null, a FIFO: renaming would
+        yield target  # replace the device with a file; there is nothing to keep whole
+        return
     target.parent.mkdir(parents=True, exist_ok=True)
     temporary = target.with_name(f".tmp-{secrets.token_hex(4)}-{target.name}")
     try:
