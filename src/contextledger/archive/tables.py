@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 from urllib.parse import unquote
 
 import polars as pl
@@ -214,6 +214,9 @@ class ArchiveTables(RunTables):
     ...     compute_ledger(tables).runs_recorded
     12
     """
+
+    #: ``run_order``: a run's place among every run ever committed (docs/archive.md).
+    order: ClassVar[str] = "ingest order"
 
     def __init__(
         self,
