@@ -71,6 +71,8 @@ class Comparison:
     left_out: str = ""
     #: True when the source was an archive (its selection, not files, chose the runs).
     archived: bool = False
+    #: Over an archive: the ``run_id`` filter's ids that name no run it holds.
+    unmatched_run_ids: list[str] = field(default_factory=list)
 
 
 def parse_compared(specs: Sequence[str | AnyPolicy] | str) -> list[tuple[str, AnyPolicy]]:
@@ -165,6 +167,7 @@ def _compare_archive(
         run_ids=run_ids,
         left_out=replayed.left_out_text(),
         archived=True,
+        unmatched_run_ids=replayed.unmatched_run_ids,
     )
 
 
