@@ -39,6 +39,8 @@ def test_sql_refuses_an_empty_query(query):
         ["ledger", str(SAMPLE), "--merge", "{missing}"],
         ["outcomes", str(SAMPLE), "--outcomes", "{missing}"],
         ["report", str(SAMPLE), "--outcomes", "{missing}", "-o", "{out}"],
+        ["ingest", str(SAMPLE), "--archive", "{out}", "--outcomes", "{missing}"],
+        ["ingest", str(SAMPLE), "--archive", "{out}", "--static-tools", "{missing}"],
     ],
 )
 def test_a_missing_named_file_is_said_as_a_missing_input_is(args, tmp_path):

@@ -2,7 +2,8 @@
 
 ``ledger``, ``sql``, ``gates`` and ``outcomes`` (as ``whatif`` does): an archive's
 ``?label=`` or ``?run_id=`` that matches no run, an empty folder, an outcomes file
-whose run ids match no run read.
+whose run ids match no run read. Every reading command names the ids of a ``?run_id=``
+filter that match no archived run, once; ``report`` says when nothing was read.
 """
 
 from __future__ import annotations
@@ -35,8 +36,23 @@ def archive(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
+#: Every command that reads runs, with what it needs after PATHS ({out}: a fresh path).
+READERS = {
+    **COMMANDS,
+    "check": [],
+    "whatif": ["--policy", "none"],
+    "compare": ["--policy", "none"],
+    "report": ["-o", "{out}", "--charts", "none"],
+}
+
+
 def invoke(command: str, path: str, *extra: str):
     return CliRunner().invoke(main, [command, path, *COMMANDS[command], *extra])
+
+
+def read_with(command: str, path: str, tmp_path: Path):
+    args = [arg.replace("{out}", str(tmp_path / "out")) for arg in READERS[command]]
+    return CliRunner().invoke(main, [command, path, *args])
 
 
 @pytest.mark.parametrize("command", COMMANDS)
@@ -81,3 +97,74 @@ def test_an_outcomes_file_that_labels_no_run_read_is_named(tmp_path, command):
     result = CliRunner().invoke(main, [*args[:-1], str(half)])
     assert result.exit_code == 0, result.output
     assert "no run read carries" not in result.stderr
+
+
+@pytest.mark.parametrize("command", READERS)
+def test_a_run_id_filter_names_its_ids_that_match_no_archived_run_once(archive, command, tmp_path):
+    result = read_with(command, f"{archive}?run_id=s0001-fact-bench,nosuch,nosuch", tmp_path)
+    assert result.exit_code == 0, result.output
+    line = "contextledger: run_id filter rows for 1 run id(s) that match no run the archive "
+    line += "holds: nosuch\n"
+    assert result.stderr.count(line) == 1, result.stderr
+    assert "s0001-fact-bench" not in result.stderr
+    held = read_with(command, f"{archive}?run_id=s0001-fact-bench&label=good", tmp_path)
+    assert held.exit_code == 0, held.output
+    assert "run_id filter" not in held.stderr
+
+
+def test_naming_unmatched_run_ids_reads_the_run_index_once(archive, monkeypatch):
+    """The ids to name come from the lookup that picks the commits to read (a few runs of
+    a million-run archive read only the commits holding them): no second lookup."""
+    from contextledger.archive import manifest
+
+    lookups = []
+    real = manifest.runs_held
+
+    def counted(*args, **kwargs):
+        lookups.append(args[1])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(manifest, "runs_held", counted)
+    args = ["--outcomes", str(SAMPLE_OUTCOMES)]
+    result = invoke("ledger", f"{archive}?run_id=s0001-fact-bench,nosuch", *args)
+    assert result.exit_code == 0, result.output
+    assert "match no run the archive holds: nosuch" in result.stderr
+    assert len(lookups) == 1
+
+
+@pytest.mark.parametrize("query", ["", "?label=nosuch"])
+def test_a_report_that_reads_no_run_says_so(archive, tmp_path, query):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    source = f"{archive}{query}" if query else str(empty)
+    result = read_with("report", source, tmp_path)
+    assert result.exit_code == 0, result.output
+    said = "selected by" if query else "read from"
+    assert f"contextledger: no run {said} {source}\n" in result.stderr
+
+
+def test_whatif_over_an_archive_names_standings_that_match_no_run_as_over_its_folder(
+    archive, tmp_path
+):
+    standings = tmp_path / "standings.csv"
+    rows = "run_id,tool_call_id,standing,iteration\nnosuch-run,x,fact,0\n"
+    standings.write_text(rows + "s0001-fact-bench,x,fact,0\n", encoding="utf-8")
+    line = "contextledger: standings rows for 1 run id(s) that match no run read: nosuch-run\n"
+    for source in (str(SAMPLE), str(archive)):
+        result = CliRunner().invoke(
+            main, ["whatif", source, "--policy", "none", "--standings", str(standings)]
+        )
+        assert result.exit_code == 0, result.output
+        assert result.stderr.count(line) == 1, result.stderr
+    kept = CliRunner().invoke(
+        main,
+        [
+            "whatif",
+            f"{archive}?run_id=s0003-loop",
+            "--policy",
+            "none",
+            "--standings",
+            str(standings),
+        ],
+    )
+    assert "s0001-fact-bench" in kept.stderr  # not replayed here: matches no run read

@@ -354,3 +354,24 @@ def test_gates_command_on_the_sample() -> None:
     )
     assert lenient["total"]["offers_gated"] == 0
     assert run("gates", str(SAMPLE), "--refresh-every", "-1").exit_code == 2
+
+
+def test_gates_output_names_the_run_order_it_replayed(tmp_path) -> None:
+    """The refresh simulation depends on run order: each format's note says which one,
+    ingest order over an archive, input order over snapshots."""
+    from contextledger.jobs.ingest import ingest
+
+    archive = tmp_path / "archive"
+    ingest([SAMPLE], archive, workers=1)
+    for source, order in ((SAMPLE, "input order"), (archive, "ingest order")):
+        other = "ingest order" if order == "input order" else "input order"
+        table = run("gates", str(source))
+        assert f"\nruns in {order}, each judged by the ledger of the runs before it;" in (
+            table.stdout
+        )
+        document = json.loads(run("gates", str(source), "--format", "json").stdout)
+        assert document["note"].startswith(f"runs in {order}, ")
+        csv = run("gates", str(source), "--format", "csv")
+        assert f"\nruns in {order}, " in csv.stderr
+        for said in (table.stdout, document["note"], csv.stderr):
+            assert other not in said

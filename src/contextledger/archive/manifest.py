@@ -93,22 +93,32 @@ def archived_executions(
 
 def commits_holding(archive: Archive, run_ids: Iterable[str]) -> set[int]:
     """The numbers of the commits that hold any of ``run_ids`` (by the run index)."""
-    import bisect
+    return commits_of(archive, runs_held(archive, run_ids).values())
 
+
+def runs_held(archive: Archive, run_ids: Iterable[str]) -> dict[str, int]:
+    """Those of ``run_ids`` the archive holds, each with its ``run_order`` (the run
+    index's two columns, filtered as they are read)."""
     files = archive.paths(archive.files("run_index"))
     wanted = list(set(run_ids))
     if not files or not wanted:
-        return set()
-    orders = (
+        return {}
+    found = (
         archive.location.scan(files)
         .filter(pl.col("run_id").is_in(wanted))
-        .select("run_order")
-        .collect()["run_order"]
-        .to_list()
+        .select("run_id", "run_order")
+        .collect()
     )
+    return dict(zip(found["run_id"].to_list(), found["run_order"].to_list(), strict=True))
+
+
+def commits_of(archive: Archive, run_orders: Iterable[int]) -> set[int]:
+    """The numbers of the commits that added the runs at ``run_orders``."""
+    import bisect
+
     commits = [commit for commit in archive.commits if commit.run_count]
     starts = [commit.first_run_order for commit in commits]
-    return {commits[bisect.bisect_right(starts, order) - 1].seq for order in orders}
+    return {commits[bisect.bisect_right(starts, order) - 1].seq for order in run_orders}
 
 
 def current_quarantine(archive: Archive) -> pl.DataFrame:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 from urllib.parse import unquote
 
 import polars as pl
@@ -216,6 +216,9 @@ class ArchiveTables(RunTables):
     12
     """
 
+    #: ``run_order``: a run's place among every run ever committed (docs/archive.md).
+    order: ClassVar[str] = "ingest order"
+
     def __init__(
         self,
         archive: Archive,
@@ -234,6 +237,7 @@ class ArchiveTables(RunTables):
         self._selected: list[str] | None = None
         self._selected_known = False
         self._holding: list[Commit] | None = None
+        self._held: tuple[tuple[str, ...], dict[str, int]] | None = None
         #: The tables whose selected files were checked against their commits' CRC-32.
         self._checked: set[str] = set()
         #: Whether a file list went to a reader (damage found after that cannot be
@@ -361,11 +365,31 @@ class ArchiveTables(RunTables):
         if ids is None:
             return self._commits
         if self._holding is None:
-            from contextledger.archive.manifest import commits_holding
+            from contextledger.archive.manifest import commits_of
 
-            held = commits_holding(self.archive, ids)
+            held = commits_of(self.archive, self._runs_held(ids).values())
             self._holding = [c for c in self._commits if c.seq in held]
         return self._holding
+
+    def _runs_held(self, ids: Sequence[str]) -> dict[str, int]:
+        """:func:`~contextledger.archive.manifest.runs_held`, the last answer kept: the
+        commits to read and the run ids to name as unmatched come from one lookup."""
+        from contextledger.archive.manifest import runs_held
+
+        key = tuple(sorted(set(ids)))
+        if self._held is None or self._held[0] != key:
+            self._held = (key, runs_held(self.archive, key))
+        return self._held[1]
+
+    def unmatched_run_ids(self) -> list[str]:
+        """The ids of the ``run_id`` filter that name no run the archive holds, in the
+        order given (none without that filter): looked up in the run index with the
+        commits to read, so naming them reads nothing more."""
+        wanted = self.selection.run_ids
+        if wanted is None:
+            return []
+        held = self._runs_held(wanted)  # without a label filter, the filter's own lookup
+        return [run_id for run_id in dict.fromkeys(wanted) if run_id not in held]
 
     def run_id_filter(self) -> list[str] | None:
         """The run ids the selection keeps (None: no run-level filter)."""
@@ -533,6 +557,7 @@ class ArchiveTables(RunTables):
         if self.extra_outcomes is not None:
             extra = pa.concat_tables([self.extra_outcomes, extra])
         tables = ArchiveTables(self.archive, self.mode, self.selection, extra)
+        tables._held = self._held  # the same selection: the run index need not be read again
         return tables
 
     def select(self, **filters: Any) -> ArchiveTables:

@@ -16,6 +16,7 @@ from contextledger.cli.common import (
     _read_inputs,
     _spark_engine,
     _table_text,
+    _unopened,
     _warn,
     engine_option,
     max_document_option,
@@ -134,7 +135,10 @@ def ingest_command(
             report = on_spark("ingest", list(paths), archive_dir, **options)
         else:
             report = ingest(list(paths), archive_dir, workers=workers, **options)
-    except (ArchiveError, OSError, ValueError) as error:
+    except OSError as error:  # a named file missing (--outcomes, --static-tools), or a write
+        _fail(_unopened(error))
+        raise  # unreachable: _fail exits
+    except (ArchiveError, ValueError) as error:
         _fail(_error_lines(error))
         raise  # unreachable: _fail exits
     _name_skipped(report.files_skipped)

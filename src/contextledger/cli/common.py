@@ -307,6 +307,10 @@ def _read_inputs(
         first = tables.problems.slice(0, 1).to_pylist()[0]
         _warn(f"{ReadProblem(**first).where}: {first['reason']} (stopped: --strict)")
         sys.exit(EXIT_UNREADABLE_INPUT)
+    from contextledger.archive import ArchiveTables
+
+    if isinstance(tables, ArchiveTables):
+        _name_unmatched_run_ids(tables.unmatched_run_ids())
     _name_skipped(tables.skipped)
     for problem in tables.problems.to_pylist():
         _warn(f"skipped {ReadProblem(**problem).where}: {problem['reason']}")
@@ -314,8 +318,6 @@ def _read_inputs(
     if outcomes is not None:
         tables = tables.with_outcomes(outcomes)
     _name_unmatched_labels(tables)
-    from contextledger.archive import ArchiveTables
-
     runs = tables.runs.column("run_id").to_pylist()
     _name_nothing_selected(len(runs), paths, archived=isinstance(tables, ArchiveTables))
     given = outcomes.column("run_id").to_pylist() if outcomes is not None else []
@@ -344,6 +346,16 @@ def _name_unmatched_labels(tables: RunTables) -> None:
     held = isinstance(tables, ArchiveTables)
     runs = "run the archive holds" if held else "run read"
     line = describe_unmatched("outcome label", tables.unmatched_label_ids(), runs=runs)
+    if line is not None:
+        _warn(line)
+
+
+def _name_unmatched_run_ids(ids: Sequence[str]) -> None:
+    """Say which ids of an archive's ``run_id`` filter name no run it holds (a note, as
+    for labels: the runs it does hold are read, the exit status stays as it is)."""
+    from contextledger.read.identity import describe_unmatched
+
+    line = describe_unmatched("run_id filter", list(ids), runs="run the archive holds")
     if line is not None:
         _warn(line)
 

@@ -350,13 +350,14 @@ def gates(
 ) -> None:
     """What agentfootprint's ledger gates would have left out of the runs under PATHS.
 
-    Runs are replayed in input order, each judged by the ledger of the runs before it:
+    Runs are replayed in input order (an archive's: ingest order, said in the output), each
+    judged by the ledger of the runs before it:
     per piece, the approx tokens the gates would have saved, the offers they would have
     left out and the uses that would have cost. Table: pieces the ledger demoted.
     """
     import polars as pl
 
-    from contextledger.ledger.gates import ATTRIBUTION_NOTE, describe_total, gate_what_if
+    from contextledger.ledger.gates import describe_total, gate_note, gate_what_if
 
     tables = _read_inputs(paths, mode, None, None, False)
     pieces, total = gate_what_if(
@@ -365,12 +366,12 @@ def gates(
         earn_rate_floor=earn_rate_floor,
         refresh_every=refresh_every,
     )
-    summary = f"{describe_total(total)}\n{_summary(tables)}"
+    summary = f"{describe_total(total, tables.order)}\n{_summary(tables)}"
     if output_format == "json":
         document = {
             "total": total.row(0, named=True),
             "pieces": pieces.to_dicts(),
-            "note": ATTRIBUTION_NOTE,
+            "note": gate_note(tables.order),
         }
         _emit(_json_object(document), output)
         click.echo(_summary(tables), err=True)

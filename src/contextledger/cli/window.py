@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -17,6 +17,7 @@ from contextledger.cli.common import (
     _name_skipped,
     _name_unmatched,
     _name_unmatched_labels,
+    _name_unmatched_run_ids,
     _spark_engine,
     _summary,
     _table_text,
@@ -124,6 +125,8 @@ def whatif_command(
             + (f"; {archived.left_out_text()}" if problems else ""),
             err=True,
         )
+        _name_unmatched_run_ids(archived.unmatched_run_ids)
+        _name_unmatched("standings", *_standings_replayed(standings, per_run))
     else:
         inputs = sourced.read_inputs(paths, meter=meter)
         meter.close()  # the notes below on lines of their own
@@ -163,6 +166,21 @@ def whatif_command(
             click.echo(note, err=True)
     if problems:
         sys.exit(EXIT_UNREADABLE_INPUT)
+
+
+def _standings_replayed(
+    standings: list[dict[str, Any]], per_run: pl.DataFrame | pl.LazyFrame
+) -> tuple[list[str], list[str]]:
+    """The run ids of the standings rows given, and those of them among the runs
+    replayed: what :func:`_name_unmatched` compares (the rows' run ids read alone,
+    filtered to those ids, however many runs were replayed)."""
+    import polars as pl
+
+    ids = [str(row["run_id"]) for row in standings]
+    if not ids:
+        return [], []
+    found = per_run.lazy().filter(pl.col("run_id").is_in(ids)).select(pl.col("run_id").unique())
+    return ids, found.collect()["run_id"].to_list()
 
 
 def _output_folder(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
@@ -246,7 +264,7 @@ def report_command(
     and the differences from the reference. It opens offline: nothing is fetched.
     """
     from contextledger import report
-    from contextledger.archive import ArchiveError
+    from contextledger.archive import ArchiveError, ArchiveTables
     from contextledger.progress import chosen_stream
     from contextledger.tables.standings import StandingsFileError
     from contextledger.window.frameworks import framework_name
@@ -278,11 +296,16 @@ def report_command(
         _fail(_unopened(error) if isinstance(error, OSError) else str(error))
         raise  # unreachable: _fail exits
     meter.close()  # warnings on lines of their own
+    archived = isinstance(data.tables, ArchiveTables)
+    if isinstance(data.tables, ArchiveTables):
+        _name_unmatched_run_ids(data.tables.unmatched_run_ids())
     _name_skipped(data.tables.skipped)
     for problem in data.tables.problems.to_pylist():
         _warn(f"skipped {ReadProblem(**problem).where}: {problem['reason']}")
     _name_duplicates(data.tables.duplicates)
     _name_unmatched_labels(data.tables)
+    if paths:  # none: the bundled sample, which has runs
+        _name_nothing_selected(data.tables.runs.num_rows, paths, archived=archived)
     for problem in data.unreplayed:
         _warn(f"not replayed {ReadProblem(**problem).where}: {problem['reason']}")
     if data.windows_note is not None:  # said on the page, and here for a log
@@ -377,6 +400,7 @@ def compare_command(
     except ValueError as error:  # a cache price that is no price
         _fail(str(error))
         raise  # unreachable: _fail exits
+    _name_unmatched_run_ids(found.unmatched_run_ids)
     _name_skipped(found.skipped)
     _name_duplicates(found.duplicates)
     if standings is not None:

@@ -75,6 +75,8 @@ class Comparison:
     archived: bool = False
     #: A line per policy left out, and why (:func:`~contextledger.window.audit.without_tool_text`).
     policies_left_out: list[str] = field(default_factory=list)
+    #: Over an archive: the ``run_id`` filter's ids that name no run it holds.
+    unmatched_run_ids: list[str] = field(default_factory=list)
 
 
 def parse_compared(specs: Sequence[str | AnyPolicy] | str) -> list[tuple[str, AnyPolicy]]:
@@ -171,6 +173,7 @@ def _compare_archive(
         left_out=replayed.left_out_text(),
         archived=True,
         policies_left_out=policies_left_out,
+        unmatched_run_ids=replayed.unmatched_run_ids,
     )
 
 

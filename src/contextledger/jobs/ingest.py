@@ -416,11 +416,8 @@ class _Pending:
     def add_outcomes(self, path: Path, known: Mapping[str, KnownSource]) -> None:
         from contextledger.tables.build import load_outcomes
 
-        try:
-            stat = path.stat()
-            digest = content_hash(path)
-        except OSError as error:
-            raise store.ArchiveError(f"{path}: cannot be read ({error})") from None
+        stat = path.stat()  # an OSError naming the file: the caller says it as it says others
+        digest = content_hash(path)
         name = source_name(path, known)
         before = known.get(display_path(name))
         if before is not None and before.content_hash == digest:

@@ -263,6 +263,8 @@ class ArchiveReplay:
     left_out_known: bool = True
     #: A run-level filter (run ids, a label): a damaged commit may hold fewer selected runs.
     filtered: bool = False
+    #: Ids of the selection's ``run_id`` filter that name no run the archive holds.
+    unmatched_run_ids: list[str] = field(default_factory=list)
 
     def _repr_html_(self) -> str:
         """In Jupyter: how many runs, how fast, what was left out, and the per-policy table."""
@@ -375,7 +377,8 @@ def with_problems(replay: ArchiveReplay, tables: ArchiveTables) -> ArchiveReplay
     """``replay`` with what it could not replay: the archive's damage the selection
     touches (each damaged commit is left out), the inputs ingest could not read (what
     the folder's what-if names), then the selected runs without a stored stream; and
-    how many runs that leaves out (a whole file unread: an unknown number)."""
+    how many runs that leaves out (a whole file unread: an unknown number); and the
+    ``run_id`` filter's ids that name no run the archive holds."""
     from contextledger.archive.store import runs_left_out
     from contextledger.archive.tables import unreplayable_runs
 
@@ -388,4 +391,5 @@ def with_problems(replay: ArchiveReplay, tables: ArchiveTables) -> ArchiveReplay
     replay.left_out_known &= lines == len(unread)
     replay.runs_left_out = lost + lines + len(unreplayable)
     replay.filtered = tables.run_id_filter() is not None
+    replay.unmatched_run_ids = tables.unmatched_run_ids()
     return replay

@@ -243,8 +243,15 @@ def gate_what_if(
     return pieces, total
 
 
-def describe_total(total: pl.DataFrame) -> str:
-    """The one-row total as a few lines of text, with what ``uses_lost`` means."""
+def gate_note(order: str) -> str:
+    """What a gate what-if's output notes: the order its runs were replayed in (``order``,
+    a :attr:`RunTables.order`: the result depends on it), then :data:`ATTRIBUTION_NOTE`."""
+    return f"runs in {order}, each judged by the ledger of the runs before it; {ATTRIBUTION_NOTE}"
+
+
+def describe_total(total: pl.DataFrame, order: str) -> str:
+    """The one-row total as a few lines of text, with the run ``order`` and what
+    ``uses_lost`` means (:func:`gate_note`)."""
     t = total.row(0, named=True)
     share = t["approx_tokens_saved"] / t["approx_tokens_spent"] if t["approx_tokens_spent"] else 0
     parole = f"every {t['refresh_every']}th demotion" if t["refresh_every"] else "never"
@@ -258,5 +265,5 @@ def describe_total(total: pl.DataFrame) -> str:
         f"({t['uses_judged_per_run']} tool uses without a recorded call judged per run)\n"
         f"policy: min_offers {t['min_offers']}, earn_rate_floor {t['earn_rate_floor']}, "
         f"parole {parole}; ledger from earlier runs only ({t['mode']} accounting)\n"
-        f"{ATTRIBUTION_NOTE}"
+        f"{gate_note(order)}"
     )

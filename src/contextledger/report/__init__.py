@@ -718,7 +718,7 @@ def _render(data: ReportData, specs: dict[str, dict[str, Any]]) -> str:
         nearly_all_facts=f"{NEARLY_ALL_FACTS:.0%}",
         runs_read=runs.height,
         ledger_rows=_ledger_rows(data.rows),
-        gate_text=describe_total(data.gate_total),
+        gate_text=describe_total(data.gate_total, data.tables.order),
         policy_rows=policy_rows,
         timeline_run=data.timeline["run_id"][0] if data.timeline.height else None,
         timeline_policy=data.timeline["policy"][0] if data.timeline.height else None,

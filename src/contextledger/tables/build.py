@@ -15,7 +15,7 @@ import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import msgspec
 import pyarrow as pa
@@ -67,6 +67,8 @@ class RunTables:
     duplicates: pa.Table = field(default_factory=lambda: schema.empty(DUPLICATES))
     #: Files in input folders not read because of their names (``find_snapshot_files``).
     skipped: tuple[str, ...] = ()
+    #: The order the runs come in, said where a result depends on it (the gates' replay).
+    order: ClassVar[str] = "input order"
 
     def with_outcomes(self, outcomes: pa.Table) -> RunTables:
         """The same tables with ``outcomes`` (run_id, label) added; a (run, label) pair
