@@ -142,3 +142,21 @@ def test_damage_found_after_a_read_is_a_named_refusal(pristine, tmp_path):
     assert str(damaged) in ledger.stderr and "nothing was answered" in ledger.stderr
     assert ledger.stdout == ""
     assert str(damaged) in invoke("check", str(archive)).stderr
+
+
+def test_a_part_no_checksum_covers_that_the_engines_cannot_decode_is_one_line(pristine, tmp_path):
+    """An archive written before checksums: a flipped byte in its piece totals gave
+    Polars' "File out of specification" traceback; now one line, exit 1."""
+    archive = copy(pristine, tmp_path / "old")
+    for path in (archive / "_manifest" / "commits").glob("*.json"):
+        document = json.loads(path.read_text())
+        document.pop("crc32")
+        path.write_text(json.dumps(document))
+    damaged = part(archive, "piece_totals")
+    flip(damaged)
+    result = invoke("ledger", str(archive))
+    assert result.exit_code == EXIT_UNREADABLE_INPUT, result.output
+    assert "Traceback" not in result.output and not result.stdout
+    [line] = result.stderr.splitlines()
+    assert line.startswith("contextledger: a Parquet file could not be decoded")
+    assert "contextledger check ARCHIVE" in line

@@ -22,20 +22,35 @@ from contextledger.cli import archive, ledger, window
 
 
 class _Commands(click.Group):
-    """The commands, with one refusal shared by all: an archive part found changed in
-    place only once part of the archive was read (exit 1, each file named)."""
+    """The commands, with the refusals shared by all: an archive part found changed in
+    place only once part of the archive was read (exit 1, each file named), and a
+    Parquet file the engines cannot decode that no checksum caught (an archive written
+    before parts had checksums: exit 1, one line, ``check`` to name the file)."""
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
         except Exception as error:
-            store = sys.modules.get("contextledger.archive.store")  # not imported by --help
-            if store is None or not isinstance(error, store.ArchiveDamaged) or error.written:
-                raise
             from contextledger.cli.common import EXIT_UNREADABLE_INPUT, _warn
 
-            _warn(error.lines)
+            store = sys.modules.get("contextledger.archive.store")  # not imported by --help
+            if store is not None and isinstance(error, store.ArchiveDamaged) and not error.written:
+                _warn(error.lines)
+            elif _undecodable_parquet(error):
+                first = " ".join(str(error).split())[:300]
+                _warn(
+                    f"a Parquet file could not be decoded, so nothing was answered ({first}); "
+                    "`contextledger check ARCHIVE` names the damaged file"
+                )
+            else:
+                raise
             sys.exit(EXIT_UNREADABLE_INPUT)
+
+
+def _undecodable_parquet(error: BaseException) -> bool:
+    """An engine's (Polars, PyArrow, DuckDB) error about a Parquet file's bytes."""
+    engine = type(error).__module__.partition(".")[0]
+    return engine in ("polars", "pyarrow", "duckdb") and "parquet" in str(error).lower()
 
 
 @click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"]})
