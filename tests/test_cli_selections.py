@@ -168,3 +168,13 @@ def test_whatif_over_an_archive_names_standings_that_match_no_run_as_over_its_fo
         ],
     )
     assert "s0001-fact-bench" in kept.stderr  # not replayed here: matches no run read
+
+
+def test_a_run_id_file_that_is_missing_is_said_in_one_line(archive, tmp_path):
+    """``?run_id=@FILE`` with no such file printed Python's ``[Errno 2] ...`` text."""
+    missing = tmp_path / "ids.txt"
+    result = CliRunner().invoke(main, ["ledger", f"{archive}?run_id=@{missing}"])
+    assert result.exit_code == 2
+    assert result.stderr == f"contextledger: {missing}: no such file (run_id=@FILE)\n"
+    missing.write_text("s0003-loop\n")
+    assert CliRunner().invoke(main, ["ledger", f"{archive}?run_id=@{missing}"]).exit_code == 0

@@ -163,8 +163,11 @@ def parse_archive_path(text: str) -> tuple[Location, Selection] | None:
             if files and value.startswith("@"):
                 try:
                     lines = Path(value[1:]).read_text(encoding="utf-8").splitlines()
+                except FileNotFoundError:
+                    raise ArchiveError(f"{value[1:]}: no such file (run_id=@FILE)") from None
                 except OSError as error:
-                    raise ArchiveError(f"{value[1:]}: cannot be read ({error})") from None
+                    reason = (error.strerror or str(error)).lower()
+                    raise ArchiveError(f"{value[1:]}: cannot be read ({reason})") from None
                 items.extend(line.strip() for line in lines if line.strip())
             else:
                 items.extend(item for item in value.split(",") if item)
