@@ -49,3 +49,16 @@ def test_a_missing_named_file_is_said_as_a_missing_input_is(args, tmp_path):
     result = CliRunner().invoke(main, args)
     assert result.exit_code == EXIT_USAGE
     assert result.stderr == f"contextledger: {missing}: no such file\n"
+
+
+@pytest.mark.parametrize("labels", ["missing", "bad"])
+def test_ingest_with_a_labels_file_it_cannot_use_makes_no_archive(labels, tmp_path):
+    """It refused (exit 2) but left a new archive's archive.json and .lock behind."""
+    path = tmp_path / "labels.csv"
+    if labels == "bad":
+        path.write_text("run_id,label\ns0003-loop\n")  # a row without its label
+    root = tmp_path / "archive"
+    args = ["ingest", str(SAMPLE), "--archive", str(root), "--outcomes", str(path)]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == EXIT_USAGE, result.output
+    assert str(path) in result.stderr and not root.exists()

@@ -141,6 +141,9 @@ def test_a_report_that_reads_no_run_says_so(archive, tmp_path, query):
     assert result.exit_code == 0, result.output
     said = "selected by" if query else "read from"
     assert f"contextledger: no run {said} {source}\n" in result.stderr
+    drawn = CliRunner().invoke(main, ["report", source, "-o", str(tmp_path / "drawn")])
+    assert drawn.exit_code == 0, drawn.output
+    assert not (tmp_path / "drawn" / "charts").exists() and "charts" not in drawn.stdout
 
 
 def test_whatif_over_an_archive_names_standings_that_match_no_run_as_over_its_folder(

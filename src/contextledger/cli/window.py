@@ -320,8 +320,9 @@ def report_command(
         _fail(f"cannot write the report to {output_dir}: {error.strerror or error}")
         raise  # unreachable: _fail exits
     meter.close()
+    drawn = formats and data.tables.runs.num_rows > 0  # no run read: no chart to draw
     click.echo(
-        terminal_text(f"wrote {page}" + (f" and {page.parent / 'charts'}/" if formats else ""))
+        terminal_text(f"wrote {page}" + (f" and {page.parent / 'charts'}/" if drawn else ""))
     )
     click.echo(_summary(data.tables))
     if data.tables.problems.num_rows or data.unreplayed:

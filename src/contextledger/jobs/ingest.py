@@ -215,6 +215,8 @@ def ingest(
     """
     started = time.perf_counter()
     date = store.ingest_date_or_today(ingest_date)
+    if outcomes is not None:  # a missing or bad labels file leaves no archive behind
+        _labels_from(Path(outcomes))
     archive = Archive.create(archive_dir, partition_by)
     report = IngestReport(str(archive_dir))
     with archive.writing() as removed:
@@ -414,8 +416,6 @@ class _Pending:
         self.report.runs_read += len(read.runs)
 
     def add_outcomes(self, path: Path, known: Mapping[str, KnownSource]) -> None:
-        from contextledger.tables.build import load_outcomes
-
         stat = path.stat()  # an OSError naming the file: the caller says it as it says others
         digest = content_hash(path)
         name = source_name(path, known)
@@ -423,10 +423,7 @@ class _Pending:
         if before is not None and before.content_hash == digest:
             return
         source = Source(name, stat.st_size, stat.st_mtime_ns, digest)
-        try:
-            table = load_outcomes(path)
-        except ValueError as error:
-            raise store.ArchiveError(str(error)) from None
+        table = _labels_from(path)
         self.outcomes.append((source, table, None))
         self.report.outcome_labels_added += _new_labels(self.archive, table)
 
@@ -438,6 +435,17 @@ class _Pending:
         batch.commit()
         self.report.commits += 1
         self.reads, self.outcomes, self.run_count = [], [], 0
+
+
+def _labels_from(path: Path) -> pa.Table:
+    """The labels in ``path``; an ``OSError`` naming it, or an ``ArchiveError`` saying which
+    row is bad."""
+    from contextledger.tables.build import load_outcomes
+
+    try:
+        return load_outcomes(path)
+    except ValueError as error:
+        raise store.ArchiveError(str(error)) from None
 
 
 def write_batch(
