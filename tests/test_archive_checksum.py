@@ -160,3 +160,14 @@ def test_a_part_no_checksum_covers_that_the_engines_cannot_decode_is_one_line(pr
     [line] = result.stderr.splitlines()
     assert line.startswith("contextledger: a Parquet file could not be decoded")
     assert "contextledger check ARCHIVE" in line
+
+
+def test_labels_of_runs_a_damaged_commit_took_out_are_not_said_to_match_no_run(pristine, tmp_path):
+    """They said "match no run the archive holds": the archive holds those runs; its damaged
+    commit was left out."""
+    archive = copy(pristine, tmp_path / "damaged")
+    flip(part(archive, "runs"))
+    result = invoke("ledger", str(archive))
+    assert result.exit_code == EXIT_UNREADABLE_INPUT
+    assert "match no run the archive holds" not in result.stderr
+    assert "match no run read from the archive's intact commits" in result.stderr

@@ -345,6 +345,8 @@ def _name_unmatched_labels(tables: RunTables) -> None:
 
     held = isinstance(tables, ArchiveTables)
     runs = "run the archive holds" if held else "run read"
+    if isinstance(tables, ArchiveTables) and tables.archive.damage:  # their runs left out
+        runs = "run read from the archive's intact commits (the damaged ones are named above)"
     line = describe_unmatched("outcome label", tables.unmatched_label_ids(), runs=runs)
     if line is not None:
         _warn(line)
