@@ -7,7 +7,7 @@ answer from them without reading any run's tables.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import polars as pl
@@ -52,20 +52,31 @@ def committed_sources(archive: Archive) -> dict[str, KnownSource]:
     }
 
 
+def _run_index(
+    archive: Archive, key: str, values: Iterable[str | None], columns: Sequence[str]
+) -> pl.DataFrame:
+    """``columns`` of the run index's rows whose ``key`` is one of ``values``, in run
+    order (filtered as they are read; a column older archives lack reads as null)."""
+    files = archive.paths(archive.files("run_index"))
+    wanted = list({value for value in values if value is not None})
+    if not files or not wanted:
+        return pl.DataFrame(schema={name: pl.String for name in columns})
+    return (
+        archive.location.scan(files, store.RUN_INDEX)
+        .filter(pl.col(key).is_in(wanted))
+        .sort("run_order")
+        .select(columns)
+        .collect()
+    )
+
+
 def archived_digests(
     archive: Archive, run_ids: Iterable[str]
 ) -> dict[str, tuple[str, str, int | None]]:
     """``run_id -> (digest, source_path, source_line)`` for those of ``run_ids`` the
     archive holds."""
-    files = archive.paths(archive.files("run_index"))
-    wanted = list(set(run_ids))
-    if not files or not wanted:
-        return {}
-    found = (
-        archive.location.scan(files)
-        .filter(pl.col("run_id").is_in(wanted))
-        .select("run_id", "digest", "source_path", "source_line")
-        .collect()
+    found = _run_index(
+        archive, "run_id", run_ids, ("run_id", "digest", "source_path", "source_line")
     )
     return {run_id: (digest, path, line) for run_id, digest, path, line in found.iter_rows()}
 
@@ -76,19 +87,10 @@ def archived_executions(
     """``execution id -> (run_id, digest, source_path, source_line)`` of the first run the
     archive holds with each of ``execution_ids`` (none from archives written before
     execution ids were stored: their runs are known by run id only)."""
-    files = archive.paths(archive.files("run_index"))
-    wanted = list({e for e in execution_ids if e is not None})
-    if not files or not wanted:
-        return {}
-    found = (
-        archive.location.scan(files, store.RUN_INDEX)
-        .filter(pl.col("execution_id").is_in(wanted))
-        .sort("run_order")
-        .unique("execution_id", keep="first", maintain_order=True)
-        .select("execution_id", "run_id", "digest", "source_path", "source_line")
-        .collect()
-    )
-    return {row[0]: (row[1], row[2], row[3], row[4]) for row in found.iter_rows()}
+    columns = ("execution_id", "run_id", "digest", "source_path", "source_line")
+    found = _run_index(archive, "execution_id", execution_ids, columns)
+    first = found.unique("execution_id", keep="first", maintain_order=True)
+    return {row[0]: (row[1], row[2], row[3], row[4]) for row in first.iter_rows()}
 
 
 def commits_holding(archive: Archive, run_ids: Iterable[str]) -> set[int]:
@@ -97,18 +99,8 @@ def commits_holding(archive: Archive, run_ids: Iterable[str]) -> set[int]:
 
 
 def runs_held(archive: Archive, run_ids: Iterable[str]) -> dict[str, int]:
-    """Those of ``run_ids`` the archive holds, each with its ``run_order`` (the run
-    index's two columns, filtered as they are read)."""
-    files = archive.paths(archive.files("run_index"))
-    wanted = list(set(run_ids))
-    if not files or not wanted:
-        return {}
-    found = (
-        archive.location.scan(files)
-        .filter(pl.col("run_id").is_in(wanted))
-        .select("run_id", "run_order")
-        .collect()
-    )
+    """Those of ``run_ids`` the archive holds, each with its ``run_order``."""
+    found = _run_index(archive, "run_id", run_ids, ("run_id", "run_order"))
     return dict(zip(found["run_id"].to_list(), found["run_order"].to_list(), strict=True))
 
 
