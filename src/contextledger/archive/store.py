@@ -366,21 +366,22 @@ class Archive:
         intact = []
         for commit in parsed:
             found = [(file, why) for file in commit.files if (why := self._file_damage(file))]
-            for file, why in found:
-                damage.append(
-                    ArchiveProblem(
-                        self.location.name(file.path),
-                        f"{why}: {_left_out(commit)}",
-                        commit.ingest_date,
-                        commit.seq,
-                        commit.run_count,
-                    )
-                )
+            damage.extend(self._file_problem(file, commit, why) for file, why in found)
             if not found and commit.seq not in unchained:
                 intact.append(commit)
         self.commits = intact
         self.damage = damage
         self._verified = set()
+
+    def _file_problem(self, file: DataFile, commit: Commit, why: str) -> ArchiveProblem:
+        """Damage to one of ``commit``'s files, said with what leaving the commit out costs."""
+        return ArchiveProblem(
+            self.location.name(file.path),
+            f"{why}: {_left_out(commit)}",
+            commit.ingest_date,
+            commit.seq,
+            commit.run_count,
+        )
 
     def verify_content(self, files: Sequence[DataFile]) -> list[ArchiveProblem]:
         """Check the bytes of ``files`` against the CRC-32 their commit recorded, and
@@ -413,15 +414,7 @@ class Archive:
                     continue
                 why = "its bytes differ from those its commit recorded (changed in place)"
             lost.add(commit.seq)
-            found.append(
-                ArchiveProblem(
-                    self.location.name(file.path),
-                    f"{why}: {_left_out(commit)}",
-                    commit.ingest_date,
-                    commit.seq,
-                    commit.run_count,
-                )
-            )
+            found.append(self._file_problem(file, commit, why))
         if found:
             self.commits = [commit for commit in self.commits if commit.seq not in lost]
             self.damage = [*self.damage, *found]
