@@ -22,6 +22,7 @@ import contextlib
 import gc
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Any
 
 from contextledger.read.commitlog import ABSENT, ForwardFold
@@ -200,7 +201,17 @@ class RunMessages:
 
     def entering_before(self, ordinal: int) -> list[Message]:
         """Messages the run itself appended (not its window stage) before call ``ordinal``."""
-        return [m for m in self.messages if m.first_call == ordinal and not m.window_authored]
+        return list(self._entering.get(ordinal, ()))
+
+    @cached_property
+    def _entering(self) -> dict[int, list[Message]]:
+        """:meth:`entering_before` of every call, grouped in one pass over the stream (the
+        replays ask it at every call; a stream is not changed once built)."""
+        out: dict[int, list[Message]] = {}
+        for message in self.messages:
+            if message.first_call is not None and not message.window_authored:
+                out.setdefault(message.first_call, []).append(message)
+        return out
 
     def entering_after_last_call(self) -> list[Message]:
         """Messages the run appended after its last model call."""

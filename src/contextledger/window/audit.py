@@ -161,14 +161,10 @@ def current_requests(stream: RunMessages) -> list[Message | None]:
     message the run appended before the call), the last message a person said whose text
     is the run's ``userMessage`` (else the last a person said); None where there is none.
     """
-    entering: dict[int, list[Message]] = {}
-    for message in stream.messages:  # stream.entering_before, for every call in one pass
-        if message.first_call is not None and not message.window_authored:
-            entering.setdefault(message.first_call, []).append(message)
     out: list[Message | None] = []
     entered: list[Message] = []
     for call in stream.calls:
-        entered += entering.get(call.ordinal, ())
+        entered += stream.entering_before(call.ordinal)
         position = current_request_index(entered, stream.user_message)
         out.append(entered[position] if position >= 0 else None)
     return out
