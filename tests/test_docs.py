@@ -6,6 +6,7 @@ documented command."""
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -205,11 +206,16 @@ def test_the_first_python_example_runs_as_written_from_outside_the_repository(
     path: Path, tmp_path: Path
 ):
     """The bundled sample, not the repository's data/: what a pip user has."""
+    import contextledger
+
     example = tmp_path / "example.py"
     example.write_text(python_blocks(path)[0], encoding="utf-8")
+    # The package under test, whatever PYTHONPATH said relative to the repository.
+    env = {**os.environ, "PYTHONPATH": str(Path(contextledger.__file__).parents[1])}
     result = subprocess.run(
         [sys.executable, str(example)],
         cwd=tmp_path,
+        env=env,
         capture_output=True,
         text=True,
         timeout=300,
@@ -266,3 +272,16 @@ def test_the_screenshot_says_so_when_there_is_no_browser(tmp_path: Path):
     assert result.returncode == 1
     assert result.stderr.startswith("screenshot: ") and "Traceback" not in result.stderr
     assert not (tmp_path / "x.png").exists()
+
+
+def test_the_window_policies_page_describes_every_policy_and_each_of_its_keys():
+    from contextledger.window.frameworks import FRAMEWORK_POLICIES
+
+    page = (REPO / "docs" / "window-policies.md").read_text(encoding="utf-8")
+    sections = dict(re.findall(r"^### (\w+)\n(.*?)(?=^##)", page, re.M | re.S))
+    keys = {"none": (), "sliding": ("keep",), "token_budget": ("threshold", "keep")}
+    keys |= {name: tuple(key.name for key in cls.KEYS) for name, cls in FRAMEWORK_POLICIES.items()}
+    for name, policy_keys in keys.items():
+        assert name in sections, f"no section for {name}"
+        for key in policy_keys:
+            assert f"`{key}`" in sections[name] or f"{key}=" in sections[name], (name, key)
