@@ -285,3 +285,11 @@ def test_the_window_policies_page_describes_every_policy_and_each_of_its_keys():
         assert name in sections, f"no section for {name}"
         for key in policy_keys:
             assert f"`{key}`" in sections[name] or f"{key}=" in sections[name], (name, key)
+
+
+def test_the_command_line_page_lists_every_command():
+    from contextledger.cli import main
+
+    page = (REPO / "docs" / "cli.md").read_text(encoding="utf-8")
+    listed = set(re.findall(r"`(\w+)`", " ".join(re.findall(r"^\| (.*?) \|", page, re.M))))
+    assert set(main.commands) <= listed
