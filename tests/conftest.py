@@ -2,7 +2,8 @@
 
 A test that needs the corpus is skipped, saying so, when it is absent; under CI
 (``$CI`` set, as ``.ci/run`` is run) it fails instead, so a missing corpus never
-passes for a green run.
+passes for a green run. The skips are explained once, at the end of the run
+(:func:`pytest_terminal_summary`), rather than left as bare ``s`` marks.
 """
 
 from __future__ import annotations
@@ -67,11 +68,15 @@ def corpus_present() -> bool:
     return (corpus_dir() / "oracle" / "runs.jsonl").is_file()
 
 
+#: How every corpus skip's reason starts (:func:`skip_summary` counts them by it).
+CORPUS_ABSENT = "reference corpus not found at"
+
+
 def require_corpus(*, allow_module_level: bool = False) -> Path:
     """The corpus folder; when it is absent, skip the test (or the module), or under CI fail."""
     path = corpus_dir()
     if not corpus_present():
-        reason = f"reference corpus not found at {path} (set CONTEXTLEDGER_CORPUS to its folder)"
+        reason = f"{CORPUS_ABSENT} {path} (set CONTEXTLEDGER_CORPUS to its folder)"
         if in_ci():
             pytest.fail(f"{reason}; CI runs every corpus test", pytrace=False)
         pytest.skip(reason, allow_module_level=allow_module_level)
@@ -98,3 +103,48 @@ def oracle_calls() -> dict[str, dict]:
 @pytest.fixture(scope="session")
 def corpus() -> Path:
     return require_corpus()
+
+
+def skip_reason(report: pytest.TestReport | pytest.CollectReport) -> str:
+    """Why a skipped test (or module) skipped, without pytest's ``Skipped: `` prefix."""
+    longrepr = report.longrepr
+    reason = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
+    return reason.removeprefix("Skipped: ")
+
+
+def skip_summary(skipped: list[pytest.TestReport | pytest.CollectReport]) -> list[str]:
+    """Lines saying once why the run's skips skipped: the corpus's first, then any other
+    reason with its count."""
+    reasons: dict[str, int] = {}
+    corpus_skips = 0
+    for report in skipped:
+        reason = skip_reason(report)
+        if reason.startswith(CORPUS_ABSENT):
+            corpus_skips += 1
+        else:
+            reasons[reason] = reasons.get(reason, 0) + 1
+    lines = []
+    if corpus_skips:
+        lines += [
+            f"{corpus_skips} skipped: the reference corpus is not at {corpus_dir()}.",
+            "  It holds 301 runs recorded with agentfootprint 9.62.0 and the reference's own "
+            "answers on them;",
+            "  the tests that compare against those answers need it. It is not shipped with the "
+            "repository",
+            "  (docs/development.md#the-reference-corpus): set CONTEXTLEDGER_CORPUS to its folder "
+            "to run them.",
+            "  Under CI ($CI set) they fail instead. This note: pytest_terminal_summary in "
+            "tests/conftest.py.",
+        ]
+    for reason, count in sorted(reasons.items(), key=lambda item: -item[1]):
+        lines.append(f"{count} skipped: {reason}")
+    return lines
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Say once, at the end, why tests skipped (a bare ``s`` says nothing)."""
+    lines = skip_summary(terminalreporter.stats.get("skipped", []))
+    if lines:
+        terminalreporter.section("why tests skipped", sep="-")
+        for line in lines:
+            terminalreporter.write_line(line)

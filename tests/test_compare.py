@@ -594,21 +594,21 @@ def test_the_report_page_names_the_four_wire_kinds_and_links_the_cost_section():
     assert "mastra_token_limit:limit=600" in page.split('id="policy-cost"', 1)[1]
 
 
-def test_the_readme_shows_what_compare_prints_on_the_sample():
+def test_the_docs_show_what_compare_prints_on_the_sample():
     from .conftest import REPO
 
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    readme = (REPO / "docs" / "whatif.md").read_text(encoding="utf-8")
     command = "$ contextledger compare data/sample --standings data/sample-standings.csv\n"
     shown = readme.split(command, 1)[1].split("```", 1)[0]
     result = invoke(SAMPLE, "--standings", STANDINGS)
     assert result.exit_code == 0 and result.stdout == shown
 
 
-def test_the_readme_shows_what_compare_prints_on_the_corpus():
+def test_the_docs_show_what_compare_prints_on_the_corpus():
     from .conftest import REPO
 
     corpus = require_corpus()
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    readme = (REPO / "docs" / "whatif.md").read_text(encoding="utf-8")
     command = "$ contextledger compare CORPUS/runs --standings data/sample-standings.csv\n"
     shown = readme.split(command, 1)[1].split("```", 1)[0]
     result = invoke(corpus / "runs", "--standings", STANDINGS)

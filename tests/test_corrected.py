@@ -1,6 +1,6 @@
 """The corrected accounting: offers are what each call carried, uses what the run did.
 
-Each figure quoted in the README's difference table is asserted here.
+Each figure quoted in the difference table (docs/ledger.md, the report) is asserted here.
 """
 
 from __future__ import annotations

@@ -282,24 +282,24 @@ def test_corpus_what_if_is_internally_consistent(mode) -> None:
     assert not decisions.filter(pl.col("run_order") == first_run)["demoted"].any()
 
 
-#: The README's corpus figures for the gates, as it words them (whitespace, line breaks
+#: docs/ledger.md's corpus figures for the gates, as it words them (whitespace, line breaks
 #: included, collapsed to single spaces before matching).
-README_GATES_FIGURES = re.compile(
+DOCUMENTED_GATES_FIGURES = re.compile(
     r"On the corpus \(corrected accounting, defaults\): (?P<saved>[\d,]+) of "
     r"(?P<spent>[\d,]+) approx tokens saved \((?P<share>[\d.]+%)\), (?P<gated>[\d,]+) "
     r"offers gated, (?P<lost>[\d,]+) tool calls lost\."
 )
 
 
-def readme_gates_figures(readme: str) -> dict[str, str]:
-    """The gates figures the README quotes for the corpus, as written."""
-    found = README_GATES_FIGURES.search(" ".join(readme.split()))
-    assert found is not None, "README.md no longer quotes the gates' corpus figures"
+def documented_gates_figures(text: str) -> dict[str, str]:
+    """The gates figures docs/ledger.md quotes for the corpus, as written."""
+    found = DOCUMENTED_GATES_FIGURES.search(" ".join(text.split()))
+    assert found is not None, "docs/ledger.md no longer quotes the gates' corpus figures"
     return found.groupdict()
 
 
-def test_the_readme_quotes_the_gates_corpus_figures() -> None:
-    """Corrected accounting, default policy: what the README says is what the replay gives."""
+def test_the_docs_quote_the_gates_corpus_figures() -> None:
+    """Corrected accounting, default policy: what docs/ledger.md says is what the replay gives."""
     pieces, total = gate_what_if(read_runs(require_corpus() / "runs"))
     t = total.row(0, named=True)
     tool_calls_lost = pieces.filter(pl.col("kind") == "tool")["uses_lost"].sum()
@@ -310,7 +310,8 @@ def test_the_readme_quotes_the_gates_corpus_figures() -> None:
         "gated": f"{t['offers_gated']:,}",
         "lost": f"{tool_calls_lost:,}",
     }
-    assert readme_gates_figures((REPO / "README.md").read_text(encoding="utf-8")) == computed
+    ledger_doc = (REPO / "docs" / "ledger.md").read_text(encoding="utf-8")
+    assert documented_gates_figures(ledger_doc) == computed
 
 
 def test_the_readme_figures_are_read_across_line_breaks_and_a_change_shows() -> None:
@@ -318,7 +319,7 @@ def test_the_readme_figures_are_read_across_line_breaks_and_a_change_shows() -> 
         "save nothing. On the corpus (corrected accounting, defaults): 61,603 of\n"
         "1,271,977 approx tokens saved (4.8%), 606 offers gated, 82 tool calls lost. The"
     )
-    assert readme_gates_figures(quoted) == {
+    assert documented_gates_figures(quoted) == {
         "saved": "61,603",
         "spent": "1,271,977",
         "share": "4.8%",
@@ -326,7 +327,7 @@ def test_the_readme_figures_are_read_across_line_breaks_and_a_change_shows() -> 
         "lost": "82",
     }
     with pytest.raises(AssertionError, match="no longer quotes"):
-        readme_gates_figures(quoted.replace("offers gated", "offers left out"))
+        documented_gates_figures(quoted.replace("offers gated", "offers left out"))
 
 
 # -- the command ---------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""``--format json``: one rule for every command, the shapes the README's "Output formats"
+"""``--format json``: one rule for every command, the shapes docs/cli.md's "Output formats"
 names. An aggregate is exactly one compact JSON object on one line; rows are JSON Lines,
 each line one object with the documented keys."""
 
@@ -32,9 +32,9 @@ for args in (COMMANDS["whatif"], COMMANDS["compare"]):
 
 
 def documented() -> dict[str, tuple[str, list[str]]]:
-    """Each command's bullet in the README's "Output formats": (aggregate|rows, keys)."""
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = text.split("### Output formats", 1)[1].split("\n#", 1)[0]
+    """Each command's bullet in docs/cli.md's "Output formats": (aggregate|rows, keys)."""
+    text = (ROOT / "docs" / "cli.md").read_text(encoding="utf-8")
+    section = text.split("## Output formats", 1)[1].split("\n#", 1)[0]
     bullets = [" ".join(b.split()) for b in re.split(r"\n- ", section)[1:]]
     shapes = {}
     for bullet in bullets:
@@ -51,7 +51,7 @@ def json_output(name: str) -> str:
     return result.stdout
 
 
-def test_the_readme_documents_every_command_with_json():
+def test_the_docs_document_every_command_with_json():
     assert set(documented()) == set(COMMANDS)
 
 

@@ -1,5 +1,5 @@
 """The report: what it computes from the sample, that the page is one self-contained file,
-the command line, and the README it shares the reference's differences with."""
+the command line, and docs/ledger.md it shares the reference's differences with."""
 
 from __future__ import annotations
 
@@ -43,6 +43,8 @@ from contextledger.window.whatif import parse_policies
 from .conftest import REPO, SAMPLE
 
 README = (REPO / "README.md").read_text(encoding="utf-8")
+LEDGER_DOC = (REPO / "docs" / "ledger.md").read_text(encoding="utf-8")
+REPORT_DOC = (REPO / "docs" / "report.md").read_text(encoding="utf-8")
 
 
 @cache
@@ -137,8 +139,8 @@ def test_the_page_lists_the_refused_runs_and_the_differences_from_the_reference(
     assert "<code>answer-slice(slot)</code>" in page
 
 
-def test_the_readme_holds_the_same_differences_table_the_report_shows():
-    assert markdown_table() in README
+def test_the_docs_hold_the_same_differences_table_the_report_shows():
+    assert markdown_table() in LEDGER_DOC
 
 
 def test_the_readme_quick_start_runs_the_report_first():
@@ -409,7 +411,7 @@ def test_nearly_is_the_documented_threshold(monkeypatch):
     from contextledger import report
 
     assert report.NEARLY_ALL_FACTS == 0.95
-    assert "at least 95% of the facts `none`" in " ".join(README.split())
+    assert "at least 95% of the facts `none`" in " ".join(REPORT_DOC.split())
     monkeypatch.setattr(report, "NEARLY_ALL_FACTS", 0.8)  # 5 of 6 is enough: keep=3 is cheaper
     advice = recommendation(sample_report())
     assert advice is not None and advice.startswith("Recommended window policy: sliding:keep=3")

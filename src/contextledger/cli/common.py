@@ -228,7 +228,7 @@ def _emit(text: str, output: str | None) -> None:
 def _json_object(document: Any) -> str:
     """An aggregate's ``--format json`` (``ledger``'s excepted: LedgerJSON as the reference
     prints it, compact too): one compact JSON object on one line. Row results are JSON
-    Lines instead (``frame.write_ndjson()``): the rule and each shape are in the README's
+    Lines instead (``frame.write_ndjson()``): the rule and each shape are in docs/cli.md's
     "Output formats"."""
     import json
 

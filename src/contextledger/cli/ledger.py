@@ -157,7 +157,7 @@ def ledger(
     type=click.Choice(["table", "csv", "json"]),
     default="table",
     show_default=True,
-    help="json: one object {rows}, on one line (README: Output formats).",
+    help="json: one object {rows}, on one line (docs/cli.md: Output formats).",
 )
 @output_option
 @strict_option

@@ -1,6 +1,6 @@
 """Corrected accounting (the default): what each model call was really sent and what this run used.
 
-Where it departs from agentfootprint 9.62 (README, "Where contextledger differs"):
+Where it departs from agentfootprint 9.62 (docs/ledger.md, "Where contextledger differs"):
 every ``call-llm`` execution is a metered call, usage reported or not, and
 grouped mode meters it once; a call offers the tools it carried (none on the
 wrap-up call); uses are the tool calls this run executed (appended to

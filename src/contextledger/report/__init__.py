@@ -595,7 +595,7 @@ def _ledger_rows(rows: pl.DataFrame) -> list[dict[str, Any]]:
 
 
 def _inline_markdown(text: str) -> Any:
-    """Escape ``text``, then render its `code` and **bold** spans (the README's table)."""
+    """Escape ``text``, then render its `code` and **bold** spans (docs/ledger.md's table)."""
     import markupsafe
 
     html = str(markupsafe.escape(text))

@@ -1,7 +1,7 @@
 """Where contextledger's corrected accounting differs from agentfootprint 9.62, in one place.
 
-The README's table and the report's section are both rendered from
-:data:`DIFFERENCES` (a test checks the README holds :func:`markdown_table`), so
+docs/ledger.md's table and the report's section are both rendered from
+:data:`DIFFERENCES` (a test checks docs/ledger.md holds :func:`markdown_table`), so
 the two never drift apart. The effects were measured on the 301-run corpus
 (``tests/test_corrected.py`` holds each figure).
 """
@@ -20,7 +20,7 @@ class Difference(NamedTuple):
     effect: str
 
 
-#: Column headers, as the README prints them.
+#: Column headers, as docs/ledger.md prints them.
 HEADERS = Difference(
     reference="what the reference does",
     ours="what we do",
@@ -94,7 +94,7 @@ DIFFERENCES: tuple[Difference, ...] = (
 
 
 def markdown_table() -> str:
-    """The table as the README holds it (Markdown, one row per difference).
+    """The table as docs/ledger.md holds it (Markdown, one row per difference).
 
     >>> markdown_table().splitlines()[1]
     '|---|---|---|---|'

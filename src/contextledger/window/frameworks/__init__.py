@@ -10,7 +10,7 @@ writes its edits back to the history it keeps (LangChain's summarization, Mastra
 token limiter) carries them to the next call.
 
 Specs: ``name:key=value,key=value``, lists with ``|`` (see :data:`FRAMEWORK_POLICIES`
-and the README's "Other frameworks' policies").
+and docs/window-policies.md, "Other frameworks' policies").
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from contextledger.window.frameworks.mastra import MastraTokenLimiter, MastraToo
 from contextledger.window.frameworks.openai_agents import OpenAIToolOutputTrimmer
 from contextledger.window.policies import Policy, PolicySpecError, parse_policy
 
-#: Every framework policy by its spec name, in the README table's order.
+#: Every framework policy by its spec name, in the order docs/window-policies.md lists them.
 FRAMEWORK_POLICIES: dict[str, type[FrameworkPolicy]] = {
     cls.NAME: cls
     for cls in (

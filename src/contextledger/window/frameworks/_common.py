@@ -67,7 +67,7 @@ class Key:
 
     @property
     def default_text(self) -> str:
-        """The default as the README table shows it."""
+        """The default as docs/window-policies.md's table shows it."""
         if self.required:
             return "required"
         shown = self.shown(self.default)
@@ -274,7 +274,7 @@ class FrameworkPolicy:
 
     NAME: str = ""
     KEYS: tuple[Key, ...] = ()
-    #: Where its semantics were read (version and file or page), for the README table.
+    #: Where its semantics were read (version and file or page), for the docs' table.
     SOURCE: str = ""
 
     @property
