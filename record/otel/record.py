@@ -1,0 +1,94 @@
+"""Re-record the OpenTelemetry GenAI trace corpus: ``python record/otel/record.py data/otel``.
+
+Runs one process per family (``record_family.py``), then gzips the large trace files and
+merges the families' truths into ``truth.json``. The ``record`` extra installs what the
+current families need (``pip install -e ".[record]"``); the ``openai-v2-*`` families need
+the ``record-legacy`` extra in a second environment, given with ``--legacy-python``.
+Families whose instrumentation is not installed are skipped, and say so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import subprocess
+import sys
+from importlib.util import find_spec
+from pathlib import Path
+
+from families import FAMILIES  # this folder is on sys.path: the script is run by its path
+
+HERE = Path(__file__).resolve().parent
+GZIP_ABOVE_BYTES = 100_000
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("out", type=Path, help="folder for the traces and truth.json")
+    parser.add_argument("--families", nargs="*", default=sorted(FAMILIES), choices=sorted(FAMILIES))
+    parser.add_argument(
+        "--legacy-python",
+        help="a python with the record-legacy extra, for the openai-v2-* families",
+    )
+    args = parser.parse_args()
+    out: Path = args.out
+    out.mkdir(parents=True, exist_ok=True)
+    recorded = []
+    for name in args.families:
+        family = FAMILIES[name]
+        python = args.legacy_python if family.legacy else sys.executable
+        if python is None or (
+            python == sys.executable and find_spec(family.module.split(".")[0]) is None
+        ):
+            why = "--legacy-python not given" if family.legacy else "not installed"
+            print(f"skipped {name}: {why}")
+            continue
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "OPENINFERENCE_"))}
+        subprocess.run(
+            [python, str(HERE / "record_family.py"), name, str(out)], check=True, env=env
+        )
+        recorded.append(name)
+        print(f"recorded {name}")
+    _gzip_large(out)
+    _merge_truth(out)
+    return 0
+
+
+def _gzip_large(out: Path) -> None:
+    """Gzip trace files above GZIP_ABOVE_BYTES, with no name or time in the header."""
+    for path in sorted(out.glob("*.jsonl")):
+        if path.stat().st_size <= GZIP_ABOVE_BYTES:
+            continue
+        target = path.with_name(path.name + ".gz")
+        with (
+            target.open("wb") as raw,
+            gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as zipped,
+        ):
+            zipped.write(path.read_bytes())
+        path.unlink()
+
+
+def _merge_truth(out: Path) -> None:
+    """Fold the families just recorded into ``truth.json``, beside those recorded before."""
+    names = {path.name for path in out.glob("*.jsonl*")}
+    merged = out / "truth.json"
+    families = {
+        family["family"]: family
+        for family in (json.loads(merged.read_text())["families"] if merged.exists() else [])
+    }
+    for path in sorted(out.glob("*.truth.json")):
+        family = json.loads(path.read_text())
+        family["files"] = [name if name in names else name + ".gz" for name in family["files"]]
+        families[family["family"]] = family
+        path.unlink()
+    truth = {
+        "about": "What the recording agent sent and received, per run and model call: README.md",
+        "families": [families[name] for name in sorted(families)],
+    }
+    (out / "truth.json").write_text(json.dumps(truth, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
