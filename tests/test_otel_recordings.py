@@ -48,7 +48,7 @@ def _truth(folder: Path) -> dict[str, Any]:
 
 
 def _trace_files(folder: Path) -> list[Path]:
-    return sorted(path for path in folder.iterdir() if ".jsonl" in path.name)
+    return sorted((folder / _truth(folder)["traces_folder"]).iterdir())
 
 
 @pytest.mark.parametrize("folder", FOLDERS, ids=lambda folder: folder.name)

@@ -1,10 +1,12 @@
 """Re-record the OpenTelemetry GenAI trace corpus: ``python record/otel/record.py data/otel``.
 
-Runs one process per family (``record_family.py``), then gzips the large trace files and
-merges the families' truths into ``truth.json``. The ``record`` extra installs what the
-current families need (``pip install -e ".[record]"``); the ``openai-v2-*`` families need
-the ``record-legacy`` extra in a second environment, given with ``--legacy-python``.
-Families whose instrumentation is not installed are skipped, and say so.
+Writes ``OUT/traces/`` (the trace files, large ones gzipped) and ``OUT/truth.json`` (what
+each model call offered and called), keeping the truth out of the folder a user points
+``contextledger`` at. Runs one process per family (``record_family.py``). The ``record``
+extra installs what the current families need (``pip install -e ".[record]"``); the
+``openai-v2-*`` families need the ``record-legacy`` extra in a second environment, given
+with ``--legacy-python``. Families whose instrumentation is not installed are skipped, and
+say so.
 """
 
 from __future__ import annotations
@@ -13,8 +15,10 @@ import argparse
 import gzip
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from importlib.util import find_spec
 from pathlib import Path
 
@@ -26,7 +30,7 @@ GZIP_ABOVE_BYTES = 100_000
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("out", type=Path, help="folder for the traces and truth.json")
+    parser.add_argument("out", type=Path, help="folder for traces/ and truth.json")
     parser.add_argument("--families", nargs="*", default=sorted(FAMILIES), choices=sorted(FAMILIES))
     parser.add_argument(
         "--legacy-python",
@@ -34,7 +38,9 @@ def main() -> int:
     )
     args = parser.parse_args()
     out: Path = args.out
-    out.mkdir(parents=True, exist_ok=True)
+    traces = out / "traces"
+    traces.mkdir(parents=True, exist_ok=True)
+    fragments = Path(tempfile.mkdtemp(prefix="otel-truth-"))
     recorded = []
     for name in args.families:
         family = FAMILIES[name]
@@ -47,12 +53,15 @@ def main() -> int:
             continue
         env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "OPENINFERENCE_"))}
         subprocess.run(
-            [python, str(HERE / "record_family.py"), name, str(out)], check=True, env=env
+            [python, str(HERE / "record_family.py"), name, str(traces), str(fragments / name)],
+            check=True,
+            env=env,
         )
         recorded.append(name)
         print(f"recorded {name}")
-    _gzip_large(out)
-    _merge_truth(out)
+    _gzip_large(traces)
+    _merge_truth(out, traces, sorted(fragments.iterdir()))
+    shutil.rmtree(fragments)
     return 0
 
 
@@ -70,21 +79,21 @@ def _gzip_large(out: Path) -> None:
         path.unlink()
 
 
-def _merge_truth(out: Path) -> None:
+def _merge_truth(out: Path, traces: Path, recorded: list[Path]) -> None:
     """Fold the families just recorded into ``truth.json``, beside those recorded before."""
-    names = {path.name for path in out.glob("*.jsonl*")}
+    names = {path.name for path in traces.glob("*.jsonl*")}
     merged = out / "truth.json"
     families = {
         family["family"]: family
         for family in (json.loads(merged.read_text())["families"] if merged.exists() else [])
     }
-    for path in sorted(out.glob("*.truth.json")):
+    for path in recorded:
         family = json.loads(path.read_text())
         family["files"] = [name if name in names else name + ".gz" for name in family["files"]]
         families[family["family"]] = family
-        path.unlink()
     truth = {
         "about": "What the recording agent sent and received, per run and model call: README.md",
+        "traces_folder": "traces",  # the families' "files" are in it
         "families": [families[name] for name in sorted(families)],
     }
     (out / "truth.json").write_text(json.dumps(truth, indent=1) + "\n")

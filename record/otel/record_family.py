@@ -1,10 +1,10 @@
-"""Record one family's scenarios in this process: ``python record_family.py FAMILY OUT_DIR``.
+"""Record one family's scenarios: ``python record_family.py FAMILY TRACES_DIR TRUTH_FILE``.
 
 Sets the family's environment, installs its instrumentation around the real client, runs
-each scenario against the fake model server and writes ``OUT_DIR/FAMILY*.jsonl`` (OTLP
-JSON Lines, by opentelemetry-exporter-otlp-json-file) and ``OUT_DIR/FAMILY.truth.json``
-(what the agent sent and received; never read back from the spans). ``record.py`` runs one
-such process per family, because instrumentations patch the same client modules.
+each scenario against the fake model server and writes ``TRACES_DIR/FAMILY*.jsonl`` (OTLP
+JSON Lines, by opentelemetry-exporter-otlp-json-file) and ``TRUTH_FILE`` (what the agent
+sent and received; never read back from the spans). ``record.py`` runs one such process
+per family, because instrumentations patch the same client modules.
 """
 
 from __future__ import annotations
@@ -52,7 +52,8 @@ class RotatingFileExporter:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("family", choices=sorted(FAMILIES))
-    parser.add_argument("out", type=Path)
+    parser.add_argument("traces", type=Path)
+    parser.add_argument("truth", type=Path)
     args = parser.parse_args()
     family = FAMILIES[args.family]
     for name in (
@@ -61,7 +62,7 @@ def main() -> None:
     ):
         os.environ.pop(name, None)
     os.environ.update(family.env)
-    runs, files = record(family, args.out)
+    runs, files = record(family, args.traces)
     truth = {
         "family": family.name,
         "instrumentation": family.instrumentation,
@@ -75,7 +76,7 @@ def main() -> None:
         "files": files,
         "runs": runs,
     }
-    (args.out / f"{family.name}.truth.json").write_text(json.dumps(truth, indent=1) + "\n")
+    args.truth.write_text(json.dumps(truth, indent=1) + "\n")
 
 
 def record(family: Family, out: Path) -> tuple[list[dict[str, Any]], list[str]]:
