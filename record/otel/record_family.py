@@ -71,6 +71,7 @@ def main() -> None:
         "client_version": version(family.provider),
         "environment": family.env,
         "content_captured": family.content_captured,
+        "records_tool_definitions": family.records_tool_definitions,
         "span_attribute_limit": family.span_attribute_limit,
         "notes": list(family.notes),
         "files": files,
@@ -186,7 +187,9 @@ def _record_scenario(
         "scenario": scenario.name,
         "purpose": scenario.purpose,
         # Whether the spans can show what was offered: content captured and a tool offered.
-        "carries_tool_definitions": family.content_captured and offered_any,
+        "carries_tool_definitions": family.content_captured
+        and family.records_tool_definitions
+        and offered_any,
     }
     if key_source:
         return [
