@@ -4,14 +4,14 @@ The real ``openai`` and ``anthropic`` clients talk to it as to the real services
 instrumentations around them record what they would record in production. It answers
 from a queue of scripted replies loaded by the driver, never from the request's meaning,
 and reports usage computed from the request's size, with a cached prefix after the first
-call of a run. What it deliberately gets wrong: token counts are sizes / 4, not a tokenizer.
+call of a run. What it deliberately gets wrong: token counts are sizes / 4, not a tokenizer,
+and every reply has the same creation time.
 """
 
 from __future__ import annotations
 
 import json
 import threading
-import time
 from collections import deque
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -42,6 +42,10 @@ class _Script:
     response_count: int = 0
 
 
+# Every completion says it was created at 2026-01-01T00:00:00Z, so re-recordings match.
+CREATED = 1767225600
+
+
 def _approx_tokens(payload: Any) -> int:
     return max(1, len(json.dumps(payload, separators=(",", ":"))) // 4)
 
@@ -53,7 +57,8 @@ class FakeModelServer:
     Usage: input tokens are the request's JSON size / 4; from the second call of a run on,
     the previous call's input counts as read from the prompt cache (OpenAI
     ``prompt_tokens_details.cached_tokens``, Anthropic ``cache_read_input_tokens``), and
-    Anthropic reports the rest as written to the cache (``cache_creation_input_tokens``).
+    Anthropic reports half of the rest as written to the cache
+    (``cache_creation_input_tokens``) and the other half as plain ``input_tokens``.
     """
 
     def __init__(self) -> None:
@@ -163,7 +168,7 @@ class FakeModelServer:
         return {
             "id": f"chatcmpl-scripted-{index}",
             "object": "chat.completion",
-            "created": int(time.time()),
+            "created": CREATED,
             "model": request.get("model", "scripted"),
             "system_fingerprint": "fp_scripted",
             "choices": [
