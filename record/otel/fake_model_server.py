@@ -35,6 +35,23 @@ class Reply:
     tool_calls: tuple[ToolCall, ...] = ()
 
 
+@dataclass(frozen=True)
+class Exchange:
+    """One request as the server saw it: the tool names it offered, and what was answered."""
+
+    offered: tuple[str, ...]
+    called: tuple[str, ...]
+    call_ids: tuple[str, ...]
+
+
+def _offered_names(request: dict[str, Any]) -> tuple[str, ...]:
+    """Tool names in a Chat Completions (``function.name``) or Messages (``name``) request."""
+    return tuple(
+        tool["function"]["name"] if "function" in tool else tool["name"]
+        for tool in request.get("tools") or []
+    )
+
+
 @dataclass
 class _Script:
     replies: deque[Reply] = field(default_factory=deque)
@@ -53,7 +70,10 @@ def _approx_tokens(payload: Any) -> int:
 class FakeModelServer:
     """Serve scripted replies on 127.0.0.1 at an ephemeral port, in a background thread.
 
-    ``script(replies)`` loads the replies of one run; each request pops the next one.
+    ``script(replies)`` loads the replies of one run; each request pops the next one, and
+    ``exchanges`` keeps what every request offered and was answered (the wire's view, to
+    check the agent's own account against, or to stand for it when a framework runs the
+    loop).
     Usage: input tokens are the request's JSON size / 4; from the second call of a run on,
     the previous call's input counts as read from the prompt cache (OpenAI
     ``prompt_tokens_details.cached_tokens``, Anthropic ``cache_read_input_tokens``), and
@@ -64,6 +84,7 @@ class FakeModelServer:
     def __init__(self) -> None:
         self._script = _Script()
         self._lock = threading.Lock()
+        self.exchanges: list[Exchange] = []
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
         self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
 
@@ -103,6 +124,13 @@ class FakeModelServer:
                 msg = "the fake model server ran out of scripted replies"
                 raise RuntimeError(msg)
             reply = self._script.replies.popleft()
+            self.exchanges.append(
+                Exchange(
+                    offered=_offered_names(request),
+                    called=tuple(call.name for call in reply.tool_calls),
+                    call_ids=tuple(call.call_id for call in reply.tool_calls),
+                )
+            )
             prompt_tokens = _approx_tokens(request)
             cached = min(self._script.previous_prompt_tokens, prompt_tokens)
             self._script.previous_prompt_tokens = prompt_tokens

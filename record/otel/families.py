@@ -1,8 +1,8 @@
 """Which instrumentation records which scenarios, with which settings and span layout.
 
-A family is one process: one instrumentation installed, one content-capture setting (the
-instrumentations read it from the environment), one span processor. Its output file names
-start with the family's name.
+A family is one process: its instrumentations installed (usually one; several when an
+application stacks them), one content-capture setting (the instrumentations read it from
+the environment), one span processor. Its output file names start with the family's name.
 """
 
 from __future__ import annotations
@@ -11,6 +11,42 @@ from dataclasses import dataclass, field
 
 CAPTURE = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 STABILITY = "OTEL_SEMCONV_STABILITY_OPT_IN"
+
+
+# Where each instrumentation's instrumentor lives.
+INSTRUMENTORS: dict[str, tuple[str, str]] = {
+    "opentelemetry-instrumentation-genai-openai": (
+        "opentelemetry.instrumentation.genai.openai",
+        "OpenAIInstrumentor",
+    ),
+    "opentelemetry-instrumentation-genai-anthropic": (
+        "opentelemetry.instrumentation.genai.anthropic",
+        "AnthropicInstrumentor",
+    ),
+    "opentelemetry-instrumentation-genai-langchain": (
+        "opentelemetry.instrumentation.genai.langchain",
+        "LangChainInstrumentor",
+    ),
+    "openinference-instrumentation-openai": (
+        "openinference.instrumentation.openai",
+        "OpenAIInstrumentor",
+    ),
+    "opentelemetry-instrumentation-genai-openai-agents": (
+        "opentelemetry.instrumentation.genai.openai_agents",
+        "OpenAIAgentsInstrumentor",
+    ),
+    "opentelemetry-instrumentation-openai-v2": (
+        "opentelemetry.instrumentation.openai_v2",
+        "OpenAIInstrumentor",
+    ),
+}
+
+
+# Options given to an instrumentor's instrument(): the Agents SDK's own exporter to
+# OpenAI's servers is replaced, never used.
+INSTRUMENT_OPTIONS: dict[str, dict[str, object]] = {
+    "opentelemetry-instrumentation-genai-openai-agents": {"disable_openai_trace_export": True},
+}
 
 
 @dataclass(frozen=True)
@@ -29,10 +65,11 @@ class Family:
     """
 
     name: str
-    provider: str  # openai | anthropic
-    instrumentation: str  # the PyPI distribution
-    module: str  # where its instrumentor lives
-    instrumentor: str
+    # openai | anthropic | langchain-openai (LangChain's ChatOpenAI) | openai-agents (the
+    # Agents SDK runs the loop; the run's truth is then the fake server's exchanges).
+    client: str
+    # The PyPI distributions whose instrumentors are installed, in order (several: stacked).
+    instrumentations: tuple[str, ...]
     env: dict[str, str]
     scenarios: tuple[str, ...]
     content_captured: bool
@@ -46,6 +83,12 @@ class Family:
     # OpenInference flattens each tool and message into attributes of their own, so a big
     # tool set or a long run overflows it and the oldest (the tools) are dropped.
     span_attribute_limit: int | None = None
+    # How many model-call spans the instrumentations write per model call: 2 when two
+    # client instrumentations stack, 1 when a framework's suppresses its client's
+    # (opentelemetry-util-genai does), 0 when none writes one. Checked by the tests.
+    model_call_spans_per_call: int = 1
+    # Recorded when no --families are named; False for test-only recordings kept elsewhere.
+    default: bool = True
     # Needs the ``record-legacy`` environment (it imports an older opentelemetry-util-genai).
     legacy: bool = False
     notes: tuple[str, ...] = field(default=())
@@ -67,10 +110,8 @@ FAMILIES: dict[str, Family] = {
     for family in (
         Family(
             name="genai-openai",
-            provider="openai",
-            instrumentation="opentelemetry-instrumentation-genai-openai",
-            module="opentelemetry.instrumentation.genai.openai",
-            instrumentor="OpenAIInstrumentor",
+            client="openai",
+            instrumentations=("opentelemetry-instrumentation-genai-openai",),
             env={CAPTURE: "span_only"},
             scenarios=ALL_SCENARIOS,
             content_captured=True,
@@ -81,10 +122,8 @@ FAMILIES: dict[str, Family] = {
         ),
         Family(
             name="genai-openai-nocontent",
-            provider="openai",
-            instrumentation="opentelemetry-instrumentation-genai-openai",
-            module="opentelemetry.instrumentation.genai.openai",
-            instrumentor="OpenAIInstrumentor",
+            client="openai",
+            instrumentations=("opentelemetry-instrumentation-genai-openai",),
             env={},
             scenarios=("few-tools", "parallel-calls", "conversation"),
             content_captured=False,
@@ -93,10 +132,8 @@ FAMILIES: dict[str, Family] = {
         ),
         Family(
             name="genai-anthropic",
-            provider="anthropic",
-            instrumentation="opentelemetry-instrumentation-genai-anthropic",
-            module="opentelemetry.instrumentation.genai.anthropic",
-            instrumentor="AnthropicInstrumentor",
+            client="anthropic",
+            instrumentations=("opentelemetry-instrumentation-genai-anthropic",),
             env={CAPTURE: "span_only"},
             scenarios=ALL_SCENARIOS,
             content_captured=True,
@@ -105,10 +142,8 @@ FAMILIES: dict[str, Family] = {
         ),
         Family(
             name="genai-anthropic-nocontent",
-            provider="anthropic",
-            instrumentation="opentelemetry-instrumentation-genai-anthropic",
-            module="opentelemetry.instrumentation.genai.anthropic",
-            instrumentor="AnthropicInstrumentor",
+            client="anthropic",
+            instrumentations=("opentelemetry-instrumentation-genai-anthropic",),
             env={},
             scenarios=("few-tools", "parallel-calls"),
             content_captured=False,
@@ -116,10 +151,8 @@ FAMILIES: dict[str, Family] = {
         ),
         Family(
             name="openinference-openai",
-            provider="openai",
-            instrumentation="openinference-instrumentation-openai",
-            module="openinference.instrumentation.openai",
-            instrumentor="OpenAIInstrumentor",
+            client="openai",
+            instrumentations=("openinference-instrumentation-openai",),
             env={},
             scenarios=ALL_SCENARIOS,
             content_captured=True,
@@ -130,10 +163,8 @@ FAMILIES: dict[str, Family] = {
         ),
         Family(
             name="openinference-openai-hidden",
-            provider="openai",
-            instrumentation="openinference-instrumentation-openai",
-            module="openinference.instrumentation.openai",
-            instrumentor="OpenAIInstrumentor",
+            client="openai",
+            instrumentations=("openinference-instrumentation-openai",),
             env={
                 "OPENINFERENCE_HIDE_INPUTS": "true",
                 "OPENINFERENCE_HIDE_OUTPUTS": "true",
@@ -147,25 +178,96 @@ FAMILIES: dict[str, Family] = {
         ),
         Family(
             name="openinference-openai-default-limits",
-            provider="openai",
-            instrumentation="openinference-instrumentation-openai",
-            module="openinference.instrumentation.openai",
-            instrumentor="OpenAIInstrumentor",
+            client="openai",
+            instrumentations=("openinference-instrumentation-openai",),
             env={},
             scenarios=("big-toolset",),
             content_captured=True,
             root="openinference-agent",
+            default=False,
             notes=(
                 "the SDK's default limit of 128 attributes a span drops the oldest: "
                 "most llm.tools.* of the 120 tools are missing (droppedAttributesCount > 0)",
             ),
         ),
         Family(
+            name="genai-langchain",
+            client="langchain-openai",
+            instrumentations=("opentelemetry-instrumentation-genai-langchain",),
+            env={CAPTURE: "span_only"},
+            scenarios=(
+                "few-tools",
+                "parallel-calls",
+                "big-toolset",
+                "unoffered-tool",
+                "conversation",
+            ),
+            content_captured=True,
+            root="invoke_agent",
+        ),
+        Family(
+            name="stacked-langchain-openai",
+            client="langchain-openai",
+            instrumentations=(
+                "opentelemetry-instrumentation-genai-langchain",
+                "opentelemetry-instrumentation-genai-openai",
+            ),
+            env={CAPTURE: "span_only"},
+            scenarios=("few-tools", "parallel-calls", "unoffered-tool"),
+            content_captured=True,
+            root="invoke_agent",
+            notes=(
+                "the framework and the client both instrumented, as apps often do: "
+                "opentelemetry-util-genai suppresses the client's span inside the framework's",
+            ),
+        ),
+        Family(
+            name="stacked-genai-openinference",
+            client="openai",
+            instrumentations=(
+                "opentelemetry-instrumentation-genai-openai",
+                "openinference-instrumentation-openai",
+            ),
+            env={CAPTURE: "span_only"},
+            scenarios=("few-tools", "parallel-calls"),
+            content_captured=True,
+            root="invoke_agent",
+            span_attribute_limit=100_000,
+            model_call_spans_per_call=2,
+            notes=("two client instrumentations at once: each model call is two spans",),
+        ),
+        Family(
+            name="openai-agents-sdk",
+            client="openai-agents",
+            instrumentations=(
+                "opentelemetry-instrumentation-genai-openai-agents",
+                "opentelemetry-instrumentation-genai-openai",
+            ),
+            env={CAPTURE: "span_only"},
+            scenarios=("few-tools", "parallel-calls", "big-toolset"),
+            content_captured=True,
+            root="agent-span",
+            notes=(
+                "the Agents SDK's instrumentation writes the workflow, agent and tool spans; "
+                "the model calls come from the OpenAI client's, as its source says to set up",
+            ),
+        ),
+        Family(
+            name="openai-agents-sdk-alone",
+            client="openai-agents",
+            instrumentations=("opentelemetry-instrumentation-genai-openai-agents",),
+            env={CAPTURE: "span_only"},
+            scenarios=("few-tools",),
+            content_captured=True,
+            records_tool_definitions=False,
+            model_call_spans_per_call=0,
+            root="agent-span",
+            notes=("the Agents SDK's instrumentation alone writes no model-call span",),
+        ),
+        Family(
             name="openai-v2-semconv-1.30",
-            provider="openai",
-            instrumentation="opentelemetry-instrumentation-openai-v2",
-            module="opentelemetry.instrumentation.openai_v2",
-            instrumentor="OpenAIInstrumentor",
+            client="openai",
+            instrumentations=("opentelemetry-instrumentation-openai-v2",),
             env={CAPTURE: "true"},
             scenarios=("few-tools", "parallel-calls", "unoffered-tool", "conversation"),
             content_captured=True,
@@ -179,10 +281,8 @@ FAMILIES: dict[str, Family] = {
         ),
         Family(
             name="openai-v2-latest",
-            provider="openai",
-            instrumentation="opentelemetry-instrumentation-openai-v2",
-            module="opentelemetry.instrumentation.openai_v2",
-            instrumentor="OpenAIInstrumentor",
+            client="openai",
+            instrumentations=("opentelemetry-instrumentation-openai-v2",),
             env={CAPTURE: "span_only", STABILITY: "gen_ai_latest_experimental"},
             scenarios=("few-tools", "parallel-calls", "unoffered-tool", "conversation"),
             content_captured=True,

@@ -15,6 +15,7 @@ import argparse
 import gzip
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -22,7 +23,10 @@ import tempfile
 from importlib.util import find_spec
 from pathlib import Path
 
-from families import FAMILIES  # this folder is on sys.path: the script is run by its path
+from families import (
+    FAMILIES,
+    INSTRUMENTORS,
+)  # this folder is on sys.path: the script is run by its path
 
 HERE = Path(__file__).resolve().parent
 GZIP_ABOVE_BYTES = 100_000
@@ -31,7 +35,13 @@ GZIP_ABOVE_BYTES = 100_000
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("out", type=Path, help="folder for traces/ and truth.json")
-    parser.add_argument("--families", nargs="*", default=sorted(FAMILIES), choices=sorted(FAMILIES))
+    parser.add_argument(
+        "--families",
+        nargs="*",
+        default=sorted(name for name, family in FAMILIES.items() if family.default),
+        choices=sorted(FAMILIES),
+        help="the families to record (default: all but the test-only ones)",
+    )
     parser.add_argument(
         "--legacy-python",
         help="a python with the record-legacy extra, for the openai-v2-* families",
@@ -46,7 +56,8 @@ def main() -> int:
         family = FAMILIES[name]
         python = args.legacy_python if family.legacy else sys.executable
         if python is None or (
-            python == sys.executable and find_spec(family.module.split(".")[0]) is None
+            python == sys.executable
+            and not all(_installed(INSTRUMENTORS[name][0]) for name in family.instrumentations)
         ):
             why = "--legacy-python not given" if family.legacy else "not installed"
             print(f"skipped {name}: {why}")
@@ -63,6 +74,13 @@ def main() -> int:
     _merge_truth(out, traces, sorted(fragments.iterdir()))
     shutil.rmtree(fragments)
     return 0
+
+
+def _installed(module: str) -> bool:
+    try:
+        return find_spec(module) is not None
+    except ModuleNotFoundError:
+        return False
 
 
 def _gzip_large(out: Path) -> None:
@@ -96,7 +114,14 @@ def _merge_truth(out: Path, traces: Path, recorded: list[Path]) -> None:
         "traces_folder": "traces",  # the families' "files" are in it
         "families": [families[name] for name in sorted(families)],
     }
-    (out / "truth.json").write_text(json.dumps(truth, indent=1) + "\n")
+    (out / "truth.json").write_text(_dump(truth))
+
+
+def _dump(value: object) -> str:
+    """Indented JSON with each list of strings or numbers on one line, to read at a glance."""
+    text = json.dumps(value, indent=1)
+    flat = re.compile(r"\[\n\s*((?:(?:\"[^\"\n]*\"|-?\d+),\n\s*)*(?:\"[^\"\n]*\"|-?\d+))\n\s*\]")
+    return flat.sub(lambda m: "[" + re.sub(r",\n\s*", ", ", m.group(1)) + "]", text) + "\n"
 
 
 if __name__ == "__main__":

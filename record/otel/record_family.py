@@ -21,7 +21,7 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
-from families import FAMILIES, Family
+from families import FAMILIES, INSTRUMENT_OPTIONS, INSTRUMENTORS, Family
 
 
 class RotatingFileExporter:
@@ -65,13 +65,15 @@ def main() -> None:
     runs, files = record(family, args.traces)
     truth = {
         "family": family.name,
-        "instrumentation": family.instrumentation,
-        "instrumentation_version": version(family.instrumentation),
-        "client": family.provider,
-        "client_version": version(family.provider),
+        "instrumentation": family.instrumentations[0],
+        "instrumentation_version": version(family.instrumentations[0]),
+        "instrumentations": {name: version(name) for name in family.instrumentations},
+        "client": family.client,
+        "client_version": version(family.client),
         "environment": family.env,
         "content_captured": family.content_captured,
         "records_tool_definitions": family.records_tool_definitions,
+        "model_call_spans_per_call": family.model_call_spans_per_call,
         "span_attribute_limit": family.span_attribute_limit,
         "notes": list(family.notes),
         "files": files,
@@ -104,8 +106,14 @@ def record(family: Family, out: Path) -> tuple[list[dict[str, Any]], list[str]]:
         # A long schedule delay: lines break where the recorder flushes, not by the clock.
         processor = BatchSpanProcessor(exporter, schedule_delay_millis=600_000)  # type: ignore[arg-type]
     provider.add_span_processor(processor)
-    instrumentor = getattr(importlib.import_module(family.module), family.instrumentor)()
-    instrumentor.instrument(tracer_provider=provider)
+    instrumentors = []
+    for distribution in family.instrumentations:
+        module, name = INSTRUMENTORS[distribution]
+        instrumentor = getattr(importlib.import_module(module), name)()
+        instrumentor.instrument(
+            tracer_provider=provider, **INSTRUMENT_OPTIONS.get(distribution, {})
+        )
+        instrumentors.append(instrumentor)
     runs: list[dict[str, Any]] = []
     with FakeModelServer() as server:
         client = _client(family, server)
@@ -121,15 +129,33 @@ def record(family: Family, out: Path) -> tuple[list[dict[str, Any]], list[str]]:
             if family.export == "per-run":
                 processor.force_flush()
     provider.shutdown()
-    instrumentor.uninstrument()
+    for instrumentor in reversed(instrumentors):
+        instrumentor.uninstrument()
     return runs, [path.name for path in exporter.paths]
 
 
 def _client(family: Family, server: Any) -> Any:
-    if family.provider == "openai":
+    if family.client == "openai":
         import openai
 
         return openai.OpenAI(base_url=server.openai_base_url, api_key="sk-scripted", max_retries=0)
+    if family.client == "openai-agents":
+        import openai
+
+        return openai.AsyncOpenAI(
+            base_url=server.openai_base_url, api_key="sk-scripted", max_retries=0
+        )
+    if family.client == "langchain-openai":
+        from agent_loops import MODEL_OPENAI
+        from langchain_openai import ChatOpenAI
+
+        return ChatOpenAI(
+            model=MODEL_OPENAI,
+            base_url=server.openai_base_url,
+            api_key="sk-scripted",
+            max_retries=0,
+            stream_usage=True,
+        )
     import anthropic
 
     return anthropic.Anthropic(
@@ -145,11 +171,11 @@ def _record_scenario(
     provider: Any,
     rotate: Callable[[], None] | None,
 ) -> list[dict[str, Any]]:
-    import agents
+    import agent_loops
     import scenarios
     from opentelemetry import trace
 
-    prefix = "call_" if family.provider == "openai" else "toolu_"
+    prefix = "toolu_" if family.client == "anthropic" else "call_"
     scenario = scenarios.build(
         scenario_name, call_id_prefix=f"{prefix}{scenario_name.replace('-', '')}_"
     )
@@ -161,9 +187,14 @@ def _record_scenario(
         _genai_handler(provider) if family.root == "invoke_agent" or family.tool_spans else None
     )
     messages: list[dict[str, Any]] = (
-        [{"role": "system", "content": scenario.system}] if family.provider == "openai" else []
+        [{"role": "system", "content": scenario.system}] if family.client == "openai" else []
     )
-    loop = agents.openai_segment if family.provider == "openai" else agents.anthropic_segment
+    loop = {
+        "openai": agent_loops.openai_segment,
+        "anthropic": agent_loops.anthropic_segment,
+        "langchain-openai": agent_loops.langchain_segment,
+        "openai-agents": agent_loops.openai_agents_segment,
+    }[family.client]
     segments: list[dict[str, Any]] = []
     total_calls = sum(len(segment.steps) for segment in scenario.segments)
     made = 0
@@ -171,6 +202,7 @@ def _record_scenario(
         with _root(family, tracer, handler, conversation_id if key_source else None):
             trace_id = format(trace.get_current_span().get_span_context().trace_id, "032x")
             calls = []
+            seen = len(server.exchanges)
             for call in loop(
                 client, scenario, segment, messages, _tool_runner(family, tracer, handler)
             ):
@@ -178,6 +210,15 @@ def _record_scenario(
                 made += 1
                 if rotate is not None and made == total_calls // 2:
                     rotate()
+            wire = [
+                asdict(exchange) | {"content_captured": family.content_captured}
+                for exchange in server.exchanges[seen:]
+            ]
+            if family.client == "openai-agents":
+                calls = wire  # the SDK ran the loop: what it sent and was answered
+            elif calls != wire:
+                msg = f"{family.name}/{scenario.name}: the agent's account differs from the wire's"
+                raise RuntimeError(msg)
         segments.append({"trace_id": trace_id, "calls": calls})
     if server.remaining():
         msg = f"{family.name}/{scenario.name}: {server.remaining()} scripted replies unused"
@@ -237,9 +278,9 @@ def _root(
     family: Family, tracer: Any, handler: Any, conversation_id: str | None
 ) -> AbstractContextManager[Any]:
     """What wraps one agent invocation: the trace's root span."""
-    from agents import MODEL_ANTHROPIC, MODEL_OPENAI
+    from agent_loops import MODEL_ANTHROPIC, MODEL_OPENAI
 
-    model = MODEL_OPENAI if family.provider == "openai" else MODEL_ANTHROPIC
+    model = MODEL_ANTHROPIC if family.client == "anthropic" else MODEL_OPENAI
     if family.root == "invoke_agent":
         return handler.invoke_local_agent(
             agent_name="recorder-agent", request_model=model, conversation_id=conversation_id
@@ -264,10 +305,10 @@ def _openinference_agent(tracer: Any, session_id: str | None) -> Iterator[None]:
 
 
 def _tool_runner(family: Family, tracer: Any, handler: Any) -> Any:
-    import agents
+    import agent_loops
 
     if not family.tool_spans:
-        return agents.run_plainly
+        return agent_loops.run_plainly
     if family.root == "openinference-agent":
 
         def run_in_tool_span(

@@ -176,3 +176,110 @@ def anthropic_segment(
         messages.append({"role": "user", "content": results})
     msg = f"{scenario.name}: the model was still calling tools after the last scripted step"
     raise RuntimeError(msg)
+
+
+def langchain_segment(
+    client: Any,
+    scenario: Scenario,
+    segment: Segment,
+    messages: list[Any],
+    run_call: ToolRunner = run_plainly,
+) -> Iterator[CallTruth]:
+    """Run one user turn through LangChain's ``ChatOpenAI`` with the tools bound to it.
+
+    ``client`` is the ``ChatOpenAI`` model; tool calls run as LangChain tools
+    (``StructuredTool``), so a LangChain instrumentation sees them as it would in an app.
+    """
+    from langchain_core.messages import HumanMessage, SystemMessage
+    from langchain_core.tools import StructuredTool
+
+    if not messages:
+        messages.append(SystemMessage(content=scenario.system))
+    messages.append(HumanMessage(content=segment.user_message))
+    for step in segment.steps:
+        tools = _offered_tools(scenario, step.offered)
+        openai_tools = [
+            {
+                "type": "function",
+                "function": {
+                    "name": tool.name,
+                    "description": tool.description,
+                    "parameters": tool.parameters,
+                },
+            }
+            for tool in tools
+        ]
+        model = client.bind_tools(openai_tools) if openai_tools else client
+        reply = model.invoke(messages)
+        calls = reply.tool_calls
+        yield CallTruth(
+            offered=tuple(tool.name for tool in tools),
+            called=tuple(call["name"] for call in calls),
+            call_ids=tuple(call["id"] for call in calls),
+        )
+        messages.append(reply)
+        if not calls:
+            return
+        for call in calls:
+            name, arguments = call["name"], call["args"]
+            known = scenario.tool(name)
+            runnable = StructuredTool.from_function(
+                func=partial(_run_any, scenario, name),
+                name=name,
+                description=known.description if known else "not offered",
+                args_schema=known.parameters if known else {"type": "object", "properties": {}},
+            )
+            # Invoked with the whole tool call, as LangGraph's ToolNode does: the tool
+            # answers with a ToolMessage that carries the call's id.
+            tool_call = {**call, "type": "tool_call"}
+            messages.append(
+                run_call(name, call["id"], arguments, partial(runnable.invoke, tool_call))
+            )
+    msg = f"{scenario.name}: the model was still calling tools after the last scripted step"
+    raise RuntimeError(msg)
+
+
+def _run_any(scenario: Scenario, name: str, **arguments: Any) -> str:
+    return run_tool(scenario, name, arguments)
+
+
+def openai_agents_segment(
+    client: Any,
+    scenario: Scenario,
+    segment: Segment,
+    messages: list[Any],
+    run_call: ToolRunner = run_plainly,
+) -> Iterator[CallTruth]:
+    """Run one user turn through the OpenAI Agents SDK, which runs the loop itself.
+
+    The SDK offers the agent's tools on every call, so the scenario must offer the same set
+    on every step. It yields nothing: the recorder takes this run's truth from the fake
+    server's exchanges (what the SDK sent and was answered).
+    """
+    from agents import Agent, FunctionTool, OpenAIChatCompletionsModel, Runner
+
+    offered = {step.offered for step in segment.steps}
+    if len(offered) != 1:
+        msg = f"{scenario.name}: the Agents SDK offers one tool set on every call"
+        raise ValueError(msg)
+
+    def function_tool(tool: Tool) -> Any:
+        async def invoke(context: Any, arguments: str) -> str:
+            return run_tool(scenario, tool.name, json.loads(arguments or "{}"))
+
+        return FunctionTool(
+            name=tool.name,
+            description=tool.description,
+            params_json_schema=tool.parameters,
+            on_invoke_tool=invoke,
+            strict_json_schema=False,
+        )
+
+    agent = Agent(
+        name="recorder-agent",
+        instructions=scenario.system,
+        tools=[function_tool(tool) for tool in _offered_tools(scenario, offered.pop())],
+        model=OpenAIChatCompletionsModel(model=MODEL_OPENAI, openai_client=client),
+    )
+    Runner.run_sync(agent, segment.user_message, max_turns=len(segment.steps) + 1)
+    yield from ()
