@@ -256,7 +256,7 @@ def openai_agents_segment(
     on every step. It yields nothing: the recorder takes this run's truth from the fake
     server's exchanges (what the SDK sent and was answered).
     """
-    from agents import Agent, FunctionTool, OpenAIChatCompletionsModel, Runner
+    from agents import Agent, FunctionTool, OpenAIResponsesModel, Runner
 
     offered = {step.offered for step in segment.steps}
     if len(offered) != 1:
@@ -279,7 +279,57 @@ def openai_agents_segment(
         name="recorder-agent",
         instructions=scenario.system,
         tools=[function_tool(tool) for tool in _offered_tools(scenario, offered.pop())],
-        model=OpenAIChatCompletionsModel(model=MODEL_OPENAI, openai_client=client),
+        model=OpenAIResponsesModel(model=MODEL_OPENAI, openai_client=client),
     )
     Runner.run_sync(agent, segment.user_message, max_turns=len(segment.steps) + 1)
     yield from ()
+
+
+def openai_responses_segment(
+    client: Any,
+    scenario: Scenario,
+    segment: Segment,
+    messages: list[Any],
+    run_call: ToolRunner = run_plainly,
+) -> Iterator[CallTruth]:
+    """Run one user turn through the OpenAI Responses API; ``messages`` is the input list."""
+    messages.append({"role": "user", "content": segment.user_message})
+    for step in segment.steps:
+        tools = [
+            {
+                "type": "function",
+                "name": tool.name,
+                "description": tool.description,
+                "parameters": tool.parameters,
+                "strict": False,
+            }
+            for tool in _offered_tools(scenario, step.offered)
+        ]
+        request: dict[str, Any] = {
+            "model": MODEL_OPENAI,
+            "instructions": scenario.system,
+            "input": messages,
+        }
+        if tools:
+            request["tools"] = tools
+        response = client.responses.create(**request)
+        items = [item.model_dump(exclude_none=True) for item in response.output]
+        calls = [item for item in items if item["type"] == "function_call"]
+        yield CallTruth(
+            offered=tuple(tool["name"] for tool in tools),
+            called=tuple(call["name"] for call in calls),
+            call_ids=tuple(call["call_id"] for call in calls),
+        )
+        messages.extend(items)
+        if not calls:
+            return
+        for call in calls:
+            name, arguments = call["name"], json.loads(call["arguments"] or "{}")
+            result = run_call(
+                name, call["call_id"], arguments, partial(run_tool, scenario, name, arguments)
+            )
+            messages.append(
+                {"type": "function_call_output", "call_id": call["call_id"], "output": result}
+            )
+    msg = f"{scenario.name}: the model was still calling tools after the last scripted step"
+    raise RuntimeError(msg)

@@ -70,6 +70,10 @@ def _approx_tokens(payload: Any) -> int:
 class FakeModelServer:
     """Serve scripted replies on 127.0.0.1 at an ephemeral port, in a background thread.
 
+    Speaks Chat Completions (``/v1/chat/completions``, plain or streamed), the Responses API
+    (``/v1/responses``, not streamed) and Anthropic Messages (``/v1/messages``, plain or
+    streamed).
+
     ``script(replies)`` loads the replies of one run; each request pops the next one, and
     ``exchanges`` keeps what every request offered and was answered (the wire's view, to
     check the agent's own account against, or to stand for it when a framework runs the
@@ -151,10 +155,12 @@ class FakeModelServer:
                     body = server._openai_chat(request)
                 elif self.path.rstrip("/").endswith("/messages"):
                     body = server._anthropic_messages(request)
+                elif self.path.rstrip("/").endswith("/responses"):
+                    body = server._openai_response(request)
                 else:
                     self.send_error(404, f"no scripted API at {self.path}")
                     return
-                if request.get("stream"):
+                if request.get("stream") and "output" not in body:
                     self._send_stream(body, request)
                     return
                 data = json.dumps(body).encode()
@@ -213,6 +219,56 @@ class FakeModelServer:
                 "total_tokens": prompt_tokens + completion_tokens,
                 "prompt_tokens_details": {"cached_tokens": cached, "audio_tokens": 0},
                 "completion_tokens_details": {"reasoning_tokens": 0, "audio_tokens": 0},
+            },
+        }
+
+    def _openai_response(self, request: dict[str, Any]) -> dict[str, Any]:
+        """A Responses API reply: function_call output items, or one output_text message."""
+        reply, prompt_tokens, cached, index = self._next(request)
+        output: list[dict[str, Any]] = [
+            {
+                "type": "function_call",
+                "id": f"fc_scripted_{index}_{position}",
+                "call_id": call.call_id,
+                "name": call.name,
+                "arguments": json.dumps(call.arguments),
+                "status": "completed",
+            }
+            for position, call in enumerate(reply.tool_calls)
+        ]
+        if reply.text is not None:
+            output.append(
+                {
+                    "type": "message",
+                    "id": f"msg_scripted_{index}",
+                    "role": "assistant",
+                    "status": "completed",
+                    "content": [{"type": "output_text", "text": reply.text, "annotations": []}],
+                }
+            )
+        output_tokens = _approx_tokens(output)
+        return {
+            "id": f"resp_scripted_{index}",
+            "object": "response",
+            "created_at": CREATED,
+            "status": "completed",
+            "model": request.get("model", "scripted"),
+            "output": output,
+            "instructions": request.get("instructions"),
+            "tools": request.get("tools") or [],
+            "tool_choice": request.get("tool_choice", "auto"),
+            "parallel_tool_calls": True,
+            "temperature": 1.0,
+            "top_p": 1.0,
+            "error": None,
+            "incomplete_details": None,
+            "metadata": {},
+            "usage": {
+                "input_tokens": prompt_tokens,
+                "input_tokens_details": {"cached_tokens": cached},
+                "output_tokens": output_tokens,
+                "output_tokens_details": {"reasoning_tokens": 0},
+                "total_tokens": prompt_tokens + output_tokens,
             },
         }
 

@@ -65,8 +65,9 @@ class Family:
     """
 
     name: str
-    # openai | anthropic | langchain-openai (LangChain's ChatOpenAI) | openai-agents (the
-    # Agents SDK runs the loop; the run's truth is then the fake server's exchanges).
+    # openai (Chat Completions) | openai-responses (the Responses API) | anthropic |
+    # langchain-openai (LangChain's ChatOpenAI) | openai-agents (the Agents SDK runs the
+    # loop; the run's truth is then the fake server's exchanges).
     client: str
     # The PyPI distributions whose instrumentors are installed, in order (several: stacked).
     instrumentations: tuple[str, ...]
@@ -119,6 +120,23 @@ FAMILIES: dict[str, Family] = {
             tool_spans=True,
             export="per-run",
             rotate_in="long-run",
+        ),
+        Family(
+            name="genai-openai-responses",
+            client="openai-responses",
+            instrumentations=("opentelemetry-instrumentation-genai-openai",),
+            env={CAPTURE: "span_only"},
+            scenarios=(
+                "few-tools",
+                "parallel-calls",
+                "big-toolset",
+                "unoffered-tool",
+                "conversation",
+                "no-tools",
+            ),
+            content_captured=True,
+            root="invoke_agent",
+            tool_spans=True,
         ),
         Family(
             name="genai-openai-nocontent",

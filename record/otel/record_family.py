@@ -23,6 +23,15 @@ from typing import Any
 
 from families import FAMILIES, INSTRUMENT_OPTIONS, INSTRUMENTORS, Family
 
+# The distribution whose version a family's client is.
+CLIENT_DISTRIBUTIONS = {
+    "openai": "openai",
+    "openai-responses": "openai",
+    "anthropic": "anthropic",
+    "langchain-openai": "langchain-openai",
+    "openai-agents": "openai-agents",
+}
+
 
 class RotatingFileExporter:
     """The JSON file exporter, moved to a new file on request (as a collector rotates files)."""
@@ -69,7 +78,7 @@ def main() -> None:
         "instrumentation_version": version(family.instrumentations[0]),
         "instrumentations": {name: version(name) for name in family.instrumentations},
         "client": family.client,
-        "client_version": version(family.client),
+        "client_version": version(CLIENT_DISTRIBUTIONS[family.client]),
         "environment": family.env,
         "content_captured": family.content_captured,
         "records_tool_definitions": family.records_tool_definitions,
@@ -135,7 +144,7 @@ def record(family: Family, out: Path) -> tuple[list[dict[str, Any]], list[str]]:
 
 
 def _client(family: Family, server: Any) -> Any:
-    if family.client == "openai":
+    if family.client in ("openai", "openai-responses"):
         import openai
 
         return openai.OpenAI(base_url=server.openai_base_url, api_key="sk-scripted", max_retries=0)
@@ -194,6 +203,7 @@ def _record_scenario(
         "anthropic": agent_loops.anthropic_segment,
         "langchain-openai": agent_loops.langchain_segment,
         "openai-agents": agent_loops.openai_agents_segment,
+        "openai-responses": agent_loops.openai_responses_segment,
     }[family.client]
     segments: list[dict[str, Any]] = []
     total_calls = sum(len(segment.steps) for segment in scenario.segments)
