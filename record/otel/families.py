@@ -35,6 +35,15 @@ INSTRUMENTORS: dict[str, tuple[str, str]] = {
         "opentelemetry.instrumentation.genai.openai_agents",
         "OpenAIAgentsInstrumentor",
     ),
+    "openinference-instrumentation-anthropic": (
+        "openinference.instrumentation.anthropic",
+        "AnthropicInstrumentor",
+    ),
+    # OpenLLMetry's (Traceloop's), not the OpenTelemetry project's, despite the name.
+    "opentelemetry-instrumentation-openai": (
+        "opentelemetry.instrumentation.openai",
+        "OpenAIInstrumentor",
+    ),
     "opentelemetry-instrumentation-openai-v2": (
         "opentelemetry.instrumentation.openai_v2",
         "OpenAIInstrumentor",
@@ -206,6 +215,48 @@ FAMILIES: dict[str, Family] = {
             notes=(
                 "the SDK's default limit of 128 attributes a span drops the oldest: "
                 "most llm.tools.* of the 120 tools are missing (droppedAttributesCount > 0)",
+            ),
+        ),
+        Family(
+            name="openinference-openai-genai-semconv",
+            client="openai",
+            instrumentations=("openinference-instrumentation-openai",),
+            env={"OPENINFERENCE_ENABLE_GENAI_SEMCONV": "true"},
+            scenarios=("few-tools", "parallel-calls", "conversation"),
+            content_captured=True,
+            root="openinference-agent",
+            span_attribute_limit=100_000,
+            notes=("OpenInference with its opt-in gen_ai.* attributes beside its own",),
+        ),
+        Family(
+            name="openinference-anthropic",
+            client="anthropic",
+            instrumentations=("openinference-instrumentation-anthropic",),
+            env={},
+            scenarios=("few-tools", "parallel-calls", "big-toolset", "conversation", "streamed"),
+            content_captured=True,
+            root="openinference-agent",
+            span_attribute_limit=100_000,
+        ),
+        Family(
+            name="openllmetry-openai",
+            client="openai",
+            instrumentations=("opentelemetry-instrumentation-openai",),
+            env={"TRACELOOP_TRACE_CONTENT": "true"},
+            scenarios=(
+                "few-tools",
+                "parallel-calls",
+                "big-toolset",
+                "unoffered-tool",
+                "conversation",
+                "streamed",
+            ),
+            content_captured=True,
+            root="agent-span",
+            span_attribute_limit=100_000,
+            notes=(
+                "OpenLLMetry (Traceloop) publishes its instrumentation as "
+                "opentelemetry-instrumentation-openai; it is not the OpenTelemetry project's",
             ),
         ),
         Family(

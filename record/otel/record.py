@@ -62,7 +62,11 @@ def main() -> int:
             why = "--legacy-python not given" if family.legacy else "not installed"
             print(f"skipped {name}: {why}")
             continue
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "OPENINFERENCE_"))}
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith(("OTEL_", "OPENINFERENCE_", "TRACELOOP_"))
+        }
         subprocess.run(
             [python, str(HERE / "record_family.py"), name, str(traces), str(fragments / name)],
             check=True,
