@@ -118,3 +118,35 @@ def test_truth_runs_are_keyed_once_each_with_calls_in_order() -> None:
                 for call in run["calls"]:
                     assert len(call["called"]) == len(call["call_ids"])
                     assert call["content_captured"] == family["content_captured"]
+
+
+def _carries_tool_definitions(span: dict[str, Any]) -> bool:
+    return any(
+        item["key"] == "gen_ai.tool.definitions" or item["key"].startswith("llm.tools.")
+        for item in span.get("attributes", [])
+    )
+
+
+@pytest.mark.parametrize("folder", FOLDERS[:1], ids=lambda folder: folder.name)
+def test_tool_definitions_are_on_the_spans_exactly_where_truth_says(folder: Path) -> None:
+    with_definitions: set[str] = set()
+    for path in _trace_files(folder):
+        for line in _lines(path):
+            for span in _spans(json.loads(line)):
+                if _carries_tool_definitions(span):
+                    with_definitions.add(span["traceId"])
+    for family in _truth(folder)["families"]:
+        for run in family["runs"]:
+            carried = bool(with_definitions & set(run["trace_ids"]))
+            assert carried == run["carries_tool_definitions"], (family["family"], run["scenario"])
+
+
+def test_the_default_span_limit_drops_attributes_of_the_big_tool_set() -> None:
+    folder = FOLDERS[1]
+    dropped = sum(
+        span.get("droppedAttributesCount", 0)
+        for path in _trace_files(folder)
+        for line in _lines(path)
+        for span in _spans(json.loads(line))
+    )
+    assert dropped > 0
