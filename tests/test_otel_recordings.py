@@ -19,7 +19,11 @@ from typing import Any
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-FOLDERS = (REPO / "data" / "otel", REPO / "tests" / "data" / "otel-attribute-limit")
+FOLDERS = (
+    REPO / "data" / "otel",
+    REPO / "tests" / "data" / "otel-attribute-limit",
+    REPO / "tests" / "data" / "otel-huge-attribute",
+)
 MODEL_CALL_OPERATIONS = {"chat", "generate_content", "text_completion"}
 HEX = {"traceId": re.compile(r"[0-9a-f]{32}"), "spanId": re.compile(r"[0-9a-f]{16}")}
 

@@ -42,7 +42,8 @@ def run_tool(scenario: Scenario, name: str, arguments: dict[str, Any]) -> str:
     """A canned tool result; the agent refuses tools it does not have."""
     if scenario.tool(name) is None:
         return json.dumps({"error": f"unknown tool {name}; not run"})
-    return json.dumps({"tool": name, "arguments": arguments, "result": "ok"})
+    result = scenario.result_text if scenario.result_text is not None else "ok"
+    return json.dumps({"tool": name, "arguments": arguments, "result": result})
 
 
 def _offered_tools(scenario: Scenario, names: tuple[str, ...]) -> list[Tool]:

@@ -334,6 +334,21 @@ FAMILIES: dict[str, Family] = {
             notes=("the Agents SDK's instrumentation alone writes no model-call span",),
         ),
         Family(
+            name="genai-openai-huge-attribute",
+            client="openai",
+            instrumentations=("opentelemetry-instrumentation-genai-openai",),
+            env={CAPTURE: "span_only"},
+            scenarios=("huge-result",),
+            content_captured=True,
+            root="invoke_agent",
+            tool_spans=True,
+            default=False,
+            notes=(
+                "test-only: gen_ai.input.messages of the second call and the tool span's "
+                "gen_ai.tool.call.result hold a ~376 kB tool result",
+            ),
+        ),
+        Family(
             name="openai-v2-semconv-1.30",
             client="openai",
             instrumentations=("opentelemetry-instrumentation-openai-v2",),

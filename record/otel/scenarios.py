@@ -56,6 +56,8 @@ class Scenario:
     segments: tuple[Segment, ...]
     conversation: bool = False
     stream: bool = False
+    # When set, every tool result is this text (a log dump, say) instead of "ok".
+    result_text: str | None = None
 
     def tool(self, name: str) -> Tool | None:
         return next((tool for tool in self.tools if tool.name == name), None)
@@ -305,6 +307,30 @@ def streamed(ids: _Ids, rng: random.Random) -> Scenario:
     )
 
 
+def huge_result(ids: _Ids, rng: random.Random) -> Scenario:
+    tools = BASIC_TOOLS[:4]
+    offered = _names(tools)
+    words = ("error", "retry", "timeout", "disk", "ok", "GET", "/api/v1/items", "503", "user")
+    lines = [
+        f"2026-01-01T00:{index // 60 % 60:02d}:{index % 60:02d}Z "
+        + " ".join(rng.choice(words) for _ in range(12))
+        for index in range(4000)
+    ]
+    steps = (
+        Step(offered, _calls(ids, ("read_file", {"path": "logs/service.log"}))),
+        Step(offered, Reply(text="The log shows repeated 503s after the disk filled up.")),
+    )
+    return Scenario(
+        "huge-result",
+        "a tool result of about 376 kB (a log dump), so the next call's input messages "
+        "attribute is that big",
+        SYSTEM,
+        tools,
+        (Segment("Why did the service fail? Read the log.", steps),),
+        result_text="\n".join(lines),
+    )
+
+
 ScenarioFactory = Callable[[_Ids, random.Random], Scenario]
 
 SCENARIOS: dict[str, ScenarioFactory] = {
@@ -316,6 +342,7 @@ SCENARIOS: dict[str, ScenarioFactory] = {
     "conversation": conversation,
     "no-tools": no_tools,
     "streamed": streamed,
+    "huge-result": huge_result,
 }
 
 
