@@ -56,8 +56,23 @@ def _trace_files(folder: Path) -> list[Path]:
     return sorted((folder / _truth(folder)["traces_folder"]).iterdir())
 
 
+def _int_values(value: Any) -> Iterator[Any]:
+    """Every ``intValue`` inside an OTLP attribute value, however deeply nested."""
+    if isinstance(value, dict):
+        for key, inner in value.items():
+            if key == "intValue":
+                yield inner
+            else:
+                yield from _int_values(inner)
+    elif isinstance(value, list):
+        for inner in value:
+            yield from _int_values(inner)
+
+
 @pytest.mark.parametrize("folder", FOLDERS, ids=lambda folder: folder.name)
-def test_every_line_is_an_export_request_with_hex_ids_and_string_times(folder: Path) -> None:
+def test_every_line_is_an_export_request_with_hex_ids_and_64_bit_ints_as_strings(
+    folder: Path,
+) -> None:
     for path in _trace_files(folder):
         for number, line in enumerate(_lines(path), start=1):
             request = json.loads(line)
@@ -71,6 +86,9 @@ def test_every_line_is_an_export_request_with_hex_ids_and_string_times(folder: P
                 )
                 assert span["startTimeUnixNano"].isdigit()
                 assert span["endTimeUnixNano"].isdigit()
+                for number_text in _int_values(span.get("attributes", [])):
+                    assert isinstance(number_text, str), f"{path.name}:{number} intValue"
+                    assert number_text.lstrip("-").isdigit()
 
 
 @pytest.mark.parametrize("folder", FOLDERS, ids=lambda folder: folder.name)
