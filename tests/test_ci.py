@@ -130,7 +130,8 @@ def stub(path: Path, name: str) -> None:
     """An executable that logs ``NAME ARGS`` to $CI_STEPS and exits with $FAIL_NAME (or 0)."""
     variable = f"FAIL_{name.replace('-', '_')}"
     path.write_text(
-        f'#!/bin/bash\necho "{name} $*" >> "$CI_STEPS"\necho "{name} CI=${{CI-}}" >> "$CI_STEPS.env"\n'
+        f'#!/bin/bash\necho "{name} $*" >> "$CI_STEPS"\n'
+        f'echo "{name} CI=${{CI-}}" >> "$CI_STEPS.env"\n'
         f'exit "${{{variable}:-0}}"\n',
         encoding="utf-8",
     )

@@ -177,6 +177,67 @@ def test_an_unknown_ledger_json_version_is_refused_by_name(tmp_path):
     assert "unsupported LedgerJSON version 2" in result.stderr
 
 
+def sample_export_with(tmp_path: Path, field: str, number: str) -> Path:
+    """The sample's exported ledger with one number replaced by ``number``, as written:
+    ``field`` is ``runsRecorded`` or a field of the first row (``offered``, ...)."""
+    text = run("ledger", str(SAMPLE), "--format", "json").stdout
+    document = json.loads(text)
+    placeholder = 987654321987
+    if field == "runsRecorded":
+        document["runsRecorded"] = placeholder
+    elif field == "outcomes":
+        document["rows"][0]["outcomes"] = {"good": placeholder}
+    else:
+        document["rows"][0][field] = placeholder
+    path = tmp_path / "yesterday.json"
+    path.write_text(json.dumps(document).replace(str(placeholder), number), encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize(
+    ("field", "number", "reason"),
+    [
+        ("offered", str(2**70), f"offered is {2**70}, past the largest count"),
+        ("offered", "1e400", "offered is 1E+400, not a finite number"),
+        ("offered", "-1", "offered is -1, a count cannot be negative"),
+        ("used", "1.5", "used is 1.5, not a whole number"),
+        ("approxTokensSpent", '"12"', 'approxTokensSpent must be a whole number, got "12"'),
+        ("runsSeen", "true", "runsSeen must be a whole number, got true"),
+        ("outcomes", "-2", "outcomes['good'] is -2, a count cannot be negative"),
+        ("runsRecorded", "-5", "runsRecorded is -5, a count cannot be negative"),
+        ("runsRecorded", "2.5", "runsRecorded is 2.5, not a whole number"),
+    ],
+)
+def test_a_merge_file_number_that_is_no_count_is_refused_naming_file_row_and_field(
+    tmp_path, field, number, reason
+):
+    path = sample_export_with(tmp_path, field, number)
+    result = run("ledger", str(SAMPLE), "--merge", str(path))
+    assert result.exit_code == EXIT_USAGE
+    assert result.stdout == ""
+    [line] = result.stderr.splitlines()
+    where = "" if field == "runsRecorded" else "row 0 (id 'probe_fact') is not a LedgerRow ("
+    assert line.startswith(f"contextledger: {path}: {where}{reason}"), line
+
+
+def test_merged_counts_past_int64_are_refused_not_wrapped(tmp_path):
+    path = sample_export_with(tmp_path, "offered", str(2**63 - 1))
+    result = run("ledger", str(SAMPLE), "--merge", str(path), "--format", "json")
+    assert result.exit_code == EXIT_USAGE
+    assert result.stdout == ""
+    assert result.stderr.splitlines() == [
+        f"contextledger: --merge {path}: tool 'probe_fact': offered adds up to {2**63 - 1 + 21}, "
+        "past the largest count (2**63 - 1)"
+    ]
+
+
+def test_a_whole_number_written_with_a_point_is_the_same_count(tmp_path):
+    """JSON has one number type: the reference reads ``21.0`` as ``21``."""
+    path = sample_export_with(tmp_path, "offered", "21.0")
+    merged = json.loads(run("ledger", str(SAMPLE), "--merge", str(path), "--format", "json").stdout)
+    assert merged["rows"][0]["offered"] == 42
+
+
 @pytest.mark.parametrize("output_format", ["csv", "parquet"])
 def test_csv_and_parquet_hold_the_same_rows_as_the_table(tmp_path, output_format):
     import polars as pl
