@@ -27,6 +27,29 @@ def test_wilson_interval_is_symmetric_for_all_successes():
     assert (low, high) == pytest.approx((1 - 3.841458820694124 / 13.841458820694124, 1.0))
 
 
+#: (used, offered) -> the 95% Wilson bounds, computed by hand from the score formula
+#: (centre ± half-width, z = 1.959963984540054) in 40-digit decimal arithmetic, then
+#: rounded to doubles; 5 of 10 gives the textbook (0.2366, 0.7634).
+WILSON_BY_HAND = {
+    (1, 3): (0.06149194472039624, 0.7923403991979523),
+    (2, 21): (0.026518767438074516, 0.28914139073918255),
+    (5, 10): (0.236593090512564, 0.763406909487436),
+    (7, 100): (0.03431926106727268, 0.137495147390735),
+    (99, 100): (0.9455138038212947, 0.9982325679358593),
+    (1, 1000): (0.00017654637062607803, 0.005642558597957935),
+}
+
+
+@pytest.mark.parametrize(("used", "offered"), list(WILSON_BY_HAND))
+def test_wilson_interval_between_the_ends_matches_the_formula_worked_by_hand(used, offered):
+    """Double rounding leaves a few ulps; a wrong term (``/(offered + 1)``) moves the
+    bounds by 1e-3 or more."""
+    expected = pytest.approx(WILSON_BY_HAND[used, offered], rel=1e-13, abs=0)
+    assert wilson_interval(used, offered) == expected
+    frame = with_uncertainty(pl.DataFrame({"offered": [offered], "used": [used]}))
+    assert frame.select("earn_rate_low", "earn_rate_high").row(0) == expected
+
+
 def test_more_uses_than_offers_is_a_rate_with_no_proportion_interval():
     assert wilson_interval(7, 6) is None
     assert wilson_interval(0, 0) is None
