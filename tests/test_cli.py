@@ -238,6 +238,33 @@ def test_a_whole_number_written_with_a_point_is_the_same_count(tmp_path):
     assert merged["rows"][0]["offered"] == 42
 
 
+@pytest.mark.parametrize("suffix", [".json", ".jsonl"])
+def test_a_static_tools_sidecar_may_start_with_a_bom(tmp_path, suffix):
+    """Notepad's UTF-8 starts with U+FEFF, which is not JSON: the sidecar was refused."""
+    from contextledger.tables.build import load_static_tools
+
+    sidecar = tmp_path / f"static{suffix}"
+    names = {"s0001-fact-bench": ["extra_tool"], "s0003-loop": []}
+    if suffix == ".json":
+        text = json.dumps(names)
+    else:
+        text = "".join(
+            json.dumps({"run_id": run_id, "static_tool_names": tools}) + "\n"
+            for run_id, tools in names.items()
+        )
+    sidecar.write_text(text, encoding="utf-8-sig")
+    assert load_static_tools(sidecar) == names
+
+
+def test_a_merge_file_may_start_with_a_bom(tmp_path):
+    exported = tmp_path / "yesterday.json"
+    once = run("ledger", str(SAMPLE), "--format", "json").stdout
+    exported.write_text(once, encoding="utf-8-sig")
+    result = run("ledger", str(SAMPLE), "--merge", str(exported), "--format", "json")
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["runsRecorded"] == 2 * json.loads(once)["runsRecorded"]
+
+
 @pytest.mark.parametrize("output_format", ["csv", "parquet"])
 def test_csv_and_parquet_hold_the_same_rows_as_the_table(tmp_path, output_format):
     import polars as pl

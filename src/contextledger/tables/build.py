@@ -636,7 +636,7 @@ def load_static_tools(path: str | Path) -> dict[str, list[str]]:
     """Read a static-tool-names sidecar: ``{run_id: [names]}`` JSON, or JSON Lines of
     ``{"run_id": ..., "static_tool_names": [...]}``."""
     path = Path(path)
-    data = path.read_bytes()
+    data = path.read_bytes().removeprefix(b"\xef\xbb\xbf")  # a UTF-8 BOM is no JSON
     try:
         if path.suffix in (".jsonl", ".ndjson"):
             lines = [msgspec.json.decode(line) for line in data.splitlines() if line.strip()]
