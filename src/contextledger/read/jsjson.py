@@ -10,11 +10,27 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from typing import Any
 
 from contextledger.read.commitlog import ABSENT
 
-_encode_string = json.JSONEncoder(ensure_ascii=False).encode
+_encode_plain = json.JSONEncoder(ensure_ascii=False).encode
+#: A lone surrogate (a Python ``str`` holds a pair as one astral character).
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _encode_string(text: str) -> str:
+    """A JSON string as ``JSON.stringify`` writes it: a lone surrogate escaped (``\\ud83d``,
+    six characters), as well-formed ``JSON.stringify`` does since ES2019.
+
+    >>> print(_encode_string("cut " + chr(0xD83D)), _encode_string("caf" + chr(0xE9)))
+    "cut \\ud83d" "café"
+    """
+    encoded = _encode_plain(text)
+    if encoded.isascii():
+        return encoded
+    return _LONE_SURROGATE.sub(lambda found: f"\\u{ord(found.group()):04x}", encoded)
 
 
 def js_number(value: float) -> str:

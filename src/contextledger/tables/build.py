@@ -21,6 +21,7 @@ import msgspec
 import pyarrow as pa
 
 from contextledger.processes import worker_pool
+from contextledger.read import jsparse
 from contextledger.read.facts import RunFacts
 from contextledger.read.findings import standings_from_snapshot
 from contextledger.read.identity import DUPLICATES, RunIdentity, content_digest, unmatched_ids
@@ -266,6 +267,14 @@ def read_file(
                 except FOLD_ERRORS as error:
                     problem = _problem(document.source, fold_failure(error), run.run_id)
                     result.problems.append(("whatif", problem))
+            named = _lone_surrogate_in_a_name(run, names, facts) if run.lone_surrogates else None
+            if named is not None:
+                if strict:
+                    raise ReadError(document.source, named, run.run_id)
+                if result.streams and result.streams[-1].source == run.source:
+                    result.streams.pop()  # not replayed either
+                result.problems.append((None, _problem(document.source, named, run.run_id)))
+                continue
             if facts:
                 result.runs.append(
                     RunRead(
@@ -285,6 +294,20 @@ def read_file(
             raise
         result.problems.append((None, _problem(error.source, error.reason, error.run_id)))
     return result
+
+
+def _lone_surrogate_in_a_name(
+    run: Run, static_names: Sequence[str], facts: Mapping[str, RunFacts]
+) -> str | None:
+    """Why a run read with lone surrogates cannot be tabled: a name it is counted under
+    holds one (:func:`~contextledger.read.jsparse.unstorable_name`); None when only
+    text does (a message cut inside an emoji), which is read as the reference reads it."""
+    named: list[tuple[str, str | None]] = [("run id", run.run_id), ("run id", run.execution_id)]
+    named += [("runner kind", run.runner_kind), *(("tool name", name) for name in static_names)]
+    for accounting in facts.values():
+        named += [(f"{kind} name", piece) for _, kind, piece, _ in accounting.offers]
+        named += [(f"{kind} name", piece) for kind, piece, _, _ in accounting.uses]
+    return jsparse.unstorable_name(named)
 
 
 def _read_file(

@@ -1,5 +1,6 @@
-"""Numbers as JavaScript holds and prints them: what a token estimate measures and what two
-copies of a recording are compared by.
+"""JSON as JavaScript reads and writes it: numbers as it holds and prints them (what a token
+estimate measures and what two copies of a recording are compared by), and lone surrogates,
+which JSON.parse accepts.
 
 The expected strings follow ECMAScript's Number::toString (shortest round-trip digits;
 an exponent from 1e21 up and below 1e-6; ``-0`` as ``0``; an integer read as the nearest
@@ -9,15 +10,21 @@ double); each was checked once against ``node -e 'JSON.stringify(...)'``.
 from __future__ import annotations
 
 import gzip
+import json
 from pathlib import Path
 
 import polars as pl
 import pytest
+from click.testing import CliRunner
 from polars.testing import assert_frame_equal
 
+from contextledger.cli import main
+from contextledger.cli.common import EXIT_UNREADABLE_INPUT
+from contextledger.jobs.whatif import read_inputs
 from contextledger.ledger.compute import compute_ledger
 from contextledger.read.jsjson import approx_tokens, js_number, js_stringify
-from contextledger.tables.build import read_runs
+from contextledger.tables.build import ACCOUNTING_MODES, read_runs
+from contextledger.window.whatif import parse_policies, whatif_table
 
 from .conftest import SAMPLE
 
@@ -127,3 +134,81 @@ def test_a_number_that_is_another_double_is_another_recording(tmp_path):
     assert tables.runs.num_rows == 1
     [problem] = tables.problems.to_pylist()
     assert "different content" in problem["reason"]
+
+
+# ── lone surrogates: what JavaScript writes for a string cut inside an emoji ─────────
+
+
+def with_text(tmp_path: Path, run: str, name: str, old: str, new: str) -> Path:
+    """Sample run ``run`` with every ``old`` replaced by ``new`` (JSON text), as ``name``."""
+    text = gzip.decompress((SAMPLE / f"{run}.json.gz").read_bytes()).decode()
+    assert text.count(old) > 0
+    path = tmp_path / name
+    path.write_text(text.replace(old, new), encoding="utf-8")
+    return path
+
+
+#: A text's end in a sample run: a tool result of s0003-loop, and a question in the
+#: subflows of s0246-llmcall (grouped: read from its undecoded subflowResults).
+TEXT_ENDS = {"s0003-loop": "latency region cargo fjord m", "s0246-llmcall": "quota latency harbor"}
+
+
+@pytest.mark.parametrize("run", TEXT_ENDS)
+def test_a_message_cut_inside_an_emoji_is_read_as_one_code_unit(tmp_path, run):
+    """JSON.parse keeps the lone surrogate: one UTF-16 code unit, as a plain ``x`` is."""
+    end = TEXT_ENDS[run]
+    cut = with_text(tmp_path, run, "cut.json", end, end[:-1] + "\\ud83d")
+    plain = with_text(tmp_path, run, "x.json", end, end[:-1] + "x")
+    policies = parse_policies(["none", "sliding:keep=3", "token_budget:threshold=2000,keep=2"])
+    read_cut, read_plain = read_inputs(cut), read_inputs(plain)
+    assert read_cut.problems == [] and len(read_cut.streams) == 1
+    assert_frame_equal(
+        whatif_table(read_cut.streams, policies),
+        whatif_table(read_plain.streams, policies),
+        check_exact=True,
+    )
+    for mode in ACCOUNTING_MODES:
+        tables = read_runs(cut, mode=mode)
+        assert tables.problems.num_rows == 0
+        expected = compute_ledger(read_runs(plain, mode=mode)).frame
+        assert_frame_equal(compute_ledger(tables).frame, expected, check_exact=True)
+
+
+def test_an_injection_with_a_lone_surrogate_is_charged_its_escaped_length(tmp_path):
+    """JSON.stringify writes a lone surrogate as ``\\ud83d`` (6 characters): fact-1's JSON
+    grows from 114 to 120 characters, 29 to 30 tokens at each of its 3 offers."""
+    fact = "Fact: bravo widget tensor quota nexus"
+    path = with_text(tmp_path, "s0202-conv-t2", "cut.json", fact, fact + "\\ud83d")
+    rows = compute_ledger(read_runs(path)).frame.filter(pl.col("id") == "fact-1")
+    assert rows.select("offered", "approx_tokens_spent").rows() == [(3, 90)]
+    plain = compute_ledger(read_runs(SAMPLE / "s0202-conv-t2.json.gz")).frame
+    assert plain.filter(pl.col("id") == "fact-1")["approx_tokens_spent"].to_list() == [87]
+    assert js_stringify(fact + chr(0xD83D)) == f'"{fact}\\ud83d"'
+
+
+def test_a_name_with_a_lone_surrogate_is_refused_by_name_and_the_rest_is_read(tmp_path):
+    """A tool name JavaScript holds but UTF-8 tables cannot: that run is named, once."""
+    folder = tmp_path / "runs"
+    folder.mkdir()
+    bad = with_text(folder, "s0001-fact-bench", "named.json", '"probe_fact"', '"probe_fact\\ud83d"')
+    (folder / "s0003-loop.json.gz").write_bytes((SAMPLE / "s0003-loop.json.gz").read_bytes())
+    result = CliRunner().invoke(main, ["ledger", str(folder), "--format", "json"])
+    assert result.exit_code == EXIT_UNREADABLE_INPUT
+    assert json.loads(result.stdout)["runsRecorded"] == 1
+    assert (
+        f"contextledger: skipped {bad} (run s0001-fact-bench): the tool name "
+        '"probe_fact\\ud83d" holds a lone surrogate, which UTF-8 tables cannot hold\n'
+    ) in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_a_number_past_the_doubles_is_refused_naming_the_number(tmp_path):
+    argument = '"description":"item index"'
+    path = with_text(
+        tmp_path, "s0001-fact-bench", "inf.json", argument, argument + ',"maximum":1e400'
+    )
+    [problem] = read_runs(path).problems.to_pylist()
+    assert problem["reason"] == (
+        "the number 1e400 is past the largest double (JavaScript reads it as Infinity)"
+    )
+    assert problem["run_id"] == "s0001-fact-bench"
