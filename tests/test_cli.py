@@ -106,6 +106,45 @@ def test_a_malformed_outcomes_file_is_a_usage_error_naming_the_line(tmp_path):
     assert f"{labels}:2" in result.stderr
 
 
+def labels_file(tmp_path: Path, labels: list[str], tail: str = "") -> Path:
+    """A CSV giving the sample's runs ``labels`` in turn, then ``tail`` as written."""
+    runs = sorted(path.name.removesuffix(".json.gz") for path in SAMPLE.glob("*.json.gz"))
+    rows = [f"{runs[i % len(runs)]},{label}" for i, label in enumerate(labels)]
+    path = tmp_path / "labels.csv"
+    path.write_text("\n".join(["run_id,label", *rows]) + "\n" + tail, encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("command", ["ledger", "outcomes"])
+def test_a_labels_file_of_ids_or_free_text_is_refused_at_the_first_label_past_the_cap(
+    tmp_path, command
+):
+    """1,000,000 distinct labels over the sample went past 8 GB; the file is refused at
+    label 2,001 (line 2,002), before the rest is even parsed (the broken row after it)."""
+    from contextledger.tables.build import MAX_DISTINCT_LABELS
+
+    assert MAX_DISTINCT_LABELS == 2_000
+    ids = [f"ticket-{number}" for number in range(MAX_DISTINCT_LABELS + 1)]
+    path = labels_file(tmp_path, ids, tail='s0003-loop,"never closed\n')
+    result = run(command, str(SAMPLE), "--outcomes", str(path))
+    assert result.exit_code == EXIT_USAGE
+    assert result.stdout == ""
+    assert result.stderr == (
+        f"contextledger: {path}:2002: more than 2,000 distinct labels; labels are categories "
+        "(good, bad, ...): is the label column run ids or free text?\n"
+    )
+
+
+def test_a_labels_file_at_the_cap_is_read_with_every_row(tmp_path):
+    """2,000 distinct labels, each given twice: 4,000 rows, all read."""
+    from contextledger.tables.build import MAX_DISTINCT_LABELS, load_outcomes
+
+    labels = [f"cohort-{number % MAX_DISTINCT_LABELS}" for number in range(2 * MAX_DISTINCT_LABELS)]
+    table = load_outcomes(labels_file(tmp_path, labels))
+    assert table.num_rows == 4_000
+    assert len(set(table.column("label").to_pylist())) == 2_000
+
+
 def test_bad_files_are_named_without_traceback_and_the_rest_still_counts(batch):
     result = run("ledger", str(batch), "--mode", "reference", "--format", "json")
     assert result.exit_code == EXIT_UNREADABLE_INPUT
