@@ -259,6 +259,28 @@ def test_a_merge_file_number_that_is_no_count_is_refused_naming_file_row_and_fie
     assert line.startswith(f"contextledger: {path}: {where}{reason}"), line
 
 
+@pytest.mark.parametrize(
+    ("document", "reason"),
+    [
+        ('{"version": 1, "rows": 5}', "rows must be an array of LedgerRows, got 5"),
+        (
+            '{"version": 1, "rows": [7]}',
+            "row 0 is not a LedgerRow (a LedgerRow is an object, got 7)",
+        ),
+        ('{"version": 1, "rows": [], "runsRecorded": 1e400}', "runsRecorded is 1E+400, not a"),
+        ('{"version": 1, "rows": [], "runsRecorded": NaN}', "not a LedgerJSON document (NaN is"),
+        ("[1, 2]", "a LedgerJSON document is an object, got list"),
+    ],
+)
+def test_a_merge_file_of_another_shape_is_refused_in_one_line(tmp_path, document, reason):
+    path = tmp_path / "odd.json"
+    path.write_text(document, encoding="utf-8")
+    result = run("ledger", str(SAMPLE), "--merge", str(path))
+    assert result.exit_code == EXIT_USAGE
+    [line] = result.stderr.splitlines()
+    assert line.startswith(f"contextledger: {path}: {reason}"), line
+
+
 def test_merged_counts_past_int64_are_refused_not_wrapped(tmp_path):
     path = sample_export_with(tmp_path, "offered", str(2**63 - 1))
     result = run("ledger", str(SAMPLE), "--merge", str(path), "--format", "json")

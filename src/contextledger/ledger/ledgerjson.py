@@ -121,8 +121,12 @@ def from_ledger_json(document: Any, *, source: str = "LedgerJSON") -> Ledger:
             f"contextledger reads version {LEDGER_JSON_VERSION}"
         )
         raise ValueError(msg)
+    rows = document.get("rows") or []
+    if not isinstance(rows, list):
+        msg = f"{source}: rows must be an array of LedgerRows, got {json.dumps(rows)[:40]}"
+        raise ValueError(msg)
     records = []
-    for position, row in enumerate(document.get("rows") or []):
+    for position, row in enumerate(rows):
         try:
             if not isinstance(row, dict):
                 msg = f"a LedgerRow is an object, got {json.dumps(row)[:40]}"
