@@ -130,7 +130,9 @@ def stub(path: Path, name: str) -> None:
     """An executable that logs ``NAME ARGS`` to $CI_STEPS and exits with $FAIL_NAME (or 0)."""
     variable = f"FAIL_{name.replace('-', '_')}"
     path.write_text(
-        f'#!/bin/bash\necho "{name} $*" >> "$CI_STEPS"\nexit "${{{variable}:-0}}"\n',
+        f'#!/bin/bash\necho "{name} $*" >> "$CI_STEPS"\n'
+        f'echo "{name} CI=${{CI-}}" >> "$CI_STEPS.env"\n'
+        f'exit "${{{variable}:-0}}"\n',
         encoding="utf-8",
     )
     path.chmod(0o755)
@@ -205,6 +207,12 @@ def test_ci_runs_every_step_in_order_when_each_passes(tmp_path):
 )
 def test_ci_stops_at_the_first_failing_step_with_its_status(tmp_path, failing, status, steps_run):
     assert run_ci(tmp_path, **{failing: status}) == (status, ALL_STEPS[:steps_run])
+
+
+def test_ci_sets_ci_so_a_missing_corpus_fails_instead_of_skipping(tmp_path):
+    assert run_ci(tmp_path) == (0, ALL_STEPS)
+    seen = (tmp_path / "steps.log.env").read_text(encoding="utf-8").splitlines()
+    assert "python CI=true" in seen
 
 
 def test_ci_stops_when_chromium_cannot_be_installed(tmp_path):

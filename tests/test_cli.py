@@ -106,6 +106,45 @@ def test_a_malformed_outcomes_file_is_a_usage_error_naming_the_line(tmp_path):
     assert f"{labels}:2" in result.stderr
 
 
+def labels_file(tmp_path: Path, labels: list[str], tail: str = "") -> Path:
+    """A CSV giving the sample's runs ``labels`` in turn, then ``tail`` as written."""
+    runs = sorted(path.name.removesuffix(".json.gz") for path in SAMPLE.glob("*.json.gz"))
+    rows = [f"{runs[i % len(runs)]},{label}" for i, label in enumerate(labels)]
+    path = tmp_path / "labels.csv"
+    path.write_text("\n".join(["run_id,label", *rows]) + "\n" + tail, encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("command", ["ledger", "outcomes"])
+def test_a_labels_file_of_ids_or_free_text_is_refused_at_the_first_label_past_the_cap(
+    tmp_path, command
+):
+    """1,000,000 distinct labels over the sample went past 8 GB; the file is refused at
+    label 2,001 (line 2,002), before the rest is even parsed (the broken row after it)."""
+    from contextledger.tables.build import MAX_DISTINCT_LABELS
+
+    assert MAX_DISTINCT_LABELS == 2_000
+    ids = [f"ticket-{number}" for number in range(MAX_DISTINCT_LABELS + 1)]
+    path = labels_file(tmp_path, ids, tail='s0003-loop,"never closed\n')
+    result = run(command, str(SAMPLE), "--outcomes", str(path))
+    assert result.exit_code == EXIT_USAGE
+    assert result.stdout == ""
+    assert result.stderr == (
+        f"contextledger: {path}:2002: more than 2,000 distinct labels; labels are categories "
+        "(good, bad, ...): is the label column run ids or free text?\n"
+    )
+
+
+def test_a_labels_file_at_the_cap_is_read_with_every_row(tmp_path):
+    """2,000 distinct labels, each given twice: 4,000 rows, all read."""
+    from contextledger.tables.build import MAX_DISTINCT_LABELS, load_outcomes
+
+    labels = [f"cohort-{number % MAX_DISTINCT_LABELS}" for number in range(2 * MAX_DISTINCT_LABELS)]
+    table = load_outcomes(labels_file(tmp_path, labels))
+    assert table.num_rows == 4_000
+    assert len(set(table.column("label").to_pylist())) == 2_000
+
+
 def test_bad_files_are_named_without_traceback_and_the_rest_still_counts(batch):
     result = run("ledger", str(batch), "--mode", "reference", "--format", "json")
     assert result.exit_code == EXIT_UNREADABLE_INPUT
@@ -175,6 +214,116 @@ def test_an_unknown_ledger_json_version_is_refused_by_name(tmp_path):
     result = run("ledger", str(SAMPLE), "--merge", str(future))
     assert result.exit_code == EXIT_USAGE
     assert "unsupported LedgerJSON version 2" in result.stderr
+
+
+def sample_export_with(tmp_path: Path, field: str, number: str) -> Path:
+    """The sample's exported ledger with one number replaced by ``number``, as written:
+    ``field`` is ``runsRecorded`` or a field of the first row (``offered``, ...)."""
+    text = run("ledger", str(SAMPLE), "--format", "json").stdout
+    document = json.loads(text)
+    placeholder = 987654321987
+    if field == "runsRecorded":
+        document["runsRecorded"] = placeholder
+    elif field == "outcomes":
+        document["rows"][0]["outcomes"] = {"good": placeholder}
+    else:
+        document["rows"][0][field] = placeholder
+    path = tmp_path / "yesterday.json"
+    path.write_text(json.dumps(document).replace(str(placeholder), number), encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize(
+    ("field", "number", "reason"),
+    [
+        ("offered", str(2**70), f"offered is {2**70}, past the largest count"),
+        ("offered", "1e400", "offered is 1E+400, not a finite number"),
+        ("offered", "-1", "offered is -1, a count cannot be negative"),
+        ("used", "1.5", "used is 1.5, not a whole number"),
+        ("approxTokensSpent", '"12"', 'approxTokensSpent must be a whole number, got "12"'),
+        ("runsSeen", "true", "runsSeen must be a whole number, got true"),
+        ("outcomes", "-2", "outcomes['good'] is -2, a count cannot be negative"),
+        ("runsRecorded", "-5", "runsRecorded is -5, a count cannot be negative"),
+        ("runsRecorded", "2.5", "runsRecorded is 2.5, not a whole number"),
+    ],
+)
+def test_a_merge_file_number_that_is_no_count_is_refused_naming_file_row_and_field(
+    tmp_path, field, number, reason
+):
+    path = sample_export_with(tmp_path, field, number)
+    result = run("ledger", str(SAMPLE), "--merge", str(path))
+    assert result.exit_code == EXIT_USAGE
+    assert result.stdout == ""
+    [line] = result.stderr.splitlines()
+    where = "" if field == "runsRecorded" else "row 0 (id 'probe_fact') is not a LedgerRow ("
+    assert line.startswith(f"contextledger: {path}: {where}{reason}"), line
+
+
+@pytest.mark.parametrize(
+    ("document", "reason"),
+    [
+        ('{"version": 1, "rows": 5}', "rows must be an array of LedgerRows, got 5"),
+        (
+            '{"version": 1, "rows": [7]}',
+            "row 0 is not a LedgerRow (a LedgerRow is an object, got 7)",
+        ),
+        ('{"version": 1, "rows": [], "runsRecorded": 1e400}', "runsRecorded is 1E+400, not a"),
+        ('{"version": 1, "rows": [], "runsRecorded": NaN}', "not a LedgerJSON document (NaN is"),
+        ("[1, 2]", "a LedgerJSON document is an object, got list"),
+    ],
+)
+def test_a_merge_file_of_another_shape_is_refused_in_one_line(tmp_path, document, reason):
+    path = tmp_path / "odd.json"
+    path.write_text(document, encoding="utf-8")
+    result = run("ledger", str(SAMPLE), "--merge", str(path))
+    assert result.exit_code == EXIT_USAGE
+    [line] = result.stderr.splitlines()
+    assert line.startswith(f"contextledger: {path}: {reason}"), line
+
+
+def test_merged_counts_past_int64_are_refused_not_wrapped(tmp_path):
+    path = sample_export_with(tmp_path, "offered", str(2**63 - 1))
+    result = run("ledger", str(SAMPLE), "--merge", str(path), "--format", "json")
+    assert result.exit_code == EXIT_USAGE
+    assert result.stdout == ""
+    assert result.stderr.splitlines() == [
+        f"contextledger: --merge {path}: tool 'probe_fact': offered adds up to {2**63 - 1 + 21}, "
+        "past the largest count (2**63 - 1)"
+    ]
+
+
+def test_a_whole_number_written_with_a_point_is_the_same_count(tmp_path):
+    """JSON has one number type: the reference reads ``21.0`` as ``21``."""
+    path = sample_export_with(tmp_path, "offered", "21.0")
+    merged = json.loads(run("ledger", str(SAMPLE), "--merge", str(path), "--format", "json").stdout)
+    assert merged["rows"][0]["offered"] == 42
+
+
+@pytest.mark.parametrize("suffix", [".json", ".jsonl"])
+def test_a_static_tools_sidecar_may_start_with_a_bom(tmp_path, suffix):
+    """Notepad's UTF-8 starts with U+FEFF, which is not JSON: the sidecar was refused."""
+    from contextledger.tables.build import load_static_tools
+
+    sidecar = tmp_path / f"static{suffix}"
+    names = {"s0001-fact-bench": ["extra_tool"], "s0003-loop": []}
+    if suffix == ".json":
+        text = json.dumps(names)
+    else:
+        text = "".join(
+            json.dumps({"run_id": run_id, "static_tool_names": tools}) + "\n"
+            for run_id, tools in names.items()
+        )
+    sidecar.write_text(text, encoding="utf-8-sig")
+    assert load_static_tools(sidecar) == names
+
+
+def test_a_merge_file_may_start_with_a_bom(tmp_path):
+    exported = tmp_path / "yesterday.json"
+    once = run("ledger", str(SAMPLE), "--format", "json").stdout
+    exported.write_text(once, encoding="utf-8-sig")
+    result = run("ledger", str(SAMPLE), "--merge", str(exported), "--format", "json")
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["runsRecorded"] == 2 * json.loads(once)["runsRecorded"]
 
 
 @pytest.mark.parametrize("output_format", ["csv", "parquet"])

@@ -8,6 +8,7 @@ filter that match no archived run, once; ``report`` says when nothing was read.
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -181,3 +182,20 @@ def test_a_run_id_file_that_is_missing_is_said_in_one_line(archive, tmp_path):
     assert result.stderr == f"contextledger: {missing}: no such file (run_id=@FILE)\n"
     missing.write_text("s0003-loop\n")
     assert CliRunner().invoke(main, ["ledger", f"{archive}?run_id=@{missing}"]).exit_code == 0
+
+
+def test_a_run_id_file_that_starts_with_a_bom_selects_its_first_id(archive, tmp_path):
+    """Notepad's UTF-8 starts with U+FEFF; it was kept in the first id, which then matched
+    no run."""
+    plain, marked = tmp_path / "plain.txt", tmp_path / "marked.txt"
+    plain.write_text("s0003-loop\ns0048-loop\n", encoding="utf-8")
+    marked.write_text("s0003-loop\ns0048-loop\n", encoding="utf-8-sig")
+    assert marked.read_bytes().startswith(b"\xef\xbb\xbf")
+    expected = CliRunner().invoke(
+        main, ["ledger", f"{archive}?run_id=@{plain}", "--format", "json"]
+    )
+    result = CliRunner().invoke(main, ["ledger", f"{archive}?run_id=@{marked}", "--format", "json"])
+    assert (result.exit_code, result.stderr) == (0, expected.stderr)
+    assert "match no" not in result.stderr
+    assert json.loads(result.stdout)["runsRecorded"] == 2
+    assert result.stdout == expected.stdout

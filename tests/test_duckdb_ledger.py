@@ -80,10 +80,12 @@ def test_no_metered_runs_gives_an_empty_ledger_of_the_same_schema():
 
 
 def small_tables() -> RunTables:
-    """Two metered runs listed out of run_order, and a refused run whose offer must not count.
+    """Two metered runs listed out of run_order (and against their ids' alphabetical
+    order), and a refused run whose offer must not count.
 
-    Run a (run_order 0) uses tool t2 without offering it, so t2's first sighting is a use
-    that comes after a's offers; run b (run_order 1) offers t2.
+    Run y (run_order 0) uses tool t2 without offering it, so t2's first sighting is a use
+    that comes after y's offers, though its seq (0) is below theirs (3, 4): putting uses
+    before offers changes the order, never ties it. Run b (run_order 1) offers t2 and t4.
     """
 
     def table(table_schema: pa.Schema, **columns: list) -> pa.Table:
@@ -96,9 +98,9 @@ def small_tables() -> RunTables:
 
     runs = table(
         schema.RUNS,
-        run_id=["b", "a", "refused"],
+        run_id=["b", "y", "refused"],
         run_order=[1, 0, 2],
-        source_path=["b.json", "a.json", "refused.json"],
+        source_path=["b.json", "y.json", "refused.json"],
         source_line=[None, None, None],
         runner_kind=["Agent"] * 3,
         accounting=["corrected"] * 3,
@@ -115,35 +117,42 @@ def small_tables() -> RunTables:
     )
     offers = table(
         schema.OFFERS,
-        run_id=["b", "a", "a", "refused"],
-        call_index=[0, 0, 0, 0],
-        kind=["tool", "tool", "injection", "tool"],
-        piece_id=["t2", "t1", "i1", "t3"],
-        approx_tokens=[5, 7, 11, 13],
-        seq=[0, 0, 1, 0],
+        run_id=["b", "b", "y", "y", "refused"],
+        call_index=[0, 0, 0, 0, 0],
+        kind=["tool", "tool", "tool", "injection", "tool"],
+        piece_id=["t4", "t2", "t1", "i1", "t3"],
+        approx_tokens=[3, 5, 7, 11, 13],
+        seq=[0, 1, 3, 4, 0],
     )
     uses = table(
         schema.USES,
-        run_id=["a", "a"],
+        run_id=["y", "y"],
         kind=["tool", "tool"],
         piece_id=["t2", "t1"],
         signal=["tool-called", "tool-called"],
         seq=[0, 1],
     )
-    outcomes = table(schema.OUTCOMES, run_id=["b", "a", "a"], label=["bad", "good", "bad"])
+    outcomes = table(schema.OUTCOMES, run_id=["b", "y", "y"], label=["bad", "good", "bad"])
     return RunTables("corrected", runs, offers, uses, outcomes)
 
 
 def test_insertion_order_puts_a_runs_offers_before_its_uses_and_follows_run_order():
+    """y's offers (t1, i1), then y's use of t2, then b's new offer (t4): in the SQL view's
+    insertion_order, in the Polars frame, and as the tie-break among equal earn rates."""
     tables = small_tables()
+    in_order = ["t1", "i1", "t2", "t4"]
+    view = connect(tables).sql("SELECT id, insertion_order FROM ledger ORDER BY insertion_order")
+    assert view.fetchall() == [(piece, place) for place, piece in enumerate(in_order)]
+    assert compute_ledger(tables).frame["id"].to_list() == in_order
     rows = ledger_rows_sql(tables)
     assert_frame_equal(rows, compute_ledger(tables).rows(), check_exact=True)
     assert rows.select("id", "offered", "used", "runs_seen", "earn_rate").rows() == [
         ("i1", 1, 0, 1, 0.0),
+        ("t4", 1, 0, 1, 0.0),
         ("t1", 1, 1, 1, 1.0),
         ("t2", 1, 1, 1, 1.0),
     ]
-    assert rows["outcomes"].to_list()[2] == [{"label": "bad", "runs": 1}]
+    assert rows["outcomes"].to_list()[1] == [{"label": "bad", "runs": 1}]
     assert rows["outcomes"].to_list()[0] == [
         {"label": "good", "runs": 1},
         {"label": "bad", "runs": 1},

@@ -162,7 +162,8 @@ def parse_archive_path(text: str) -> tuple[Location, Selection] | None:
         for value, _ in fields[name]:
             if files and value.startswith("@"):
                 try:
-                    lines = Path(value[1:]).read_text(encoding="utf-8").splitlines()
+                    # utf-8-sig: a BOM (Notepad writes one) is not part of the first id
+                    lines = Path(value[1:]).read_text(encoding="utf-8-sig").splitlines()
                 except FileNotFoundError:
                     raise ArchiveError(f"{value[1:]}: no such file (run_id=@FILE)") from None
                 except OSError as error:

@@ -133,15 +133,19 @@ def ledger(
     from contextledger.ledger.compute import compute_ledger, merge_ledgers
 
     on_spark = _spark_engine(engine, paths)
-    tables = _read_inputs(paths, mode, static_tools_file, outcomes_file, strict)
-    result = on_spark("ledger", tables) if on_spark else compute_ledger(tables)
-    try:
+    try:  # before any run is read: a bad --merge file costs nothing
         merged = [ledgerjson.load(path) for path in merge_files]
     except OSError as error:
         _fail(_unopened(error))
     except ValueError as error:
         _fail(str(error))
-    result = merge_ledgers([*merged, result]) if merge_files else result
+    tables = _read_inputs(paths, mode, static_tools_file, outcomes_file, strict)
+    result = on_spark("ledger", tables) if on_spark else compute_ledger(tables)
+    if merge_files:
+        try:
+            result = merge_ledgers([*merged, result])
+        except OverflowError as error:
+            _fail(f"--merge {', '.join(merge_files)}: {error}")
     _write_ledger(result, output_format, output, _summary(tables), min_offers)
     if tables.problems.num_rows:
         sys.exit(EXIT_UNREADABLE_INPUT)

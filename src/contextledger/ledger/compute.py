@@ -400,27 +400,55 @@ def _stored_outcomes(
     return _credit_lists(summed)
 
 
+#: The largest count an Int64 column holds: sums past it are refused, never wrapped.
+_MAX_COUNT = 2**63 - 1
+
+
+def _checked_sums(frame: pl.DataFrame, columns: list[str]) -> pl.DataFrame:
+    """``frame`` with its Int128 sums in ``columns`` back in Int64, or ``OverflowError``
+    naming the first piece whose count would not fit."""
+    too_big = frame.filter(pl.any_horizontal(pl.col(name) > _MAX_COUNT for name in columns))
+    if too_big.height:
+        row = too_big.row(0, named=True)
+        column = next(name for name in columns if row[name] > _MAX_COUNT)
+        msg = (
+            f"{row['kind']} {row['id']!r}: {column} adds up to {row[column]}, "
+            "past the largest count (2**63 - 1)"
+        )
+        raise OverflowError(msg)
+    return frame.with_columns(pl.col(name).cast(pl.Int64) for name in columns)
+
+
 def merge_ledgers(ledgers: list[Ledger]) -> Ledger:
     """Add ledgers together (``importJSON`` semantics): counts and outcomes add, earliest
     ledger's row order first."""
     frames = [ledger.frame for ledger in ledgers if ledger.frame.height]
     runs_recorded = sum(ledger.runs_recorded for ledger in ledgers)
+    if runs_recorded > _MAX_COUNT:
+        msg = f"runsRecorded adds up to {runs_recorded}, past the largest count (2**63 - 1)"
+        raise OverflowError(msg)
     if not frames:
         return Ledger(_empty_frame(), runs_recorded)
     stacked = pl.concat(frames).with_row_index("position")
-    counts = stacked.group_by("kind", "id").agg(
-        *[pl.col(name).sum() for name in _COUNT_COLUMNS],
-        first=pl.col("position").min(),
+    counts = _checked_sums(
+        stacked.group_by("kind", "id").agg(
+            *[pl.col(name).cast(pl.Int128).sum() for name in _COUNT_COLUMNS],
+            first=pl.col("position").min(),
+        ),
+        _COUNT_COLUMNS,
     )
-    labels = (
+    labels = _checked_sums(
         stacked.select("kind", "id", "position", "outcomes")
         .explode("outcomes")
         .drop_nulls("outcomes")
         .unnest("outcomes")
         .with_row_index("label_position")
         .group_by("kind", "id", "label")
-        .agg(runs=pl.col("runs").sum(), first=pl.col("label_position").min())
-        .sort("first")
+        .agg(runs=pl.col("runs").cast(pl.Int128).sum(), first=pl.col("label_position").min()),
+        ["runs"],
+    )
+    labels = (
+        labels.sort("first")
         .group_by("kind", "id", maintain_order=True)
         .agg(outcomes=pl.struct("label", "runs"))
     )

@@ -2,12 +2,16 @@
 
 Byte-compatible with agentfootprint's ``exportJSON`` (compact JSON, its field
 names and order, numbers printed the JavaScript way) and readable by its
-``importJSON``. The reference silently ignores another version; we refuse it.
+``importJSON``. The reference silently ignores another version; we refuse it, and every
+count that is not a whole number from 0 to 2**63 - 1 (the reference would add 1.5 or -3
+as they come, and an Int64 column would wrap).
 """
 
 from __future__ import annotations
 
 import json
+import math
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +23,45 @@ from contextledger.tables import schema
 
 LEDGER_JSON_VERSION = 1
 _SIGNALS = schema.USED_SIGNAL_COLUMNS
+#: The largest count a ledger holds (its columns are Int64).
+MAX_COUNT = 2**63 - 1
+
+
+def whole_count(value: Any, field: str) -> int:
+    """``value`` as a count, or ``ValueError`` saying what ``field`` holds instead.
+
+    JSON has one number type: ``2`` and ``2.0`` are the same count; ``1.5``, ``-3``,
+    ``1e400`` and ``2**70`` are no count at all.
+
+    >>> whole_count(2.0, "offered")
+    2
+    >>> whole_count(Decimal("1.5"), "offered")
+    Traceback (most recent call last):
+    ...
+    ValueError: offered is 1.5, not a whole number
+    >>> whole_count(-3, "runsRecorded")
+    Traceback (most recent call last):
+    ...
+    ValueError: runsRecorded is -3, a count cannot be negative
+    """
+    if isinstance(value, bool) or not isinstance(value, int | float | Decimal):
+        msg = f"{field} must be a whole number, got {json.dumps(value)[:40]}"
+        raise ValueError(msg)
+    if isinstance(value, float | Decimal):
+        if not math.isfinite(value):
+            msg = f"{field} is {value}, not a finite number"
+            raise ValueError(msg)
+        if value != int(value):
+            msg = f"{field} is {value}, not a whole number"
+            raise ValueError(msg)
+        value = int(value)
+    if value < 0:
+        msg = f"{field} is {value}, a count cannot be negative"
+        raise ValueError(msg)
+    if value > MAX_COUNT:
+        msg = f"{field} is {value}, past the largest count a ledger holds (2**63 - 1)"
+        raise ValueError(msg)
+    return value
 
 
 def row_to_json(row: dict[str, Any]) -> dict[str, Any]:
@@ -78,48 +121,87 @@ def from_ledger_json(document: Any, *, source: str = "LedgerJSON") -> Ledger:
             f"contextledger reads version {LEDGER_JSON_VERSION}"
         )
         raise ValueError(msg)
+    rows = document.get("rows") or []
+    if not isinstance(rows, list):
+        msg = f"{source}: rows must be an array of LedgerRows, got {json.dumps(rows)[:40]}"
+        raise ValueError(msg)
     records = []
-    for position, row in enumerate(document.get("rows") or []):
+    for position, row in enumerate(rows):
         try:
+            if not isinstance(row, dict):
+                msg = f"a LedgerRow is an object, got {json.dumps(row)[:40]}"
+                raise ValueError(msg)
             used_via = row.get("usedVia") or {}
             unknown = set(used_via) - set(_SIGNALS)
             if unknown:
                 msg = f"unknown usedVia signal(s) {sorted(unknown)}"
                 raise ValueError(msg)
+            outcomes = row.get("outcomes") or {}
             records.append(
                 {
                     "id": str(row["id"]),
                     "kind": str(row["kind"]),
-                    "offered": int(row["offered"]),
-                    "approx_tokens_spent": int(row["approxTokensSpent"]),
-                    "used": int(row["used"]),
-                    **{column: int(used_via.get(signal, 0)) for signal, column in _SIGNALS.items()},
-                    "runs_seen": int(row["runsSeen"]),
+                    "offered": whole_count(row["offered"], "offered"),
+                    "approx_tokens_spent": whole_count(
+                        row["approxTokensSpent"], "approxTokensSpent"
+                    ),
+                    "used": whole_count(row["used"], "used"),
+                    **{
+                        column: whole_count(used_via.get(signal, 0), f"usedVia[{signal!r}]")
+                        for signal, column in _SIGNALS.items()
+                    },
+                    "runs_seen": whole_count(row["runsSeen"], "runsSeen"),
                     "outcomes": [
-                        {"label": str(label), "runs": int(runs)}
-                        for label, runs in (row.get("outcomes") or {}).items()
+                        {"label": str(label), "runs": whole_count(runs, f"outcomes[{label!r}]")}
+                        for label, runs in outcomes.items()
                     ],
                     "earn_rate": 0.0,
                 }
             )
-        except (KeyError, TypeError, ValueError, AttributeError) as error:
-            msg = f"{source}: row {position} is not a LedgerRow ({error})"
+        except KeyError as error:
+            msg = f"{source}: row {position}{_named(row)} is not a LedgerRow (no field {error})"
+            raise ValueError(msg) from None
+        except (TypeError, ValueError, AttributeError) as error:
+            msg = f"{source}: row {position}{_named(row)} is not a LedgerRow ({error})"
             raise ValueError(msg) from None
     frame = pl.DataFrame(records, schema=pl.DataFrame(schema.LEDGER.empty_table()).schema)
-    runs_recorded = document.get("runsRecorded", 0)
-    if not isinstance(runs_recorded, int):
-        msg = f"{source}: runsRecorded must be a whole number, got {runs_recorded!r}"
-        raise ValueError(msg)
+    try:
+        runs_recorded = whole_count(document.get("runsRecorded", 0), "runsRecorded")
+    except ValueError as error:
+        msg = f"{source}: {error}"
+        raise ValueError(msg) from None
     # Recompute earn_rate rather than trusting the file.
     return merge_ledgers([Ledger(frame.select(LEDGER_COLUMNS), runs_recorded)])
 
 
 def load(path: str | Path) -> Ledger:
-    """Read a LedgerJSON v1 file."""
+    """Read a LedgerJSON v1 file; ``ValueError`` naming the file, the row and the field
+    when it is not one (numbers are read exactly, so ``1e400`` is named as written)."""
     path = Path(path)
     try:
-        document = json.loads(path.read_text(encoding="utf-8"))
+        text = path.read_bytes().decode("utf-8-sig")
+        document = json.loads(text, parse_float=Decimal, parse_constant=_no_constant)
     except json.JSONDecodeError as error:
         msg = f"{path}: not valid JSON ({error.msg} at line {error.lineno})"
         raise ValueError(msg) from None
+    except UnicodeDecodeError as error:
+        msg = f"{path}: not UTF-8 text ({error.reason} at byte {error.start})"
+        raise ValueError(msg) from None
+    except (ValueError, RecursionError) as error:
+        # An integer past Python's digit limit, NaN/Infinity, or nesting too deep.
+        reason = "nested too deeply" if isinstance(error, RecursionError) else str(error)
+        msg = f"{path}: not a LedgerJSON document ({reason})"
+        raise ValueError(msg) from None
     return from_ledger_json(document, source=str(path))
+
+
+def _named(row: Any) -> str:
+    """`` (id 'x')`` for a row that has a text id, to find it in a long file."""
+    identifier = row.get("id") if isinstance(row, dict) else None
+    return f" (id {identifier!r})" if isinstance(identifier, str) else ""
+
+
+def _no_constant(name: str) -> None:
+    """``NaN`` and ``Infinity`` are not JSON (Python's parser accepts them)."""
+    msg = f"{name} is not a JSON number"
+    raise ValueError(msg)

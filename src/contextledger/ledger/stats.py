@@ -98,8 +98,13 @@ def outcome_association(tables: RunTables) -> pl.DataFrame:
 
     Columns: ``kind, id, label, runs_offered, runs_offered_with_label,
     share_with_label, runs_labelled, runs_labelled_with_label, base_rate,
-    share_minus_base``. ``runs_offered`` counts labelled metered runs that offered
-    the piece; a run with several labels counts once in each denominator.
+    share_minus_base, vs_base_rate``. ``runs_offered`` counts labelled metered runs that
+    offered the piece; a run with several labels counts once in each denominator.
+
+    ``vs_base_rate`` (``above``, ``equal``, ``below``) compares the counts, not the
+    floats: 3 of 5 against 3 of 5 is ``equal`` even where one float division rounds
+    differently from the other. ``share_minus_base`` is that same integer difference
+    over its denominator, so its sign always agrees (exactly 0 when equal).
     """
     runs = pl.DataFrame(tables.runs).filter(pl.col("metered")).select("run_id")
     outcomes = pl.DataFrame(tables.outcomes).unique().join(runs, on="run_id")
@@ -110,8 +115,13 @@ def outcome_association(tables: RunTables) -> pl.DataFrame:
         .unique()
         .join(labelled, on="run_id")
     )
-    base = outcomes.group_by("label").agg(runs_labelled_with_label=pl.len())
     runs_labelled = labelled.height
+    base = outcomes.group_by("label").agg(runs_labelled_with_label=pl.len())
+    # a real column, not a broadcast literal: Polars divides by a literal through its
+    # reciprocal, which makes 3 / 5 come out as 0.6000000000000001
+    base = base.with_columns(
+        pl.Series("runs_labelled", [runs_labelled] * base.height, dtype=pl.Int64)
+    )
     offered = pieces.group_by("kind", "piece_id").agg(runs_offered=pl.len())
     with_label = (
         pieces.join(outcomes, on="run_id")
@@ -126,13 +136,12 @@ def outcome_association(tables: RunTables) -> pl.DataFrame:
             pl.col("runs_offered_with_label").fill_null(0).cast(pl.Int64),
             pl.col("runs_offered").cast(pl.Int64),
             pl.col("runs_labelled_with_label").cast(pl.Int64),
-            runs_labelled=pl.lit(runs_labelled, dtype=pl.Int64),
         )
         .with_columns(
             share_with_label=pl.col("runs_offered_with_label") / pl.col("runs_offered"),
             base_rate=pl.col("runs_labelled_with_label") / pl.col("runs_labelled"),
+            **_against_base_rate(),
         )
-        .with_columns(share_minus_base=pl.col("share_with_label") - pl.col("base_rate"))
         .rename({"piece_id": "id"})
         .select(
             "kind",
@@ -145,6 +154,31 @@ def outcome_association(tables: RunTables) -> pl.DataFrame:
             "runs_labelled_with_label",
             "base_rate",
             "share_minus_base",
+            "vs_base_rate",
         )
         .sort("label", "share_minus_base", "kind", "id")
     )
+
+
+def _against_base_rate() -> dict[str, pl.Expr]:
+    """``share_minus_base`` and ``vs_base_rate`` from the exact cross-product
+    ``with_label * labelled - labelled_with_label * offered`` (Int128: no count overflows).
+
+    >>> counts = pl.DataFrame({"runs_offered_with_label": [3, 4, 1], "runs_offered": [5, 5, 5],
+    ...     "runs_labelled_with_label": [3, 3, 3], "runs_labelled": [5, 5, 5]})
+    >>> counts.select(**_against_base_rate()).rows()
+    [(0.0, 'equal'), (0.2, 'above'), (-0.4, 'below')]
+    """
+    wide = pl.Int128
+    difference = pl.col("runs_offered_with_label").cast(wide) * pl.col("runs_labelled").cast(
+        wide
+    ) - pl.col("runs_labelled_with_label").cast(wide) * pl.col("runs_offered").cast(wide)
+    denominator = pl.col("runs_offered").cast(wide) * pl.col("runs_labelled").cast(wide)
+    return {
+        "share_minus_base": difference.cast(pl.Float64) / denominator.cast(pl.Float64),
+        "vs_base_rate": pl.when(difference > 0)
+        .then(pl.lit("above"))
+        .when(difference < 0)
+        .then(pl.lit("below"))
+        .otherwise(pl.lit("equal")),
+    }

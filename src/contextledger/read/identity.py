@@ -23,9 +23,12 @@ machines); only the same recording is folded.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import msgspec
 import pyarrow as pa
@@ -75,6 +78,12 @@ def recording_digest(payload: bytes) -> str:
     >>> wrapped = b'{"run_id": "r", "snapshot": ' + escaped + b'}'
     >>> recording_digest(wrapped) == recording_digest(escaped)
     True
+
+    A number is the double JavaScript reads, as ``JSON.parse`` does: ``1e24``,
+    ``1e+24`` and 25 spelled-out digits are one number, and so are ``1`` and ``1.0``.
+
+    >>> recording_digest(b'[1e24, 1]') == recording_digest(b'[1000000000000000000000000, 1.0]')
+    True
     """
     try:
         value = msgspec.json.decode(payload)
@@ -82,7 +91,26 @@ def recording_digest(payload: bytes) -> str:
         return _hash(payload.strip())
     if isinstance(value, dict) and "commitLog" not in value and "snapshot" in value:
         value = value["snapshot"]
+    with contextlib.suppress(RecursionError):  # past Python's stack: compared as decoded
+        value = _as_javascript_reads(value)
     return _hash(msgspec.json.encode(value, order="sorted"))
+
+
+def _as_javascript_reads(value: Any) -> Any:
+    """``value`` with every number the double JavaScript would hold (``-0`` as ``0``,
+    past the doubles as infinity, which encodes as ``null``, as JavaScript writes it)."""
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        return value
+    if isinstance(value, int | float):
+        try:
+            return float(value) + 0.0  # + 0.0 turns -0.0 into 0.0
+        except OverflowError:
+            return math.inf
+    if isinstance(value, list):
+        return [_as_javascript_reads(item) for item in value]
+    if isinstance(value, dict):
+        return {key: _as_javascript_reads(item) for key, item in value.items()}
+    return value
 
 
 def _hash(data: bytes) -> str:

@@ -2,45 +2,82 @@
 
 ``approxTokens = ceil(len(JSON.stringify(x)) / 4)`` counts UTF-16 code units of
 compact JSON with keys in object order, non-ASCII unescaped, and numbers
-printed the JavaScript way (``1`` not ``1.0``, ``1e-7`` not ``1e-07``).
+printed the JavaScript way (``1`` not ``1.0``, ``1e-7`` not ``1e-07``, ``1e+24`` not
+24 digits: a JSON number is a double there, whatever digits the file spelled).
 """
 
 from __future__ import annotations
 
 import json
 import math
+import re
 from typing import Any
 
 from contextledger.read.commitlog import ABSENT
 
-_encode_string = json.JSONEncoder(ensure_ascii=False).encode
+_encode_plain = json.JSONEncoder(ensure_ascii=False).encode
+#: A lone surrogate (a Python ``str`` holds a pair as one astral character).
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _encode_string(text: str) -> str:
+    """A JSON string as ``JSON.stringify`` writes it: a lone surrogate escaped (``\\ud83d``,
+    six characters), as well-formed ``JSON.stringify`` does since ES2019.
+
+    >>> print(_encode_string("cut " + chr(0xD83D)), _encode_string("caf" + chr(0xE9)))
+    "cut \\ud83d" "café"
+    """
+    encoded = _encode_plain(text)
+    if encoded.isascii():
+        return encoded
+    return _LONE_SURROGATE.sub(lambda found: f"\\u{ord(found.group()):04x}", encoded)
 
 
 def js_number(value: float) -> str:
-    """A number as JavaScript's ``String(n)`` prints it.
+    """A number as JavaScript's ``String(n)`` prints it (ECMAScript Number::toString).
 
-    >>> js_number(1.0), js_number(0.1), js_number(1e21), js_number(1e-7)
-    ('1', '0.1', '1e+21', '1e-7')
+    The shortest digits that read back as the same double (Python's ``repr`` finds them),
+    written without an exponent from 1e-6 up to below 1e21 and with one outside it;
+    ``-0`` prints ``0``. An integer is first the double nearest it, as ``JSON.parse``
+    reads it: 2**60 prints ``1152921504606847000``, 10**24 ``1e+24``, and one past the
+    doubles (Infinity) ``null``, as ``JSON.stringify`` writes a non-finite number.
+
+    >>> js_number(1.0), js_number(0.1), js_number(1e21), js_number(1e-7), js_number(-0.0)
+    ('1', '0.1', '1e+21', '1e-7', '0')
+    >>> js_number(2**60), js_number(10**24), js_number(1.5e-7), js_number(123e-20)
+    ('1152921504606847000', '1e+24', '1.5e-7', '1.23e-18')
     """
+    if isinstance(value, int):
+        if -_SAFE_INTEGER <= value <= _SAFE_INTEGER:
+            return str(value)  # exact as a double, and below 1e21
+        try:
+            value = float(value)  # correctly rounded, as JavaScript reads the digits
+        except OverflowError:
+            return "null"
     if not math.isfinite(value):
         return "null"
-    if value == int(value) and abs(value) < 1e21:
-        return str(int(value))
-    text = repr(float(value))
-    if "e" not in text:
-        return text
-    mantissa, exponent = text.split("e")
-    if mantissa.endswith(".0"):
-        mantissa = mantissa[:-2]
-    power = int(exponent)
-    if -7 < power < 21:  # JavaScript prints these without an exponent
-        sign = "-" if mantissa.startswith("-") else ""
-        whole, _, fraction = mantissa.lstrip("-").partition(".")
-        digits, point = whole + fraction, len(whole) + power
-        if point <= 0:
-            return f"{sign}0.{'0' * -point}{digits}"
+    if value == 0:
+        return "0"
+    sign = "-" if value < 0 else ""
+    mantissa, _, exponent = repr(abs(value)).partition("e")
+    whole, _, fraction = mantissa.partition(".")
+    digits = (whole + fraction).lstrip("0")
+    # value = 0.DIGITS x 10**point: k = len(digits), n = point in the specification's terms
+    point = len(whole) + int(exponent or 0) - (len(whole + fraction) - len(digits))
+    digits = digits.rstrip("0")
+    if len(digits) <= point <= 21:
+        return f"{sign}{digits}{'0' * (point - len(digits))}"
+    if 0 < point <= 21:
         return f"{sign}{digits[:point]}.{digits[point:]}"
-    return f"{mantissa}e{'+' if power > 0 else '-'}{abs(power)}"
+    if -6 < point <= 0:
+        return f"{sign}0.{'0' * -point}{digits}"
+    power = point - 1
+    head = digits[0] if len(digits) == 1 else f"{digits[0]}.{digits[1:]}"
+    return f"{sign}{head}e{'+' if power > 0 else '-'}{abs(power)}"
+
+
+#: 2**53 - 1 (``Number.MAX_SAFE_INTEGER``): every integer up to it is exactly a double.
+_SAFE_INTEGER = 2**53 - 1
 
 
 def js_stringify(value: Any) -> str | None:
@@ -53,9 +90,7 @@ def js_stringify(value: Any) -> str | None:
         return "true"
     if value is False:
         return "false"
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, float):
+    if isinstance(value, int | float):
         return js_number(value)
     if isinstance(value, str):
         return _encode_string(value)

@@ -332,7 +332,7 @@ def keys_read(snapshot: Snapshot) -> dict[str, list[str]] | None:
     if memoryview(snapshot.execution_tree)[:1] == b"{":
         try:
             return _typed_keys_read(_TREE.decode(snapshot.execution_tree))
-        except msgspec.ValidationError:
+        except (msgspec.ValidationError, msgspec.DecodeError):  # a lone surrogate: tree()
             pass
     tree = snapshot.tree()
     return keys_read_from_execution_tree(tree) if js_truthy(tree) else None

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import gzip
+import json
 import os
 import stat
 import zlib
@@ -29,6 +30,8 @@ from pathlib import Path
 from typing import IO, Any, cast
 
 import msgspec
+
+from contextledger.read import jsparse
 
 #: The names read from input folders (compared in lower case): gzip is detected by
 #: content, so the name only says JSON or JSON Lines. A bare ``.gz`` says neither, and
@@ -150,7 +153,7 @@ class Snapshot(msgspec.Struct, rename="camel"):
         raw = (self.subflow_results or {}).get(key)
         if raw is None:
             return None
-        result = msgspec.json.decode(raw, type=_SubflowResult | None)
+        result = decode_raw(raw, _SubflowResult | None)
         if result is None or result.tree_context is None:
             return None
         return result.tree_context.history
@@ -159,7 +162,18 @@ class Snapshot(msgspec.Struct, rename="camel"):
         """The decoded execution tree (None when absent)."""
         if not self.execution_tree:
             return None
-        return msgspec.json.decode(self.execution_tree)
+        return decode_raw(self.execution_tree, Any)
+
+
+def decode_raw(raw: msgspec.Raw | bytes, into: Any) -> Any:
+    """A part of a snapshot left undecoded, decoded now as ``into``: by msgspec, or, where
+    it holds a lone surrogate msgspec refuses, as ``JSON.parse`` reads it (:mod:`jsparse`)."""
+    try:
+        return msgspec.json.decode(raw, type=into)
+    except msgspec.DecodeError:
+        if not jsparse.has_surrogate_escape(bytes(raw)):
+            raise
+        return msgspec.convert(jsparse.loads(bytes(raw)), into)
 
 
 class _Document(msgspec.Struct, rename="camel"):
@@ -216,6 +230,9 @@ class Run:
     snapshot: Snapshot
     static_tool_names: list[str] | None = None
     runner_kind: str | None = None
+    #: Read as ``JSON.parse`` reads a lone surrogate (:mod:`jsparse`): a string in it may
+    #: hold one, which UTF-8 (Arrow, Parquet) cannot.
+    lone_surrogates: bool = False
 
     @property
     def execution_id(self) -> str | None:
@@ -510,6 +527,43 @@ def _wrapper_run_id(payload: bytes) -> str | None:
     return found if isinstance(found, str) and found else None
 
 
+def _number_out_of_range(payload: bytes) -> str | None:
+    """Which number msgspec found out of range (past the doubles), as written."""
+    try:
+        jsparse.loads(payload)
+    except jsparse.NotJavaScriptJSON as error:
+        return str(error)
+    except RecursionError:
+        return None
+    return None
+
+
+def _as_javascript_parses(payload: bytes, source: RunSource, error: msgspec.DecodeError) -> Any:
+    """A document msgspec refused for a lone surrogate, read as ``JSON.parse`` reads it;
+    its undecoded parts are written back as JSON (surrogates escaped) for :func:`decode_raw`."""
+    try:
+        value = jsparse.loads(payload)
+    except jsparse.NotJavaScriptJSON:
+        raise ReadError(source, _describe(error)) from None
+    except RecursionError:
+        raise ReadError(source, TOO_DEEP) from None
+    for holder in (value, value.get("snapshot") if isinstance(value, dict) else None):
+        if not isinstance(holder, dict):
+            continue
+        if "executionTree" in holder:
+            holder["executionTree"] = msgspec.Raw(json.dumps(holder["executionTree"]).encode())
+        if isinstance(results := holder.get("subflowResults"), dict):
+            holder["subflowResults"] = {
+                key: msgspec.Raw(json.dumps(item).encode()) for key, item in results.items()
+            }
+    try:
+        return msgspec.convert(value, _Document)
+    except msgspec.ValidationError as invalid:
+        if " - at `$" not in str(invalid):
+            raise ReadError(source, "not a snapshot: the JSON value is not an object") from None
+        raise ReadError(source, _describe(invalid), _wrapper_run_id(payload)) from None
+
+
 def _describe(error: msgspec.MsgspecError) -> str:
     text = str(error)
     if isinstance(error, msgspec.ValidationError):
@@ -524,14 +578,21 @@ def decode_run(document: Document) -> Run:
         raise ReadError(source, document.refused)
     if not document.payload.strip():
         raise ReadError(source, "empty: no JSON in it")
+    tolerant = False
     try:
         decoded = _DOCUMENT.decode(document.payload)
     except msgspec.ValidationError as error:
         if " - at `$" not in str(error):
             raise ReadError(source, "not a snapshot: the JSON value is not an object") from None
-        raise ReadError(source, _describe(error), _wrapper_run_id(document.payload)) from None
+        reason = _describe(error)
+        if str(error).startswith("Number out of range"):
+            reason = _number_out_of_range(document.payload) or reason
+        raise ReadError(source, reason, _wrapper_run_id(document.payload)) from None
     except msgspec.DecodeError as error:
-        raise ReadError(source, _describe(error)) from None
+        if not jsparse.has_surrogate_escape(document.payload):
+            raise ReadError(source, _describe(error)) from None
+        decoded = _as_javascript_parses(document.payload, source, error)
+        tolerant = True
     except RecursionError:
         raise ReadError(source, TOO_DEEP) from None
     snapshot = decoded.inner()
@@ -544,4 +605,5 @@ def decode_run(document: Document) -> Run:
         snapshot=snapshot,
         static_tool_names=decoded.static_tool_names,
         runner_kind=decoded.runner_kind,
+        lone_surrogates=tolerant,
     )

@@ -12,7 +12,7 @@ import dataclasses
 import io
 import json
 import os
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -21,6 +21,7 @@ import msgspec
 import pyarrow as pa
 
 from contextledger.processes import worker_pool
+from contextledger.read import jsparse
 from contextledger.read.facts import RunFacts
 from contextledger.read.findings import standings_from_snapshot
 from contextledger.read.identity import DUPLICATES, RunIdentity, content_digest, unmatched_ids
@@ -266,6 +267,14 @@ def read_file(
                 except FOLD_ERRORS as error:
                     problem = _problem(document.source, fold_failure(error), run.run_id)
                     result.problems.append(("whatif", problem))
+            named = _lone_surrogate_in_a_name(run, names, facts) if run.lone_surrogates else None
+            if named is not None:
+                if strict:
+                    raise ReadError(document.source, named, run.run_id)
+                if result.streams and result.streams[-1].source == run.source:
+                    result.streams.pop()  # not replayed either
+                result.problems.append((None, _problem(document.source, named, run.run_id)))
+                continue
             if facts:
                 result.runs.append(
                     RunRead(
@@ -285,6 +294,20 @@ def read_file(
             raise
         result.problems.append((None, _problem(error.source, error.reason, error.run_id)))
     return result
+
+
+def _lone_surrogate_in_a_name(
+    run: Run, static_names: Sequence[str], facts: Mapping[str, RunFacts]
+) -> str | None:
+    """Why a run read with lone surrogates cannot be tabled: a name it is counted under
+    holds one (:func:`~contextledger.read.jsparse.unstorable_name`); None when only
+    text does (a message cut inside an emoji), which is read as the reference reads it."""
+    named: list[tuple[str, str | None]] = [("run id", run.run_id), ("run id", run.execution_id)]
+    named += [("runner kind", run.runner_kind), *(("tool name", name) for name in static_names)]
+    for accounting in facts.values():
+        named += [(f"{kind} name", piece) for _, kind, piece, _ in accounting.offers]
+        named += [(f"{kind} name", piece) for kind, piece, _, _ in accounting.uses]
+    return jsparse.unstorable_name(named)
 
 
 def _read_file(
@@ -520,7 +543,19 @@ def read_rows(
     header: str = "",
     error: type[ValueError] = ValueError,
 ) -> list[tuple[int, Any]]:
-    """``(line number, row)`` of a small CSV (with a header) or JSON Lines file.
+    """Every row of :func:`iter_rows`, as a list."""
+    return list(iter_rows(path, required=required, header=header, error=error))
+
+
+def iter_rows(
+    path: Path,
+    *,
+    required: Sequence[str] = (),
+    header: str = "",
+    error: type[ValueError] = ValueError,
+) -> Iterator[tuple[int, Any]]:
+    """``(line number, row)`` of a CSV (with a header) or JSON Lines file, one at a time
+    (a reader may stop early: nothing after is parsed).
 
     JSON Lines is chosen by the ``.jsonl`` / ``.ndjson`` / ``.json`` suffix; lines end
     at ``\\n`` only (U+2028 and its kin are valid inside JSON). CSV is parsed strictly:
@@ -547,24 +582,30 @@ def read_rows(
         raise error(msg) from None
     text = text.replace("\r\n", "\n").replace("\r", "\n")
     if path.suffix in JSON_LINES_SUFFIXES:
-        rows: list[tuple[int, Any]] = []
         for number, line in enumerate(text.split("\n"), start=1):
             if line.strip():
                 try:
-                    rows.append((number, json.loads(line)))
+                    yield number, json.loads(line)
                 except json.JSONDecodeError as problem:
                     msg = f"{path}:{number}: invalid JSON ({problem.msg})"
                     raise error(msg) from None
-        return rows
-    return _csv_rows(path, text, required, header, error)
+        return
+    yield from _csv_rows(path, text, required, header, error)
 
 
 def _csv_rows(
     path: Path, text: str, required: Sequence[str], header: str, error: type[ValueError]
-) -> list[tuple[int, dict[str, str | None]]]:
+) -> Iterator[tuple[int, dict[str, str | None]]]:
     reader = csv.reader(io.StringIO(text, newline="\n"), strict=True)
-    rows: list[tuple[int, dict[str, str | None]]] = []
     columns: list[str] | None = None
+
+    def lacking(found: list[str]) -> None:
+        missing = [column for column in required if column not in found]
+        if missing:
+            wanted = header or ", ".join(required)
+            msg = f"{path}:1: the header needs {wanted}; missing {', '.join(missing)}"
+            raise error(msg)
+
     while True:
         first_line = reader.line_num + 1
         try:
@@ -586,6 +627,7 @@ def _csv_rows(
             continue
         if columns is None:
             columns = values
+            lacking(columns)
             continue
         if len(values) > len(columns):
             msg = (
@@ -594,13 +636,9 @@ def _csv_rows(
             raise error(msg)
         row: dict[str, str | None] = dict.fromkeys(columns)
         row.update(zip(columns, values, strict=False))
-        rows.append((first_line, row))
-    missing = [column for column in required if column not in (columns or [])]
-    if missing:
-        wanted = header or ", ".join(required)
-        msg = f"{path}:1: the header needs {wanted}; missing {', '.join(missing)}"
-        raise error(msg)
-    return rows
+        yield first_line, row
+    if columns is None:
+        lacking([])
 
 
 def _label_text(row: Mapping[str, Any], key: str) -> str | None:
@@ -611,21 +649,37 @@ def _label_text(row: Mapping[str, Any], key: str) -> str | None:
     return str(value)
 
 
+#: The most distinct labels an outcomes file may hold. Labels are categories (good, bad,
+#: escalated); every piece is compared with every label, so a column of run ids or free
+#: text given as the label would ask for pieces x rows answers (1M labels over the 14
+#: sample runs went past 8 GB). 2,000 labels over the sample: 0.5 GB, 13 s.
+MAX_DISTINCT_LABELS = 2_000
+
+
 def load_outcomes(path: str | Path) -> pa.Table:
     """Read outcome labels from CSV (header ``run_id,label``) or JSON Lines.
 
     A run may carry several labels (one row each). Raises ``ValueError`` naming
     the file and line of a row that is not valid CSV or JSON (see :func:`read_rows`)
-    or lacks a ``run_id`` or ``label`` (missing, empty or blank).
+    or lacks a ``run_id`` or ``label`` (missing, empty or blank), and a file of more
+    than :data:`MAX_DISTINCT_LABELS` distinct labels, at the first label past it.
     """
     path = Path(path)
-    rows = read_rows(path, required=("run_id", "label"))
+    rows = iter_rows(path, required=("run_id", "label"))
     run_ids, labels = [], []
+    distinct: set[str] = set()
     for number, row in rows:
         run_id = _label_text(row, "run_id") if isinstance(row, Mapping) else None
         label = _label_text(row, "label") if isinstance(row, Mapping) else None
         if run_id is None or label is None:
             msg = f"{path}:{number}: an outcome row needs a run_id and a label (non-empty)"
+            raise ValueError(msg)
+        distinct.add(label)
+        if len(distinct) > MAX_DISTINCT_LABELS:
+            msg = (
+                f"{path}:{number}: more than {MAX_DISTINCT_LABELS:,} distinct labels; labels "
+                "are categories (good, bad, ...): is the label column run ids or free text?"
+            )
             raise ValueError(msg)
         run_ids.append(run_id)
         labels.append(label)
@@ -636,7 +690,7 @@ def load_static_tools(path: str | Path) -> dict[str, list[str]]:
     """Read a static-tool-names sidecar: ``{run_id: [names]}`` JSON, or JSON Lines of
     ``{"run_id": ..., "static_tool_names": [...]}``."""
     path = Path(path)
-    data = path.read_bytes()
+    data = path.read_bytes().removeprefix(b"\xef\xbb\xbf")  # a UTF-8 BOM is no JSON
     try:
         if path.suffix in (".jsonl", ".ndjson"):
             lines = [msgspec.json.decode(line) for line in data.splitlines() if line.strip()]
