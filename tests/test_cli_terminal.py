@@ -75,7 +75,7 @@ def test_the_narrow_ledger_keeps_every_row_in_order_and_the_columns_that_judge_a
     kept = [full[0].index(name) for name in header]
     assert [[row[i] for i in kept] for row in full] == cells(narrow.stdout)
     assert narrow.stdout.splitlines()[-2] == (
-        "4 columns hidden: used_via, outcomes, runs_seen, judged "
+        "4 columns hidden: used_via, runs_seen, outcomes, judged "
         "(use --format csv or a wider terminal)"
     )
 

@@ -121,6 +121,7 @@ def table_text(
             for name in text_columns
         )
     frame = frame.with_columns(_numeric_text(frame))
+    order = frame.columns
     text = _render(frame, None)
     hidden: list[str] = []
     if width is not None and _widest(text) > width:
@@ -137,6 +138,7 @@ def table_text(
         if _widest(text) > width:  # the kept columns alone are wider: their cells wrap
             text = _render(frame, width)
     if hidden:
+        hidden.sort(key=order.index)  # named as the full table shows them
         columns = "column" if len(hidden) == 1 else "columns"
         said = f"{len(hidden)} {columns} hidden: {', '.join(hidden)} ({fit.hint})"
         text += "\n" + prose(terminal_text(said), width)
