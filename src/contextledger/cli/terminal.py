@@ -122,21 +122,22 @@ def table_text(
         )
     frame = frame.with_columns(_numeric_text(frame))
     order = frame.columns
-    text = _render(frame, None)
     hidden: list[str] = []
-    if width is not None and _widest(text) > width:
+    widths = _column_widths(frame) if width is not None else {}
+    if width is not None and _table_width(widths) > width:
         wrapped = [name for name in fit.wrap if frame.schema.get(name) == pl.String]
         if wrapped:
             frame = frame.with_columns(pl.col(wrapped).str.replace_all(",", ",\n", literal=True))
-            text = _render(frame, None)
+            widths = _column_widths(frame)
         for name in _drop_order(frame.columns, fit):
-            if _widest(text) <= width:
+            if _table_width(widths) <= width:
                 break
-            frame = frame.drop(name)
+            del widths[name]
             hidden.append(name)
-            text = _render(frame, None)
-        if _widest(text) > width:  # the kept columns alone are wider: their cells wrap
-            text = _render(frame, width)
+        frame = frame.drop(hidden)
+    # the kept columns alone wider than the terminal: their cells wrap
+    fits = width is None or _table_width(widths) <= width
+    text = _render(frame, None if fits else width)
     if hidden:
         hidden.sort(key=order.index)  # named as the full table shows them
         columns = "column" if len(hidden) == 1 else "columns"
@@ -176,6 +177,40 @@ def _drop_order(columns: Sequence[str], fit: Fit) -> list[str]:
     return [*unnamed, *(name for name in fit.drop_first if name in columns)]
 
 
+def _column_widths(frame: pl.DataFrame) -> dict[str, int]:
+    """Each column's width as Polars draws it, padding included, measured on the rows
+    that draw widest (the longest text line, the longest integer, the largest and the
+    smallest float): drawing 10,000 rows takes a second, these few a millisecond.
+
+    >>> import polars as pl
+    >>> _column_widths(pl.DataFrame({"id": ["a", "b\\nlonger"], "n": [5, -12345]}))
+    {'id': 8, 'n': 9}
+    """
+    import polars as pl
+
+    rows = {0} if frame.height else set()
+    for name, dtype in frame.schema.items():
+        column = frame[name]
+        if dtype == pl.String:
+            lines = column.str.split("\n").list.eval(pl.element().str.len_chars()).list.max()
+            candidates = [lines.arg_max()]
+        elif dtype.is_float():
+            candidates = [column.arg_max(), column.arg_min()]
+        else:
+            try:
+                candidates = [column.cast(pl.String).str.len_chars().arg_max()]
+            except pl.exceptions.PolarsError:  # nothing to measure by: every row
+                candidates = list(range(frame.height))
+        rows.update(row for row in candidates if row is not None)
+    border = _render(frame[sorted(rows)], None).splitlines()[0]
+    return dict(zip(frame.columns, map(len, border[1:-1].split("┬")), strict=True))
+
+
+def _table_width(widths: dict[str, int]) -> int:
+    """A table's width from its columns': their borders and separators added."""
+    return sum(widths.values()) + len(widths) + 1
+
+
 def _render(frame: pl.DataFrame, width: int | None) -> str:
     import polars as pl
 
@@ -191,10 +226,6 @@ def _render(frame: pl.DataFrame, width: int | None) -> str:
         tbl_cell_numeric_alignment="RIGHT",
     ):
         return terminal_text(str(frame), keep="\n")
-
-
-def _widest(text: str) -> int:
-    return max((len(line) for line in text.splitlines()), default=0)
 
 
 def prose(text: str, width: int | None) -> str:
