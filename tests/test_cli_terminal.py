@@ -128,3 +128,15 @@ def test_a_hostile_cell_is_escaped_before_it_is_measured():
     text = table_text(frame, width=20, fit=Fit(keep=["id"]))
     assert "a\\x1b[2Jb" in text and "\x1b" not in text
     assert widest(text) <= 20 and "1 column hidden: note" in " ".join(text.split())
+
+
+def test_the_summary_under_a_table_groups_its_counts_too(tmp_path):
+    archive = tmp_path / "archive"
+    synth = CliRunner().invoke(
+        main, ["synth", "--runs", "1200", "--archive", str(archive), "--no-streams"]
+    )
+    assert synth.exit_code == 0, synth.output
+    text = run(["ledger", str(archive)], None).stdout
+    assert text.splitlines()[-1].startswith("1,200 run(s) metered, 0 refused")
+    offered = [line.split("┆")[2].strip() for line in text.splitlines() if line.startswith("│ ")]
+    assert any("," in count for count in offered[1:])  # pieces offered over 1,000 times

@@ -441,20 +441,20 @@ def _summary(tables: RunTables) -> str:
     metered = int(runs["metered"].sum()) if runs.height else 0
     refused = runs.filter(~pl.col("metered"))
     line = (
-        f"{metered} run(s) metered, {refused.height} refused "
-        f"({tables.mode} accounting; {tables.problems.num_rows} input(s) unreadable)"
+        f"{metered:,} run(s) metered, {refused.height:,} refused "
+        f"({tables.mode} accounting; {tables.problems.num_rows:,} input(s) unreadable)"
     )
     reasons = refused.group_by("refused_reason").agg(
         runs=pl.len(), examples=pl.col("run_id").head(3)
     )
     for reason, count, examples in reasons.sort("runs", descending=True).iter_rows():
-        line += f"\n  refused {count}: {reason} (e.g. {terminal_text(', '.join(examples))})"
+        line += f"\n  refused {count:,}: {reason} (e.g. {terminal_text(', '.join(examples))})"
     redacted = runs.filter(pl.col("metered") & (pl.col("basis").list.len() > 0))
     if redacted.height:  # RecordedRun.basis / unmetered: a placeholder is not "not used"
         kinds = redacted["unmetered_kinds"].explode().drop_nulls().unique(maintain_order=True)
         examples = terminal_text(", ".join(redacted["run_id"].head(3)))
         line += (
-            f"\n  {redacted.height} run(s) rest partly on a redaction: "
+            f"\n  {redacted.height:,} run(s) rest partly on a redaction: "
             f"{', '.join(sorted(kinds))} left unmetered there (e.g. {examples})"
         )
     return line
