@@ -140,3 +140,41 @@ def test_the_summary_under_a_table_groups_its_counts_too(tmp_path):
     assert text.splitlines()[-1].startswith("1,200 run(s) metered, 0 refused")
     offered = [line.split("┆")[2].strip() for line in text.splitlines() if line.startswith("│ ")]
     assert any("," in count for count in offered[1:])  # pieces offered over 1,000 times
+
+
+class _Stdout:
+    def __init__(self, terminal: bool) -> None:
+        self.terminal = terminal
+
+    def isatty(self) -> bool:
+        return self.terminal
+
+
+@pytest.mark.parametrize(
+    ("columns", "terminal", "output", "width"),
+    [
+        (None, True, None, 77),  # the terminal's own width
+        (None, False, None, None),  # piped: every column
+        ("100", False, None, 100),  # COLUMNS wins, piped or not
+        ("100", True, None, 100),
+        ("100", True, "out.txt", None),  # a file keeps every column
+        ("wide", True, None, 77),  # a COLUMNS that is no width is not one
+        ("0", False, None, None),
+    ],
+)
+def test_the_width_comes_from_columns_else_the_terminal_else_none(
+    monkeypatch, columns, terminal, output, width
+):
+    import os
+    import shutil
+    import sys
+
+    from contextledger.cli.terminal import output_width
+
+    if columns is None:
+        monkeypatch.delenv("COLUMNS", raising=False)
+    else:
+        monkeypatch.setenv("COLUMNS", columns)
+    monkeypatch.setattr(sys, "stdout", _Stdout(terminal))
+    monkeypatch.setattr(shutil, "get_terminal_size", lambda: os.terminal_size((77, 24)))
+    assert output_width(output) == width
