@@ -178,3 +178,12 @@ def test_the_width_comes_from_columns_else_the_terminal_else_none(
     monkeypatch.setattr(sys, "stdout", _Stdout(terminal))
     monkeypatch.setattr(shutil, "get_terminal_size", lambda: os.terminal_size((77, 24)))
     assert output_width(output) == width
+
+
+def test_text_of_digits_alone_is_not_taken_for_a_count():
+    """A run id or a label may be digits: only a column written as counts (``a / b``,
+    grouped already) is grouped and right-aligned."""
+    frame = pl.DataFrame({"run_id": ["100234", "7"], "cells": ["1791.5 / 34493", "- / 0"]})
+    rows = [line for line in table_text(frame).splitlines() if line.startswith("│ ")]
+    assert rows[1] == "│ 100234 ┆ 1,791.5 / 34,493 │"
+    assert rows[2] == "│ 7      ┆            - / 0 │"

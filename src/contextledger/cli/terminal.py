@@ -21,8 +21,11 @@ from contextledger.output import CONTROL_ESCAPES, terminal_text
 if TYPE_CHECKING:
     import polars as pl
 
-#: A text cell that holds only numbers (``1791.5 / 34493``, ``-``): shown as a count is.
-_NUMERIC_TEXT = re.compile(r"-|-?[\d,]+(?:\.\d+)?(?: / (?:-|-?[\d,]+(?:\.\d+)?))*")
+#: A text cell that holds only numbers (``1791.5 / 34493``, ``12,588``, ``-``): shown as a
+#: count is, when its column shows it was written as one (a `` / `` or a ``,`` somewhere;
+#: digits alone may be an id, and are left as they are).
+_TERM = r"(?:-|-?[\d,]+(?:\.\d+)?)"
+_NUMERIC_TEXT = re.compile(rf"{_TERM}(?: / {_TERM})*")
 #: A whole part of four digits or more, not after a decimal point.
 _UNGROUPED = re.compile(r"(?<![.\d])\d{4,}")
 
@@ -158,6 +161,8 @@ def _numeric_text(frame: pl.DataFrame) -> list[pl.Series]:
         cells = frame[name].to_list()
         if not all(cell is None or _NUMERIC_TEXT.fullmatch(cell) for cell in cells):
             continue
+        if not any(cell is not None and (" / " in cell or "," in cell) for cell in cells):
+            continue  # digits alone: perhaps ids, not counts
         grouped = [
             None if cell is None else _UNGROUPED.sub(lambda m: f"{int(m[0]):,}", cell)
             for cell in cells
