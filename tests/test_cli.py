@@ -348,7 +348,8 @@ def test_outcomes_prints_the_association_table_and_says_it_is_not_cause():
 
 def test_the_table_shows_an_interval_and_whether_the_row_is_judged_yet():
     result = run("ledger", str(SAMPLE / "s0001-fact-bench.json.gz"), "--min-offers", "22")
-    assert "[0.14, 0.5]" in result.output  # probe_fact: 6 uses in 21 offers
+    # probe_fact: 6 uses in 21 offers; the rate at its interval's precision
+    assert "0.286 ┆ [0.138, 0.500]" in result.output
     assert "judged" in result.output and "false" in result.output
 
 
@@ -360,6 +361,42 @@ def test_the_public_names_all_resolve_from_the_package():
         assert getattr(contextledger, name) is not None
     with pytest.raises(AttributeError):
         _ = contextledger.no_such_name
+
+
+def test_dir_lists_the_public_names_before_they_load_so_tab_completion_finds_them():
+    code = (
+        "import contextledger, sys; names = dir(contextledger); "
+        "print(sorted(set(contextledger.__all__) - set(names)), 'read_runs' in vars(contextledger),"
+        " [n for n in names if not n.startswith('_') and n not in contextledger.__all__])"
+    )
+    import subprocess
+    import sys
+
+    said = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert said.stdout.split("\n")[0] == "[] False []"  # all listed, none loaded, no helpers
+
+
+def test_read_runs_warns_naming_a_path_it_could_not_read(tmp_path):
+    import contextledger
+
+    with pytest.warns(UserWarning) as caught:
+        tables = contextledger.read_runs(tmp_path / "sampel")
+    assert tables.runs.num_rows == 0 and tables.problems.num_rows == 1
+    assert [str(w.message) for w in caught] == [
+        f"skipped {tmp_path / 'sampel'}: no such file",
+        f"no run read from {tmp_path / 'sampel'}",
+    ]
+    assert caught[0].filename == __file__  # said where the caller made the mistake
+
+
+def test_read_runs_of_good_inputs_warns_nothing():
+    import warnings
+
+    import contextledger
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert contextledger.read_runs(SAMPLE).runs.num_rows == 14
 
 
 @pytest.mark.parametrize(

@@ -62,3 +62,88 @@ def test_ingest_with_a_labels_file_it_cannot_use_makes_no_archive(labels, tmp_pa
     result = CliRunner().invoke(main, args)
     assert result.exit_code == EXIT_USAGE, result.output
     assert str(path) in result.stderr and not root.exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (
+            ["gates", str(SAMPLE), "--min-offers", "99999999999"],
+            "contextledger: gates: Invalid value for '--min-offers': 99999999999 is not in "
+            "the range 1<=x<=1000000000 (see contextledger gates --help)",
+        ),
+        (
+            ["ingest", str(SAMPLE), "--archive", "{tmp}/a", "--workers", "99999"],
+            "contextledger: ingest: Invalid value for '--workers': 99999 is not in the range "
+            "1<=x<=256 (see contextledger ingest --help)",
+        ),
+        (
+            ["ledger", str(SAMPLE), "--format", "xml"],
+            "contextledger: ledger: Invalid value for '--format': 'xml' is not one of 'table', "
+            "'json', 'jsonl', 'csv', 'parquet' (see contextledger ledger --help)",
+        ),
+        (
+            ["whatif", str(SAMPLE)],
+            "contextledger: whatif: Missing option '--policy' (see contextledger whatif --help)",
+        ),
+        (
+            ["ledger"],
+            "contextledger: ledger: Missing argument 'PATHS...' (see contextledger ledger --help)",
+        ),
+        (
+            ["compare", str(SAMPLE), "--cache-read", "x"],
+            "contextledger: compare: Invalid value for '--cache-read': 'x' is not a valid "
+            "float (see contextledger compare --help)",
+        ),
+        (["--bogus"], "contextledger: No such option '--bogus' (see contextledger --help)"),
+        (
+            ["lederg"],
+            "contextledger: No such command 'lederg'. Did you mean 'ledger'? "
+            "(see contextledger --help)",
+        ),
+    ],
+)
+def test_a_bad_option_value_is_one_line_like_every_other_refusal(args, said, tmp_path):
+    """Click printed four lines (usage, hint, blank, error) for these alone."""
+    args = [arg.replace("{tmp}", str(tmp_path)) for arg in args]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == EXIT_USAGE
+    assert result.stdout == "" and result.stderr == said + "\n"
+    assert not (tmp_path / "a").exists()
+
+
+def test_no_arguments_at_all_still_print_the_help_with_the_exit_statuses():
+    result = CliRunner().invoke(main, [])
+    assert "Commands:" in result.output
+    said = " ".join(result.output.split())
+    for code in ("0 every input was read", "1 an input could not be read", "130 interrupted"):
+        assert code in said
+
+
+def test_ctrl_c_exits_130_without_a_traceback_or_output(tmp_path):
+    """It exited 1 ("Aborted!"), the status the README gives an unreadable input. The
+    signal goes to the process group, as a terminal sends it (the workers get it too)."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from contextledger.cli.common import EXIT_INTERRUPTED
+
+    from .conftest import require_corpus
+
+    runs = require_corpus() / "runs"  # long enough to interrupt (about 5 s)
+    out = tmp_path / "compare.csv"
+    code = "from contextledger.cli import main; main()"
+    process = subprocess.Popen(
+        [sys.executable, "-c", code, "compare", str(runs), "--format", "csv", "-o", str(out)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    time.sleep(1.5)
+    os.killpg(process.pid, signal.SIGINT)
+    stdout, stderr = process.communicate(timeout=120)
+    assert process.returncode == EXIT_INTERRUPTED, stderr
+    assert stdout == b"" and b"Traceback" not in stderr and b"Aborted" not in stderr
+    assert list(tmp_path.iterdir()) == []  # no file, no temporary left

@@ -453,7 +453,7 @@ def test_compare_prints_the_side_by_side_table_with_the_reports_and_the_framewor
     assert cells["sliding:keep=6,ledger_facts=0"][2] == "0"
     assert cells["langchain_trim:max_tokens=600"][2] == "39"
     assert cells["anthropic_clear:trigger=1000"][5] == "21 / 0"  # placeholders
-    assert "┆ 2 / 6 " in result.stdout  # the 9.62 window: 2 of the 6 facts reach the answer
+    assert " 2 / 6 ┆" in result.stdout  # the 9.62 window: 2 of the 6 facts reach the answer
     assert "read at 0.1 and the rest written at 1.25" in result.stdout
 
 

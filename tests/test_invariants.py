@@ -246,11 +246,16 @@ def test_check_prints_each_violation_and_exits_1(monkeypatch):
     # No reader gives a run twice any more; feed the command tables that do.
     from contextledger.tables import build
 
-    def read_twice(*args, **kwargs):
-        tables = read_runs(*args, **kwargs)
-        return dataclasses.replace(tables, runs=pa.concat_tables([tables.runs, tables.runs]))
+    reader = build.read_accountings
 
-    monkeypatch.setattr(build, "read_runs", read_twice)  # the command looks it up there
+    def read_twice(*args, **kwargs):
+        found = reader(*args, **kwargs)
+        return {
+            mode: dataclasses.replace(tables, runs=pa.concat_tables([tables.runs, tables.runs]))
+            for mode, tables in found.items()
+        }
+
+    monkeypatch.setattr(build, "read_accountings", read_twice)  # the command looks it up there
     result = CliRunner().invoke(main, ["check", str(SAMPLE)])
     assert result.exit_code == 1
     lines = result.output.splitlines()

@@ -135,14 +135,18 @@ def test_every_import_points_down():
 
 
 def test_the_command_line_is_the_top_layer():
-    """Nothing imports ``cli``; its command modules share only ``cli.common``."""
+    """Nothing imports ``cli``; its command modules share only ``cli.common`` (options,
+    reading, writing) and ``cli.terminal`` (tables for people), never each other."""
     assert max(LAYERS, key=LAYERS.__getitem__) == "cli"
     assert sorted(LAYERS.values())[-2] < LAYERS["cli"]
-    commands = [p for p in (PACKAGE / "cli").glob("*.py") if p.stem not in ("__init__", "common")]
+    shared = {"common", "terminal"}
+    commands = [p for p in (PACKAGE / "cli").glob("*.py") if p.stem not in {"__init__", *shared}]
     assert commands, "cli/ is a package of command modules"
     for path in commands:
         within = {name for _, name in imports_of(path) if part_of(name) == "cli"}
-        assert within <= {"contextledger.cli.common"}, (path.name, within)
+        assert within <= {f"contextledger.cli.{name}" for name in shared}, (path.name, within)
+    terminal = {name for _, name in imports_of(PACKAGE / "cli" / "terminal.py")}
+    assert not {name for name in terminal if part_of(name) == "cli"}
 
 
 def test_no_modules_import_each_other():

@@ -59,6 +59,12 @@ if TYPE_CHECKING:
     from contextledger.tables.build import RunTables, load_outcomes, load_static_tools, read_runs
 
 
+def __dir__() -> list[str]:
+    """The public names (loaded on first use, so not yet in the module) and the module's
+    own dunders: what tab completion should offer, not this file's helper imports."""
+    return sorted({*__all__, *(name for name in globals() if name.startswith("__"))})
+
+
 def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)
     if module is None:

@@ -9,7 +9,9 @@ to directly, since renaming onto it would replace the device with a file.
 Names read from input (tool names, piece and run ids, file names) may carry control
 characters; printed raw, an ESC sequence
 would recolour, move or retitle the terminal, so what is printed for people shows
-them as ``\\xNN`` escapes. Machine formats (CSV, JSON, Parquet) keep exact values.
+them as ``\\xNN`` escapes. Machine formats (CSV, JSON, Parquet) keep exact values,
+a text cell starting with ``=`` too, unless ``--csv-safe`` asks for the spreadsheet guard
+(:func:`spreadsheet_safe`).
 """
 
 from __future__ import annotations
@@ -20,6 +22,10 @@ import os
 import secrets
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import polars as pl
 
 #: Control characters (C0, DEL, C1) and the visible escape each is printed as.
 CONTROL_ESCAPES: dict[str, str] = {
@@ -126,3 +132,30 @@ def write_text_atomically(path: str | Path, text: str) -> Path:
     with atomic_path(path) as temporary:
         temporary.write_text(text, encoding="utf-8")
     return Path(path)
+
+
+#: What a spreadsheet reads as the start of a formula (OWASP's CSV injection list).
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def spreadsheet_safe(frame: pl.DataFrame) -> pl.DataFrame:
+    """``frame`` with every text cell that starts like a formula (``= + - @``, a tab or
+    a carriage return) prefixed with ``'``, for a CSV opened in a spreadsheet. Numbers
+    stay numbers (a negative count is no formula); the text is no longer exact.
+
+    >>> import polars as pl
+    >>> frame = pl.DataFrame({"id": ["=HYPERLINK(1)", "ok", None], "n": [-1, 2, 3]})
+    >>> spreadsheet_safe(frame).rows()
+    [("'=HYPERLINK(1)", -1), ('ok', 2), (None, 3)]
+    """
+    import polars as pl
+
+    starts = "^[" + "".join(FORMULA_STARTS).replace("-", "\\-") + "]"
+    return frame.with_columns(
+        pl.when(pl.col(name).str.contains(starts))
+        .then("'" + pl.col(name))
+        .otherwise(pl.col(name))
+        .alias(name)
+        for name, dtype in frame.schema.items()
+        if dtype == pl.String
+    )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -14,8 +15,8 @@ from contextledger.cli.common import (
     _fail,
     _name_skipped,
     _read_inputs,
+    _refuse_if_nothing_read,
     _spark_engine,
-    _table_text,
     _unopened,
     _warn,
     engine_option,
@@ -27,6 +28,7 @@ from contextledger.cli.common import (
     strict_option,
     whole_number,
 )
+from contextledger.cli.terminal import Fit, output_width, table_text
 from contextledger.output import terminal_lines
 from contextledger.tables import ACCOUNTING_MODES
 
@@ -117,6 +119,11 @@ def ingest_command(
     from contextledger.progress import chosen_stream
     from contextledger.tables.build import load_static_tools
 
+    missing = [path for path in paths if not os.path.lexists(path)]
+    if len(missing) == len(paths):  # nothing to read: the archive is not made or touched
+        for path in missing:
+            _warn(f"skipped {path}: no such file")
+        _refuse_if_nothing_read(0, len(missing))
     on_spark = _spark_engine(engine, paths, reads_archive=False)
     if on_spark and workers is not None:
         _fail("--workers is for --engine local: Spark reads with its executors")
@@ -302,7 +309,8 @@ def check_command(
             "detail",
             runs=pl.format("{} ({})", "run_count", pl.col("runs").list.join(", ")),
         )
-        click.echo(_table_text(shown, width=250, str_len=200))
+        fit = Fit(keep=("invariant", "piece_id"), hint="pipe it, or use a wider terminal")
+        click.echo(table_text(shown, width=output_width(None), fit=fit, str_len=200))
         broken = violations.select("invariant", "accounting").unique(maintain_order=True)
         for name, accounting in broken.iter_rows():
             click.echo(f"violated ({accounting}): {name}: {INVARIANTS[name]}")

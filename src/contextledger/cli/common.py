@@ -14,13 +14,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from contextledger.ledger import DEFAULT_MIN_OFFERS
-from contextledger.output import (
-    CONTROL_ESCAPES,
-    atomic_path,
-    file_target,
-    terminal_lines,
-    terminal_text,
-)
+from contextledger.output import atomic_path, file_target, terminal_lines, terminal_text
 from contextledger.read.snapshot import (
     DEFAULT_MAX_DOCUMENT_MB,
     MAX_DOCUMENT_MB_ENV,
@@ -35,8 +29,16 @@ if TYPE_CHECKING:
 
     from contextledger.tables.build import RunTables
 
+#: Exit statuses, said once for the README and ``contextledger --help``.
 EXIT_UNREADABLE_INPUT = 1
 EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report a command stopped by Ctrl-C
+EXIT_STATUSES = {
+    0: "every input was read",
+    EXIT_UNREADABLE_INPUT: "an input could not be read (named on stderr); none read: no output",
+    EXIT_USAGE: "a command-line mistake, a bad option file, or an output not written",
+    EXIT_INTERRUPTED: "interrupted (Ctrl-C)",
+}
 #: The largest number an integer option takes (as a policy spec's, ``MAX_SPEC_NUMBER``):
 #: past any real count of runs, offers or MiB, and within every 64-bit column and C call.
 MAX_WHOLE = 1_000_000_000
@@ -150,6 +152,34 @@ standings_option = _file_option(
     "CSV or JSON Lines of run_id,tool_call_id,standing,iteration: the model's standing "
     "(fact/open/noise/ruled-out) of tool results, counted from the visit after iteration.",
 )
+
+
+#: ``--csv-safe``: the spreadsheet guard on CSV cells (``output.spreadsheet_safe``).
+csv_safe_option = click.option(
+    "--csv-safe",
+    is_flag=True,
+    help="CSV for a spreadsheet: prefix text cells that start with = + - @ (a formula to "
+    "Excel or LibreOffice) with ' [default: every value as it is].",
+)
+
+
+def format_option(choices: Sequence[str], *, help: str) -> Callable[[F], F]:
+    """``--format``, ``table`` by default (for people: :mod:`contextledger.cli.terminal`)."""
+    return click.option(
+        "--format",
+        "output_format",
+        type=click.Choice(list(choices)),
+        default="table",
+        show_default=True,
+        help=help,
+    )
+
+
+def _csv(frame: pl.DataFrame, csv_safe: bool) -> str:
+    """``frame`` as CSV, its formula-like text cells guarded when ``csv_safe``."""
+    from contextledger.output import spreadsheet_safe
+
+    return (spreadsheet_safe(frame) if csv_safe else frame).write_csv()
 
 
 def _warn(message: str | Sequence[str]) -> None:
@@ -279,7 +309,7 @@ def _read_inputs(
     unreadable input, skipped file, duplicate and unmatched label named on stderr.
     ``every_table``: an archive's every selected file is checked first (SQL may read
     any), not only what the ledger reads."""
-    from contextledger.tables.build import load_outcomes, load_static_tools, read_runs
+    from contextledger.tables.build import load_outcomes, load_static_tools, read_accountings
 
     try:
         sidecar = load_static_tools(static_tools_file) if static_tools_file else None
@@ -296,7 +326,12 @@ def _read_inputs(
         archived = archive_tables(paths, mode)
         if archived is not None and every_table:
             archived.check_all()
-        tables = archived or read_runs(paths, mode=mode, static_tools=sidecar, strict=strict)
+        tables = (
+            archived
+            or read_accountings(  # read_runs', without its warnings: said here
+                paths, (mode,), static_tools=sidecar, strict=strict
+            )[mode]
+        )
     except ReadError as error:
         _warn(f"{error.source}: {error.reason} (stopped: --strict)")
         sys.exit(EXIT_UNREADABLE_INPUT)
@@ -307,6 +342,7 @@ def _read_inputs(
         first = tables.problems.slice(0, 1).to_pylist()[0]
         _warn(f"{ReadProblem(**first).where}: {first['reason']} (stopped: --strict)")
         sys.exit(EXIT_UNREADABLE_INPUT)
+    runs = tables.runs.column("run_id").to_pylist()
     from contextledger.archive import ArchiveTables
 
     if isinstance(tables, ArchiveTables):
@@ -314,16 +350,27 @@ def _read_inputs(
     _name_skipped(tables.skipped)
     for problem in tables.problems.to_pylist():
         _warn(f"skipped {ReadProblem(**problem).where}: {problem['reason']}")
+    _refuse_if_nothing_read(len(runs), tables.problems.num_rows)
     _name_duplicates(tables.duplicates)
     if outcomes is not None:
         tables = tables.with_outcomes(outcomes)
     _name_unmatched_labels(tables)
-    runs = tables.runs.column("run_id").to_pylist()
     _name_nothing_selected(len(runs), paths, archived=isinstance(tables, ArchiveTables))
     given = outcomes.column("run_id").to_pylist() if outcomes is not None else []
     if runs and given and set(given).isdisjoint(runs):
         _warn(f"--outcomes {outcomes_file}: no run read carries one of its labels")
     return tables
+
+
+def _refuse_if_nothing_read(runs: int, unreadable: int) -> None:
+    """Exit 1 with one line, printing and writing nothing, when no run was read because
+    every input was unreadable (``ledger nosuch``): an empty result would pass for an
+    answer, and ``-o`` would replace a good file with it. An empty folder or an archive
+    selection that holds no run is an answer, and is printed (with a note)."""
+    if runs == 0 and unreadable:
+        inputs = "input" if unreadable == 1 else f"{unreadable} inputs"
+        _warn(f"nothing was read (the {inputs} named above could not be): no output written")
+        sys.exit(EXIT_UNREADABLE_INPUT)
 
 
 def _name_nothing_selected(
@@ -394,44 +441,20 @@ def _summary(tables: RunTables) -> str:
     metered = int(runs["metered"].sum()) if runs.height else 0
     refused = runs.filter(~pl.col("metered"))
     line = (
-        f"{metered} run(s) metered, {refused.height} refused "
-        f"({tables.mode} accounting; {tables.problems.num_rows} input(s) unreadable)"
+        f"{metered:,} run(s) metered, {refused.height:,} refused "
+        f"({tables.mode} accounting; {tables.problems.num_rows:,} input(s) unreadable)"
     )
     reasons = refused.group_by("refused_reason").agg(
         runs=pl.len(), examples=pl.col("run_id").head(3)
     )
     for reason, count, examples in reasons.sort("runs", descending=True).iter_rows():
-        line += f"\n  refused {count}: {reason} (e.g. {terminal_text(', '.join(examples))})"
+        line += f"\n  refused {count:,}: {reason} (e.g. {terminal_text(', '.join(examples))})"
     redacted = runs.filter(pl.col("metered") & (pl.col("basis").list.len() > 0))
     if redacted.height:  # RecordedRun.basis / unmetered: a placeholder is not "not used"
         kinds = redacted["unmetered_kinds"].explode().drop_nulls().unique(maintain_order=True)
         examples = terminal_text(", ".join(redacted["run_id"].head(3)))
         line += (
-            f"\n  {redacted.height} run(s) rest partly on a redaction: "
+            f"\n  {redacted.height:,} run(s) rest partly on a redaction: "
             f"{', '.join(sorted(kinds))} left unmetered there (e.g. {examples})"
         )
     return line
-
-
-def _table_text(frame: pl.DataFrame, *, width: int = 200, str_len: int | None = 60) -> str:
-    """A frame as a readable table: every row and column, no shape or dtype lines.
-
-    Control characters in text cells (and anywhere in the rendering) are shown as
-    ``\\xNN`` escapes (:func:`~contextledger.output.terminal_text`), cells first so
-    that columns stay aligned.
-    """
-    import polars as pl
-
-    escapes = list(CONTROL_ESCAPES)
-    frame = frame.with_columns(
-        pl.col(pl.String).str.replace_many(escapes, [CONTROL_ESCAPES[c] for c in escapes])
-    )
-    with pl.Config(
-        tbl_rows=-1,
-        tbl_cols=-1,
-        tbl_width_chars=width,
-        fmt_str_lengths=str_len,
-        tbl_hide_dataframe_shape=True,
-        tbl_hide_column_data_types=True,
-    ):
-        return terminal_text(str(frame), keep="\n")

@@ -9,16 +9,18 @@ import click
 
 from contextledger.cli.common import (
     EXIT_UNREADABLE_INPUT,
+    _csv,
     _emit,
     _fail,
     _json_object,
     _read_inputs,
     _spark_engine,
     _summary,
-    _table_text,
     _unopened,
     _writing,
+    csv_safe_option,
     engine_option,
+    format_option,
     max_document_option,
     min_offers_option,
     mode_option,
@@ -29,6 +31,7 @@ from contextledger.cli.common import (
     strict_option,
     whole_number,
 )
+from contextledger.cli.terminal import RATE_DECIMALS, Fit, output_width, prose, table_text
 
 if TYPE_CHECKING:
     import polars as pl
@@ -44,9 +47,10 @@ def _a_number(_ctx: click.Context, _param: click.Parameter, value: float) -> flo
 
 
 def _printable(rows: pl.DataFrame, *, for_csv: bool = False) -> pl.DataFrame:
-    """Nested columns as short text, for the table and CSV. The table shows the interval
-    rounded as ``[low, high]``; CSV keeps ``earn_rate_low`` / ``earn_rate_high`` as numbers
-    (and the per-signal counts), as Parquet does."""
+    """Nested columns as short text, for the table and CSV (JSON Lines too). The table
+    shows the interval as ``[low, high]`` at the earn rate's decimals; CSV keeps
+    ``earn_rate_low`` / ``earn_rate_high`` as numbers (and the per-signal counts), as
+    Parquet does."""
     import polars as pl
 
     from contextledger.ledger.stats import outcomes_text, used_via_text
@@ -56,14 +60,8 @@ def _printable(rows: pl.DataFrame, *, for_csv: bool = False) -> pl.DataFrame:
         [pl.col("earn_rate_low"), pl.col("earn_rate_high")]
         if for_csv
         else [
-            pl.when(pl.col("earn_rate_low").is_not_null())
-            .then(
-                pl.format(
-                    "[{}, {}]",
-                    pl.col("earn_rate_low").round(2),
-                    pl.col("earn_rate_high").round(2),
-                )
-            )
+            pl.struct(low="earn_rate_low", high="earn_rate_high")
+            .map_elements(_interval_text, return_dtype=pl.String)
             .alias("earn_rate_95ci")
         ]
     )
@@ -84,18 +82,43 @@ def _printable(rows: pl.DataFrame, *, for_csv: bool = False) -> pl.DataFrame:
     )
 
 
+def _interval_text(bounds: dict[str, float | None]) -> str | None:
+    """``[low, high]`` at the earn rate's decimals; None where there is no interval."""
+    low, high = bounds["low"], bounds["high"]
+    if low is None or high is None:
+        return None
+    return f"[{low:.{RATE_DECIMALS}f}, {high:.{RATE_DECIMALS}f}]"
+
+
+#: The ledger table's columns in the order they give way to a narrow terminal; kept:
+#: the piece, its offers and uses, its earn rate.
+LEDGER_FIT = Fit(
+    keep=("id", "offered", "used", "earn_rate"),
+    drop_first=(
+        "used_via",
+        "outcomes",
+        "runs_seen",
+        "judged",
+        "kind",
+        "approx_tokens_spent",
+        "earn_rate_95ci",
+    ),
+)
+
+
 @click.command()
 @paths_argument
 @outcomes_option()
 @mode_option
-@click.option(
-    "--format",
-    "output_format",
-    type=click.Choice(["table", "json", "csv", "parquet"]),
-    default="table",
-    show_default=True,
+@format_option(
+    ["table", "json", "jsonl", "csv", "parquet"],
+    help="table: for people, fitted to the terminal; json: LedgerJSON v1 as the reference "
+    "writes it (camelCase, counts only, no interval); csv, jsonl (one object per line) and "
+    "parquet (needs -o): the table's rows in snake_case with every count, the interval "
+    "bounds and the per-signal uses.",
 )
 @output_option
+@csv_safe_option
 @static_tools_option()
 @click.option(
     "--merge",
@@ -116,6 +139,7 @@ def ledger(
     mode: str,
     output_format: str,
     output: str | None,
+    csv_safe: bool,
     static_tools_file: str | None,
     merge_files: tuple[str, ...],
     min_offers: int,
@@ -125,8 +149,8 @@ def ledger(
     """Print the context ledger of the runs under PATHS, worst earn rate first.
 
     PATHS are snapshot files (.json, .json.gz, JSON Lines) or directories. Table,
-    CSV and Parquet add a 95% Wilson interval on each earn rate (none where a
-    piece was used more often than offered) and whether it rests on enough
+    CSV, JSON Lines and Parquet add a 95% Wilson interval on each earn rate (none
+    where a piece was used more often than offered) and whether it rests on enough
     offers to be judged; JSON is LedgerJSON v1, as the reference writes it.
     """
     from contextledger.ledger import ledgerjson
@@ -146,24 +170,37 @@ def ledger(
             result = merge_ledgers([*merged, result])
         except OverflowError as error:
             _fail(f"--merge {', '.join(merge_files)}: {error}")
-    _write_ledger(result, output_format, output, _summary(tables), min_offers)
+    _write_ledger(result, output_format, output, _summary(tables), min_offers, csv_safe)
     if tables.problems.num_rows:
         sys.exit(EXIT_UNREADABLE_INPUT)
+
+
+#: The outcome table's columns in the order they give way; kept: the piece, the label,
+#: and the share of its runs against the base rate.
+OUTCOMES_FIT = Fit(
+    keep=("id", "label", "share_with_label", "base_rate"),
+    drop_first=(
+        "runs_labelled_with_label",
+        "runs_labelled",
+        "runs_offered_with_label",
+        "kind",
+        "share_minus_base",
+        "runs_offered",
+    ),
+)
 
 
 @click.command()
 @paths_argument
 @outcomes_option(help="CSV or JSON Lines of run_id,label (an archive's stored labels count too).")
 @mode_option
-@click.option(
-    "--format",
-    "output_format",
-    type=click.Choice(["table", "csv", "json"]),
-    default="table",
-    show_default=True,
-    help="json: one object {rows}, on one line (docs/cli.md: Output formats).",
+@format_option(
+    ["table", "csv", "json", "jsonl"],
+    help="table: for people, fitted to the terminal; csv and jsonl (one object per line): "
+    "every row and column; json: one object {rows}, on one line (docs/cli.md: Output formats).",
 )
 @output_option
+@csv_safe_option
 @strict_option
 @max_document_option
 def outcomes(
@@ -172,6 +209,7 @@ def outcomes(
     mode: str,
     output_format: str,
     output: str | None,
+    csv_safe: bool,
     strict: bool,
 ) -> None:
     """Per piece and label: how often runs that offered it carried the label, against the
@@ -184,19 +222,28 @@ def outcomes(
         _fail("no outcome labels: give --outcomes FILE (or an archive that stores labels)")
     frame = outcome_association(tables)
     if output_format == "csv":
-        _emit(frame.write_csv(), output)
+        _emit(_csv(frame, csv_safe), output)
     elif output_format == "json":
         _emit(_json_object({"rows": frame.to_dicts()}), output)
+    elif output_format == "jsonl":
+        _emit(frame.write_ndjson(), output)
     else:
         note = "Association, not cause: a piece offered in runs that went well did not make "
-        note += "them go well."
-        _emit(f"{_table_text(frame, str_len=None)}\n{note}\n{_summary(tables)}\n", output)
+        note += f"them go well.\n{_summary(tables)}\n"
+        width = output_width(output)
+        table = table_text(frame, width=width, fit=OUTCOMES_FIT, str_len=None)
+        _emit(f"{table}\n{prose(note, width)}", output)
     if tables.problems.num_rows:
         sys.exit(EXIT_UNREADABLE_INPUT)
 
 
 def _write_ledger(
-    result: Ledger, output_format: str, output: str | None, summary: str, min_offers: int
+    result: Ledger,
+    output_format: str,
+    output: str | None,
+    summary: str,
+    min_offers: int,
+    csv_safe: bool,
 ) -> None:
     from contextledger.ledger import ledgerjson
     from contextledger.ledger.stats import with_uncertainty
@@ -213,9 +260,13 @@ def _write_ledger(
     if output_format == "json":
         text = ledgerjson.dumps(result) + "\n"
     elif output_format == "csv":
-        text = _printable(rows, for_csv=True).write_csv()
+        text = _csv(_printable(rows, for_csv=True), csv_safe)
+    elif output_format == "jsonl":
+        text = _printable(rows, for_csv=True).write_ndjson()
     else:
-        text = f"{_table_text(_printable(rows))}\n{summary}\n"
+        width = output_width(output)
+        table = table_text(_printable(rows), width=width, fit=LEDGER_FIT)
+        text = f"{table}\n{prose(summary, width)}\n"
     _emit(text, output)
     if output_format != "table":
         click.echo(summary, err=True)
@@ -242,15 +293,13 @@ def _nested_as_json(frame: pl.DataFrame) -> pl.DataFrame:
 @click.argument("query")
 @mode_option
 @outcomes_option()
-@click.option(
-    "--format",
-    "output_format",
-    type=click.Choice(["table", "csv", "json"]),
-    default="table",
-    show_default=True,
-    help="json: JSON Lines, one object per result row.",
+@format_option(
+    ["table", "csv", "json", "jsonl"],
+    help="table: for people, fitted to the terminal (the rightmost columns give way); "
+    "json and jsonl: JSON Lines, one object per result row.",
 )
 @output_option
+@csv_safe_option
 @click.option(
     "--no-external-access",
     is_flag=True,
@@ -266,6 +315,7 @@ def sql(
     outcomes_file: str | None,
     output_format: str,
     output: str | None,
+    csv_safe: bool,
     no_external_access: bool,
     engine: str,
 ) -> None:
@@ -302,15 +352,34 @@ def sql(
         finally:
             con.close()
     if result is not None:
-        if output_format == "json":
+        if output_format in ("json", "jsonl"):
             text = result.write_ndjson()  # query rows: JSON Lines
         elif output_format == "csv":
-            text = _nested_as_json(result).write_csv()
+            text = _csv(_nested_as_json(result), csv_safe)
         else:
-            text = f"{_table_text(result)}\n"
+            keep = Fit(keep=result.columns[:1])  # the rest give way, the rightmost first
+            text = f"{table_text(result, width=output_width(output), fit=keep)}\n"
         _emit(text, output)
     if tables.problems.num_rows:
         sys.exit(EXIT_UNREADABLE_INPUT)
+
+
+#: The gate table's columns in the order they give way; kept: the piece, the offers it
+#: would have lost, the tokens that saves and the uses that costs.
+GATES_FIT = Fit(
+    keep=("id", "offers_demoted", "approx_tokens_saved", "uses_lost"),
+    drop_first=(
+        "uses_judged_per_run",
+        "offers_down_weighted",
+        "offers_paroled",
+        "offers_gated",
+        "approx_tokens_spent",
+        "kind",
+        "used",
+        "uses_at_risk",
+        "offered",
+    ),
+)
 
 
 @click.command()
@@ -333,15 +402,13 @@ def sql(
     help="Parole: a demoted piece passes at every Nth demotion (0: never).",
 )
 @mode_option
-@click.option(
-    "--format",
-    "output_format",
-    type=click.Choice(["table", "json", "csv"]),
-    default="table",
-    show_default=True,
-    help="json: one object {total, pieces, note}, on one line; csv: every piece.",
+@format_option(
+    ["table", "json", "jsonl", "csv"],
+    help="table: the pieces the ledger demoted, fitted to the terminal; csv and jsonl (one "
+    "object per line): every piece; json: one object {total, pieces, note}, on one line.",
 )
 @output_option
+@csv_safe_option
 @max_document_option
 def gates(
     paths: tuple[str, ...],
@@ -351,6 +418,7 @@ def gates(
     mode: str,
     output_format: str,
     output: str | None,
+    csv_safe: bool,
 ) -> None:
     """What agentfootprint's ledger gates would have left out of the runs under PATHS.
 
@@ -379,14 +447,17 @@ def gates(
         }
         _emit(_json_object(document), output)
         click.echo(_summary(tables), err=True)
-    elif output_format == "csv":
-        _emit(pieces.write_csv(), output)
+    elif output_format in ("csv", "jsonl"):
+        _emit(_csv(pieces, csv_safe) if output_format == "csv" else pieces.write_ndjson(), output)
         click.echo(summary, err=True)
     else:
         touched = (pl.col("offers_demoted") + pl.col("uses_lost") + pl.col("uses_at_risk")) > 0
         shown = pieces.filter(touched)
         hidden = pieces.height - shown.height
         hidden_note = f"({hidden} other piece(s) never demoted; --format csv lists every piece)"
-        _emit(f"{_table_text(shown, str_len=None)}\n{hidden_note}\n{summary}\n", output)
+        width = output_width(output)
+        table = table_text(shown, width=width, fit=GATES_FIT, str_len=None)
+        notes = prose(f"{hidden_note}\n{summary}", width)
+        _emit(f"{table}\n{notes}\n", output)
     if tables.problems.num_rows:
         sys.exit(EXIT_UNREADABLE_INPUT)

@@ -9,6 +9,7 @@ import click
 
 from contextledger.cli.common import (
     EXIT_UNREADABLE_INPUT,
+    _csv,
     _emit,
     _error_lines,
     _fail,
@@ -18,13 +19,15 @@ from contextledger.cli.common import (
     _name_unmatched,
     _name_unmatched_labels,
     _name_unmatched_run_ids,
+    _refuse_if_nothing_read,
     _spark_engine,
     _summary,
-    _table_text,
     _unopened,
     _warn,
     _writing,
+    csv_safe_option,
     engine_option,
+    format_option,
     max_document_option,
     mode_option,
     outcomes_option,
@@ -33,6 +36,7 @@ from contextledger.cli.common import (
     progress_option,
     standings_option,
 )
+from contextledger.cli.terminal import Fit, output_width, prose, table_text
 from contextledger.output import terminal_text
 from contextledger.read.snapshot import ReadProblem
 
@@ -51,6 +55,42 @@ def _chart_formats(_ctx: click.Context, _param: click.Parameter, value: str) -> 
     return tuple(dict.fromkeys(names))
 
 
+#: The what-if table's columns in the order they give way; kept: the policy, the input
+#: tokens it costs and the facts it leaves for the answer.
+WHATIF_FIT = Fit(
+    keep=("policy", "input tokens", "answer facts"),
+    drop_first=(
+        "fact pins",
+        "recency pins",
+        "noise dropped",
+        "input chars",
+        "results dropped",
+        "answer results",
+        "runs",
+        "msgs removed",
+        "facts dropped",
+    ),
+    wrap=("policy",),
+    hint="use --format json or a wider terminal",
+)
+#: The compare table's columns in the order they give way; kept: the policy, the wire
+#: problems a provider would reject, the facts at the answer and the cost with a cache.
+COMPARE_FIT = Fit(
+    keep=("policy", "wire problems", "facts at answer", "cost, cache"),
+    drop_first=(
+        "first offending call",
+        "tokens from",
+        "placeholders / previews",
+        "runs",
+        "cache invalidations",
+        "input tokens",
+        "cost, no cache",
+    ),
+    wrap=("policy",),
+    hint="use --format csv for them per run, or a wider terminal",
+)
+
+
 @click.command(name="whatif")
 @paths_argument
 @click.option(
@@ -62,14 +102,10 @@ def _chart_formats(_ctx: click.Context, _param: click.Parameter, value: str) -> 
     "windowed one with optional ,last_tool_results=N and ,ledger_facts=N. Repeat to compare.",
 )
 @standings_option()
-@click.option(
-    "--format",
-    "output_format",
-    type=click.Choice(["table", "json", "parquet"]),
-    default="table",
-    show_default=True,
-    help="table: one row per policy over the runs; json: JSON Lines, one object per "
-    "(run, policy); parquet: the same rows (needs -o).",
+@format_option(
+    ["table", "json", "jsonl", "parquet"],
+    help="table: one row per policy over the runs, fitted to the terminal; json and jsonl: "
+    "JSON Lines, one object per (run, policy); parquet: the same rows (needs -o).",
 )
 @output_option
 @max_document_option
@@ -144,25 +180,29 @@ def whatif_command(
     for problem in problems:
         _warn(f"skipped {problem.where}: {problem.reason}")
     replayable = archived.runs if archived is not None else len(inputs.streams)
+    _refuse_if_nothing_read(replayable, len(problems))
     _name_nothing_selected(
         replayable, paths, archived=archived is not None, then=": nothing to replay"
     )
     note = replayed.describe(per_run, len(parsed))
-    if output_format == "parquet" or (output_format == "json" and output):
+    rows = "json" if output_format == "jsonl" else output_format  # the same JSON Lines
+    if rows == "parquet" or (rows == "json" and output):
         with _writing(str(output)) as temporary:
-            if output_format == "parquet":
+            if rows == "parquet":
                 per_run.lazy().sink_parquet(temporary)
             else:
                 per_run.lazy().sink_ndjson(temporary)
         click.echo(note, err=True)
     else:
-        if output_format == "json":
+        if rows == "json":
             text = per_run.lazy().collect().write_ndjson()
         else:
             table = replayed.display_table(replayed.per_policy(per_run))
-            text = f"{_table_text(table, width=250)}\n{note}\n"
+            width = output_width(output)
+            shown = table_text(table, width=width, fit=WHATIF_FIT)
+            text = f"{shown}\n{prose(note, width)}\n"
         _emit(text, output)
-        if output_format == "json" or output:
+        if rows == "json" or output:
             click.echo(note, err=True)
     if problems:
         sys.exit(EXIT_UNREADABLE_INPUT)
@@ -304,6 +344,7 @@ def report_command(
         _warn(f"skipped {ReadProblem(**problem).where}: {problem['reason']}")
     _name_duplicates(data.tables.duplicates)
     _name_unmatched_labels(data.tables)
+    _refuse_if_nothing_read(data.tables.runs.num_rows, data.tables.problems.num_rows)
     if paths:  # none: the bundled sample, which has runs
         _name_nothing_selected(data.tables.runs.num_rows, paths, archived=archived)
     for problem in data.unreplayed:
@@ -358,16 +399,13 @@ def report_command(
     help="Price of a token read from the prompt cache, in multiples of the input price "
     "(Anthropic: 0.1).",
 )
-@click.option(
-    "--format",
-    "output_format",
-    type=click.Choice(["table", "json", "csv"]),
-    default="table",
-    show_default=True,
-    help="table: one row per policy, side by side; json: JSON Lines, one object per "
-    "(run, policy); csv: the same per-run rows.",
+@format_option(
+    ["table", "json", "jsonl", "csv"],
+    help="table: one row per policy, side by side, fitted to the terminal; json and jsonl: "
+    "JSON Lines, one object per (run, policy); csv: the same per-run rows.",
 )
 @output_option
+@csv_safe_option
 @max_document_option
 def compare_command(
     paths: tuple[str, ...],
@@ -377,6 +415,7 @@ def compare_command(
     cache_read: float,
     output_format: str,
     output: str | None,
+    csv_safe: bool,
 ) -> None:
     """Compare window policies over the runs under PATHS, at every model call: wire
     problems a provider would reject, facts reaching the answer, input tokens,
@@ -414,16 +453,19 @@ def compare_command(
         _fail("no policy left to compare over an archive")
     for problem in found.problems:
         _warn(f"skipped {problem.where}: {problem.reason}")
+    _refuse_if_nothing_read(found.runs, len(found.problems))
     _name_nothing_selected(found.runs, paths, archived=found.archived, then=": nothing to compare")
     note = compared.describe(found)
-    if output_format == "json":
+    width = output_width(output)
+    if output_format in ("json", "jsonl"):
         text = found.per_run.write_ndjson()
     elif output_format == "csv":
-        text = found.per_run.write_csv()
+        text = _csv(found.per_run, csv_safe)
     else:
-        text = f"{_table_text(compared.display_table(found.table), width=400, str_len=100)}\n"
+        table = compared.display_table(found.table)
+        text = f"{table_text(table, width=width, fit=COMPARE_FIT, str_len=100)}\n"
     if output_format == "table" and output is None:
-        text += note
+        text += prose(note, width)
     _emit(text, output)
     if output_format != "table" or output is not None:
         click.echo(note, err=True, nl=False)

@@ -371,7 +371,8 @@ def read_runs(
         ``static_tool_names`` (the reference reads these from the runner).
     strict
         Raise :class:`~contextledger.read.snapshot.ReadError` at the first bad file
-        instead of listing it in ``problems``.
+        instead of listing it in ``problems``; else each is listed there and said in a
+        warning (``skipped PATH: reason``), as is reading no run at all.
     workers
         Processes to read with; default: one per core.
 
@@ -384,7 +385,21 @@ def read_runs(
     found = read_accountings(
         paths, (mode,), static_tools=static_tools, strict=strict, workers=workers
     )
+    _warn_unread(found[mode], paths)
     return found[mode]
+
+
+def _warn_unread(tables: RunTables, paths: Sequence[str | Path] | str | Path) -> None:
+    """Say in a warning what a caller would otherwise find only in ``tables.problems``:
+    each input not read (``read_runs("data/sampel")``), and that no run was read."""
+    import warnings
+
+    for problem in tables.problems.to_pylist():
+        where = ReadProblem(**problem).where
+        warnings.warn(f"skipped {where}: {problem['reason']}", stacklevel=3)
+    if tables.runs.num_rows == 0:
+        names = [paths] if isinstance(paths, str | Path) else list(paths)
+        warnings.warn(f"no run read from {' '.join(map(str, names))}", stacklevel=3)
 
 
 def read_accountings(
