@@ -105,7 +105,7 @@ def from_ledger_json(document: Any, *, source: str = "LedgerJSON") -> Ledger:
         except (KeyError, TypeError, ValueError, AttributeError) as error:
             msg = f"{source}: row {position} is not a LedgerRow ({error})"
             raise ValueError(msg) from None
-    frame = pl.DataFrame(records, schema=pl.DataFrame(schema.LEDGER.empty_table()).schema)
+    frame = pl.DataFrame(records, schema=pl.DataFrame(schema.empty(schema.LEDGER)).schema)
     runs_recorded = document.get("runsRecorded", 0)
     if not isinstance(runs_recorded, int):
         msg = f"{source}: runsRecorded must be a whole number, got {runs_recorded!r}"
