@@ -175,7 +175,7 @@ def from_columns(columns: Mapping[str, Sequence[Any]], schema: pa.Schema) -> pa.
     """
     import polars as pl
 
-    polars_schema = pl.from_arrow(empty(schema)).schema
+    polars_schema = pl.DataFrame(empty(schema)).schema
     frame = pl.DataFrame({name: columns[name] for name in schema.names}, schema=polars_schema)
     return frame.to_arrow().cast(schema)
 
