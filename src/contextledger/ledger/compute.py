@@ -51,7 +51,7 @@ class Ledger:
 
 
 def _empty_frame() -> pl.DataFrame:
-    return pl.DataFrame(schema.LEDGER.empty_table())
+    return pl.DataFrame(schema.empty(schema.LEDGER))
 
 
 def _finish(frame: FrameT) -> FrameT:

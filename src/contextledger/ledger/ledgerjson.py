@@ -164,7 +164,7 @@ def from_ledger_json(document: Any, *, source: str = "LedgerJSON") -> Ledger:
         except (TypeError, ValueError, AttributeError) as error:
             msg = f"{source}: row {position}{_named(row)} is not a LedgerRow ({error})"
             raise ValueError(msg) from None
-    frame = pl.DataFrame(records, schema=pl.DataFrame(schema.LEDGER.empty_table()).schema)
+    frame = pl.DataFrame(records, schema=pl.DataFrame(schema.empty(schema.LEDGER)).schema)
     try:
         runs_recorded = whole_count(document.get("runsRecorded", 0), "runsRecorded")
     except ValueError as error:

@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import msgspec
+
 from contextledger.read.commitlog import ForwardFold, commit_value_at
 from contextledger.read.facts import Offer, RunFacts, Use
 from contextledger.read.jsjson import approx_tokens
@@ -19,6 +21,7 @@ from contextledger.read.slice import SLOT_KEYS, AnswerSlice, answer_slice
 from contextledger.read.snapshot import Bundle, Snapshot
 
 LLM_CALL_SUBFLOW = "sf-llm-call"
+_encode = msgspec.json.encode
 
 
 def _local_stage_id(stage_id: str) -> str:
@@ -68,16 +71,33 @@ def is_call_marker(written: set[str]) -> bool:
 
 
 class _TokenCache:
-    """approx_tokens per element object: the same folded value is offered at many calls."""
+    """approx_tokens per element: the same value is offered at many calls.
+
+    Often it is a new object with the same content (each ``set`` of a key decodes
+    its value again), so an object not seen is looked up by its compact JSON as
+    msgspec writes it (C, 20x faster than measuring it the JavaScript way), and
+    only a value never seen is measured. Values with the same msgspec JSON measure
+    the same: it tells every JSON value apart but NaN and infinities from null,
+    which ``JSON.stringify`` writes as ``null`` too.
+    """
 
     def __init__(self) -> None:
         self._by_id: dict[int, tuple[Any, int]] = {}
+        self._by_json: dict[bytes, int] = {}
 
     def __call__(self, element: Any) -> int:
         hit = self._by_id.get(id(element))
         if hit is not None and hit[0] is element:
             return hit[1]
-        tokens = approx_tokens(element)
+        try:
+            key: bytes | None = _encode(element)
+        except (TypeError, ValueError, OverflowError):  # a lone surrogate, a huge int
+            key = None
+        tokens = self._by_json.get(key) if key is not None else None
+        if tokens is None:
+            tokens = approx_tokens(element)
+            if key is not None:
+                self._by_json[key] = tokens
         self._by_id[id(element)] = (element, tokens)
         return tokens
 

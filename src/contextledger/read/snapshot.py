@@ -19,19 +19,18 @@ name that is not UTF-8 is shown escaped (:func:`display_path`).
 from __future__ import annotations
 
 import contextlib
-import gzip
 import json
 import os
 import stat
-import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, cast
+from typing import IO, Any
 
 import msgspec
 
 from contextledger.read import jsparse
+from contextledger.read.gunzip import GzipError, inflate, open_inflated
 
 #: The names read from input folders (compared in lower case): gzip is detected by
 #: content, so the name only says JSON or JSON Lines. A bare ``.gz`` says neither, and
@@ -441,11 +440,11 @@ class _TooLarge(Exception):
     """A document past the cap (its message is the reason)."""
 
 
-def _read_capped(stream: IO[bytes], cap: int, what: str) -> bytes:
-    """All of ``stream``, a megabyte at a time; raises _TooLarge past ``cap`` bytes."""
+def _join_capped(pieces: Iterator[bytes], cap: int, what: str) -> bytes:
+    """All of ``pieces`` joined; raises _TooLarge as soon as they pass ``cap`` bytes."""
     chunks: list[bytes] = []
     total = 0
-    while chunk := stream.read(_MIB):
+    for chunk in pieces:
         total += len(chunk)
         if total > cap:
             raise _TooLarge(_too_large(cap, what))
@@ -483,7 +482,7 @@ def iter_documents(path: Path, max_bytes: int | None = None) -> Iterator[Documen
     """Split one file into snapshot documents, reading as it goes; raise ReadError if it
     cannot be opened (or is no regular file) or breaks off.
 
-    Gzip is detected by content and decompressed as a stream. A document larger than
+    Gzip is detected by content and inflated as a stream (:mod:`.gunzip`). A document larger than
     ``max_bytes`` (default :func:`max_document_bytes`), decompressed, is refused: a
     whole file, or in JSON Lines one line (a :class:`Document` whose ``refused`` says
     why), and the next line is still read.
@@ -494,14 +493,17 @@ def iter_documents(path: Path, max_bytes: int | None = None) -> Iterator[Documen
         try:
             packed = handle.read(2) == b"\x1f\x8b"
             handle.seek(0)
-            stream = cast(IO[bytes], gzip.GzipFile(fileobj=handle)) if packed else handle
             if _is_json_lines(path):
+                stream = open_inflated(handle) if packed else handle
                 yield from _json_lines(stream, source.path, cap)
                 return
-            if not packed and os.fstat(handle.fileno()).st_size > cap:
+            if packed:
+                payload = _join_capped(inflate(handle), cap, "decompressed, the file")
+            elif os.fstat(handle.fileno()).st_size > cap:
                 raise _TooLarge(_too_large(cap, "the file"))
-            payload = _read_capped(stream, cap, "decompressed, the file" if packed else "the file")
-        except (EOFError, gzip.BadGzipFile, zlib.error) as error:
+            else:
+                payload = _join_capped(iter(lambda: handle.read(_MIB), b""), cap, "the file")
+        except GzipError as error:
             raise ReadError(source, f"corrupt or truncated gzip ({error})") from None
         except OSError as error:
             raise ReadError(source, f"cannot be read ({error.strerror or error})") from None

@@ -458,7 +458,9 @@ def read_accountings(
         for problem in identity.conflicts:
             builder.add_problem(problem)
         out[mode] = dataclasses.replace(
-            builder.finish(), duplicates=identity.duplicate_table(), skipped=tuple(found.skipped)
+            builder.finish(),
+            duplicates=schema.from_rows(identity.duplicates, DUPLICATES),
+            skipped=tuple(found.skipped),
         )
     return out
 
@@ -496,10 +498,10 @@ class TableBuilder:
         """The tables collected so far."""
         return RunTables(
             mode=self.mode,
-            runs=pa.table(self._runs, schema=schema.RUNS),
-            offers=pa.table(self._offers, schema=schema.OFFERS),
-            uses=pa.table(self._uses, schema=schema.USES),
-            problems=pa.table(self._problems, schema=schema.PROBLEMS),
+            runs=schema.from_columns(self._runs, schema.RUNS),
+            offers=schema.from_columns(self._offers, schema.OFFERS),
+            uses=schema.from_columns(self._uses, schema.USES),
+            problems=schema.from_columns(self._problems, schema.PROBLEMS),
         )
 
 
@@ -698,7 +700,7 @@ def load_outcomes(path: str | Path) -> pa.Table:
             raise ValueError(msg)
         run_ids.append(run_id)
         labels.append(label)
-    return pa.table({"run_id": run_ids, "label": labels}, schema=schema.OUTCOMES)
+    return schema.from_columns({"run_id": run_ids, "label": labels}, schema.OUTCOMES)
 
 
 def load_static_tools(path: str | Path) -> dict[str, list[str]]:

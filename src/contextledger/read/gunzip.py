@@ -1,0 +1,113 @@
+"""Gzip inflated as a stream, by ISA-L when the ``isal`` package is installed, else zlib.
+
+Inflating was the largest single cost of reading snapshots: zlib runs at about
+1.3 GB/s here, ISA-L at about 4 GB/s, for the same bytes out. Members are read as
+CPython's ``gzip`` reads them (concatenated members are one stream, zero padding
+after a member is skipped, anything else after one is refused), and a damaged file
+is refused with the same reason whichever library inflates it.
+"""
+
+from __future__ import annotations
+
+import io
+import zlib
+from collections.abc import Iterator
+from types import ModuleType
+from typing import IO
+
+#: The libraries that can inflate, fastest first (``zlib`` is always there).
+BACKENDS: dict[str, ModuleType] = {"zlib": zlib}
+try:
+    from isal import isal_zlib
+except ImportError:  # isal is a dependency; zlib is the fallback without it
+    pass
+else:
+    BACKENDS = {"isal": isal_zlib, **BACKENDS}
+#: The one :func:`inflate` uses unless told.
+DEFAULT_BACKEND = next(iter(BACKENDS))
+
+#: Compressed bytes read at a time, and the most one piece of output holds: a gzip
+#: bomb (1,000:1) inflates a megabyte at a time, never all at once.
+_READ = 1 << 18
+_PIECE = 1 << 20
+_MAGIC = b"\x1f\x8b"
+_GZIP_WBITS = 16 + zlib.MAX_WBITS  # one gzip member: header, deflate, CRC-32 and length checked
+
+TRUNCATED = "Compressed file ended before the end-of-stream marker was reached"
+DAMAGED = "damaged compressed data (a bad header, block, CRC-32 or length)"
+
+
+class GzipError(Exception):
+    """A gzip stream that cannot be inflated (its message says why)."""
+
+
+def inflate(stream: IO[bytes], backend: str = DEFAULT_BACKEND) -> Iterator[bytes]:
+    """The inflated bytes of the gzip ``stream``, in pieces of at most a megabyte.
+
+    Raises :class:`GzipError` when it is truncated, damaged or followed by something
+    that is not another member.
+
+    >>> import gzip
+    >>> data = gzip.compress(b'{"a": 1}') + gzip.compress(b"\\n") + bytes(4)
+    >>> b"".join(inflate(io.BytesIO(data)))
+    b'{"a": 1}\\n'
+    """
+    library = BACKENDS[backend]
+    pending = stream.read(_READ)
+    while True:
+        member = library.decompressobj(_GZIP_WBITS)
+        piece = b""
+        while not member.eof:
+            if not pending and len(piece) < _PIECE:  # a full piece may have more inside
+                pending = stream.read(_READ)
+                if not pending:
+                    raise GzipError(TRUNCATED)
+            try:
+                piece = member.decompress(pending, _PIECE)
+            except library.error:
+                raise GzipError(DAMAGED) from None
+            if piece:
+                yield piece
+            pending = member.unused_data if member.eof else member.unconsumed_tail
+        pending = pending.lstrip(b"\0")  # zero padding between or after members
+        while len(pending) < len(_MAGIC):
+            more = stream.read(_READ)
+            if not more:
+                break
+            pending = (pending + more).lstrip(b"\0")
+        if not pending:
+            return
+        if not pending.startswith(_MAGIC):
+            raise GzipError(f"Not a gzipped file ({pending[:2]!r})")
+
+
+class _Pieces(io.RawIOBase):
+    """An iterator of byte pieces as a raw stream, for a buffered reader's ``readline``."""
+
+    def __init__(self, pieces: Iterator[bytes]) -> None:
+        self._pieces = pieces
+        self._left = memoryview(b"")
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: bytearray | memoryview) -> int:  # type: ignore[override]
+        while not self._left:
+            piece = next(self._pieces, None)
+            if piece is None:
+                return 0
+            self._left = memoryview(piece)
+        count = min(len(buffer), len(self._left))
+        buffer[:count] = self._left[:count]
+        self._left = self._left[count:]
+        return count
+
+
+def open_inflated(stream: IO[bytes], backend: str = DEFAULT_BACKEND) -> IO[bytes]:
+    """``stream`` inflated, as a buffered binary stream (``read``, ``readline``).
+
+    >>> import gzip
+    >>> open_inflated(io.BytesIO(gzip.compress(b"one\\ntwo\\n"))).readline()
+    b'one\\n'
+    """
+    return io.BufferedReader(_Pieces(inflate(stream, backend)), buffer_size=_PIECE)

@@ -1,0 +1,129 @@
+"""Gzip inflated by ISA-L or zlib gives CPython's ``gzip`` bytes, and refuses what it refuses.
+
+Every case runs on each backend installed (zlib always; ISA-L with the ``isal``
+package), and is compared exactly with ``gzip.decompress`` of the same bytes.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import os
+from pathlib import Path
+
+import pytest
+
+from contextledger.read.gunzip import (
+    BACKENDS,
+    DAMAGED,
+    DEFAULT_BACKEND,
+    TRUNCATED,
+    GzipError,
+    inflate,
+    open_inflated,
+)
+from contextledger.read.snapshot import ReadError, decode_run, iter_documents
+
+from .conftest import SAMPLE
+
+MEMBER = gzip.compress(b'{"a": 1}')
+OTHER = gzip.compress(b'{"b": 2}\n')
+
+
+def inflated(data: bytes, backend: str) -> bytes:
+    return b"".join(inflate(io.BytesIO(data), backend))
+
+
+def flipped(data: bytes, position: int) -> bytes:
+    damaged = bytearray(data)
+    damaged[position] ^= 0x01
+    return bytes(damaged)
+
+
+@pytest.fixture(params=sorted(BACKENDS))
+def backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+def test_isal_inflates_by_default_when_it_is_installed():
+    pytest.importorskip("isal")
+    assert DEFAULT_BACKEND == "isal"
+
+
+def test_every_bundled_snapshot_inflates_to_gzips_bytes(backend: str):
+    files = sorted(SAMPLE.glob("*.json.gz"))
+    assert files
+    for path in files:
+        data = path.read_bytes()
+        assert inflated(data, backend) == gzip.decompress(data), path.name
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        pytest.param(MEMBER + OTHER, id="two members"),
+        pytest.param(gzip.compress(b"") + MEMBER, id="an empty member first"),
+        pytest.param(MEMBER + bytes(5), id="zero padding after the last member"),
+        pytest.param(MEMBER + bytes(3) + OTHER, id="zero padding between members"),
+        pytest.param(gzip.compress(os.urandom(3 << 20), 1) + MEMBER, id="incompressible megabytes"),
+        pytest.param(gzip.compress(bytes(9 << 20), 9) * 2, id="a bomb of zeros in two members"),
+    ],
+)
+def test_a_valid_stream_gives_gzips_bytes(data: bytes, backend: str):
+    assert inflated(data, backend) == gzip.decompress(data)
+
+
+@pytest.mark.parametrize(
+    ("data", "reason"),
+    [
+        pytest.param(MEMBER + b"garbage", "Not a gzipped file (b'ga')", id="trailing garbage"),
+        pytest.param(
+            MEMBER + bytes(2) + b"x", "Not a gzipped file (b'x')", id="garbage after zeros"
+        ),
+        pytest.param(MEMBER + b"\x1f", "Not a gzipped file (b'\\x1f')", id="half a magic"),
+        pytest.param(MEMBER[:-3], TRUNCATED, id="truncated trailer"),
+        pytest.param(MEMBER[:5], TRUNCATED, id="truncated header"),
+        pytest.param(MEMBER + OTHER[:12], TRUNCATED, id="truncated second member"),
+        pytest.param(flipped(MEMBER, len(MEMBER) - 8), DAMAGED, id="a wrong CRC-32"),
+        pytest.param(flipped(MEMBER, len(MEMBER) - 4), DAMAGED, id="a wrong length"),
+        pytest.param(flipped(MEMBER, 12), DAMAGED, id="a damaged block"),
+    ],
+)
+def test_a_broken_stream_is_refused_as_gzip_refuses_it(data: bytes, reason: str, backend: str):
+    with pytest.raises((OSError, EOFError)):
+        gzip.decompress(data)
+    with pytest.raises(GzipError) as refused:
+        inflated(data, backend)
+    assert str(refused.value) == reason
+
+
+def test_a_stream_cut_anywhere_is_refused_never_shortened(backend: str):
+    data = (SAMPLE / "s0003-loop.json.gz").read_bytes()
+    for end in range(1, len(data), max(1, len(data) // 97)):
+        with pytest.raises(GzipError, match="Compressed file ended"):
+            inflated(data[:end], backend)
+
+
+def test_a_bomb_inflates_a_megabyte_at_a_time(backend: str):
+    bomb = gzip.compress(bytes(64 << 20), 9)
+    sizes = [len(piece) for piece in inflate(io.BytesIO(bomb), backend)]
+    assert sum(sizes) == 64 << 20
+    assert max(sizes) <= 1 << 20
+
+
+def test_json_lines_are_read_line_by_line_from_the_inflated_stream(backend: str):
+    stream = open_inflated(io.BytesIO(gzip.compress(b"one\n") + gzip.compress(b"two\n")), backend)
+    assert [stream.readline(), stream.readline(), stream.readline()] == [b"one\n", b"two\n", b""]
+
+
+@pytest.mark.parametrize("suffix", [".json.gz", ".jsonl.gz"])
+def test_a_snapshot_with_trailing_garbage_is_named_with_the_reason(tmp_path: Path, suffix: str):
+    good = (SAMPLE / "s0003-loop.json.gz").read_bytes()
+    path = tmp_path / f"s0003-loop{suffix}"
+    if suffix == ".jsonl.gz":
+        good = gzip.compress(gzip.decompress(good).replace(b"\n", b"") + b"\n")
+    path.write_bytes(good + b"garbage")
+    with pytest.raises(ReadError) as refused:
+        for document in iter_documents(path):
+            decode_run(document)
+    assert refused.value.reason == "corrupt or truncated gzip (Not a gzipped file (b'ga'))"
