@@ -457,10 +457,13 @@ class TraceInputs:
     ``digest``: give each run the digest of its spans (what an archive compares).
     """
 
-    def __init__(self, modes: Sequence[str], *, messages: bool = False) -> None:
+    def __init__(
+        self, modes: Sequence[str], *, messages: bool = False, windows: bool = False
+    ) -> None:
         self.modes = tuple(modes)
         self.messages = messages
-        self._runs = TraceRuns(messages=messages)
+        self.windows = windows
+        self._runs = TraceRuns(messages=messages or windows)
 
     def __bool__(self) -> bool:
         return bool(self._runs)
@@ -484,6 +487,11 @@ class TraceInputs:
         result = FileRead(duplicates=assembled.duplicates)
         result.problems = [(None, problem) for problem in assembled.problems]
         for run in assembled.runs:
+            window = None
+            if self.windows and run.messages is not None:
+                from contextledger.tables.windows import stream_window
+
+                window = stream_window(run.messages, [])
             if self.modes:
                 result.runs.append(
                     RunRead(
@@ -494,9 +502,10 @@ class TraceInputs:
                         0,
                         {mode: run.facts_as(mode) for mode in self.modes},
                         run.digest,
+                        window,
                     )
                 )
-            if run.messages is not None:
+            if run.messages is not None and self.messages:
                 result.streams.append(RunStream(run.run_id, run.source, run.messages, []))
         return result
 
