@@ -39,6 +39,8 @@ class Span(msgspec.Struct, rename="camel", gc=False):
     name: str = ""
     start_time_unix_nano: int | str = 0
     attributes: list[KeyValue] = msgspec.field(default_factory=list)
+    #: Attributes the SDK dropped past its span limit (128 by default).
+    dropped_attributes_count: int = 0
 
 
 class ScopeSpans(msgspec.Struct, rename="camel", gc=False):

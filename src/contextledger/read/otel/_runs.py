@@ -31,10 +31,14 @@ CALLED, EXECUTED = "tool-called", "tool-executed"
 
 #: Why a run whose model calls carry no tool definitions is left out of the ledger.
 NO_DEFINITIONS = (
-    "no tool definitions on its model calls (content capture off: record with "
-    "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=span_only, or true for "
-    "instrumentations before semconv 1.37; opentelemetry-instrumentation-openai-v2 "
-    "never records them)"
+    "no content on its model calls, so no tool definitions (content capture off: record "
+    "with OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=span_only; OpenInference: "
+    "leave OPENINFERENCE_HIDE_LLM_TOOLS and OPENINFERENCE_HIDE_INPUTS unset)"
+)
+#: Why a run whose calls carried content but no tool definitions is left out.
+NO_TOOLS_OFFERED = (
+    "no tool offered: its model calls carry content but no tool definitions "
+    "(gen_ai.tool.definitions / llm.tools)"
 )
 NO_MODEL_CALL = (
     "no model call: no span with gen_ai.operation.name chat, generate_content or "
@@ -230,6 +234,8 @@ _FILLED = (
     "inputs",
     "outputs",
 )
+_FLAGS = ("tools_unreadable", "captured")
+_COUNTS = ("dropped_attributes",)
 
 
 def _fill(record: SpanRecord, outer: SpanRecord) -> SpanRecord:
@@ -240,15 +246,23 @@ def _fill(record: SpanRecord, outer: SpanRecord) -> SpanRecord:
         for name in _FILLED
         if getattr(record, name) is None and getattr(outer, name) is not None
     }
-    if record.tools is None and not missing.get("tools") and outer.tools_unreadable:
-        missing["tools_unreadable"] = True
+    for name in _FLAGS:
+        if getattr(outer, name) and not getattr(record, name):
+            missing[name] = True
+    for name in _COUNTS:
+        if getattr(outer, name) > getattr(record, name):
+            missing[name] = getattr(outer, name)
     return msgspec.structs.replace(record, **missing) if missing else record
 
 
 def meter(calls: Sequence[SpanRecord], records: Sequence[SpanRecord]) -> RunFacts:
     """Offers and uses of a run's model calls (``calls``, in order) and tool spans.
 
-    Offered: each tool definition on a call, once per name per call. Used: each tool
+    A run none of whose calls carries tool definitions is refused (its offers are
+    unknown, or none: never offered zero), saying which: content capture was off, or
+    the calls carried content but offered no tool; so is a run that lost attributes to
+    the SDK's span limit. Offered: each tool
+    definition on a call, once per name per call. Used: each tool
     call in a call's output messages (``tool-called``); an ``execute_tool`` span counts
     (``tool-executed``) only when no output message holds its call id, and one without
     a call id only when the run recorded no output messages at all.
@@ -264,8 +278,20 @@ def meter(calls: Sequence[SpanRecord], records: Sequence[SpanRecord]) -> RunFact
             "(named among the problems): the run is not counted in part"
         )
         return facts
+    dropped = [
+        (index, call) for index, call in enumerate(calls, start=1) if call.dropped_attributes
+    ]
+    if dropped:
+        index, call = dropped[0]
+        facts.refused_reason = (
+            f"model call {index} lost {call.dropped_attributes} attribute(s) to the SDK's span "
+            "attribute limit (128 by default), so its tool definitions may be incomplete: "
+            "raise OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT (or SpanLimits(max_span_attributes=...))"
+        )
+        return facts
     if all(call.tools is None for call in calls):
-        facts.refused_reason = NO_DEFINITIONS
+        captured = any(call.captured for call in calls)
+        facts.refused_reason = NO_TOOLS_OFFERED if captured else NO_DEFINITIONS
         return facts
     offers: list[Offer] = []
     uses: list[Use] = []

@@ -84,6 +84,11 @@ class SpanRecord(msgspec.Struct, gc=False):
     problems: tuple[str, ...] = ()
     #: Whether the tool definitions attribute was present but unreadable.
     tools_unreadable: bool = False
+    #: Whether the span carries any content attribute (messages, instructions, tool
+    #: definitions): content capture was on, so no definitions means none offered.
+    captured: bool = False
+    #: ``droppedAttributesCount``: attributes lost to the SDK's span attribute limit.
+    dropped_attributes: int = 0
 
     def same_content(self, other: SpanRecord) -> bool:
         """Equal in everything read but where it was read (a copy of the same span)."""
@@ -135,6 +140,8 @@ _SCALAR_KEYS = frozenset(
         *_CACHE_WRITE_KEYS,
     }
 )
+#: OpenInference's flattened content keys.
+_CONTENT_PREFIXES = ("llm.tools.", "llm.input_messages.", "llm.output_messages.")
 #: Content a what-if reads and the ledger does not.
 _INPUT_KEYS = frozenset({"gen_ai.input.messages", "gen_ai.system_instructions"})
 
@@ -158,8 +165,11 @@ def span_record(
     contents: dict[str, Any] = {}
     flat: dict[str, Any] = {}
     problems: list[str] = []
+    captured = False
     for attribute in span.attributes:
         key = attribute.key
+        if not captured and (key in _CONTENT_KEYS or key.startswith(_CONTENT_PREFIXES)):
+            captured = True
         if not _wanted(key, messages):
             continue
         try:
@@ -182,6 +192,8 @@ def span_record(
         line=line,
         position=position,
     )
+    record.captured = captured
+    record.dropped_attributes = span.dropped_attributes_count
     operation = scalars.get("gen_ai.operation.name")
     kind = scalars.get("openinference.span.kind")
     record.conversation_id = _first_text(scalars, _CONVERSATION_KEYS)

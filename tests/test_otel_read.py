@@ -1,0 +1,350 @@
+"""OpenTelemetry GenAI traces read into the run tables, checked against what was sent.
+
+Every test reads the traces the real instrumentations recorded (``data/otel``; see its
+README) and compares with ``truth.json``, which the recording script computed from what
+it sent and received, never from the spans. Damaged inputs are made from those
+recordings (a value cut, a span copied), never written by hand.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+from collections import Counter
+from pathlib import Path
+
+import polars as pl
+import pytest
+from click.testing import CliRunner
+from polars.testing import assert_frame_equal
+
+from contextledger.archive import Archive, ArchiveTables
+from contextledger.cli import main
+from contextledger.jobs.ingest import ingest
+from contextledger.jobs.whatif import read_inputs
+from contextledger.ledger.compute import compute_ledger
+from contextledger.read.otel import NO_DEFINITIONS, sniff
+from contextledger.tables.build import ACCOUNTING_MODES, read_runs
+
+from .conftest import REPO, SAMPLE
+
+OTEL = REPO / "data" / "otel"
+TRUTH = json.loads((OTEL / "truth.json").read_text())
+TRACES = sorted(path for path in OTEL.rglob("*") if path.is_file() and sniff(path) == "otlp-json")
+LIMITED = REPO / "tests" / "data" / "otel-attribute-limit"
+
+
+def truth_runs() -> list[dict]:
+    return [
+        dict(run, family=family["family"]) for family in TRUTH["families"] for run in family["runs"]
+    ]
+
+
+def metered(run: dict) -> bool:
+    return bool(run["carries_tool_definitions"])
+
+
+def truth_ledger(runs: list[dict]) -> pl.DataFrame:
+    """Per tool, ``offered``, ``used`` and ``runs_seen`` as the script sent and received."""
+    offered: Counter[str] = Counter()
+    used: Counter[str] = Counter()
+    seen: Counter[str] = Counter()
+    for run in filter(metered, runs):
+        names = set()
+        for call in run["calls"]:
+            offered.update(set(call["offered"]))
+            used.update(call["called"])
+            names.update(call["offered"])
+        seen.update(names)
+    tools = sorted(set(offered) | set(used))
+    return pl.DataFrame(
+        {
+            "id": tools,
+            "offered": [offered[t] for t in tools],
+            "used": [used[t] for t in tools],
+            "runs_seen": [seen[t] for t in tools],
+        },
+        schema={"id": pl.String, "offered": pl.Int64, "used": pl.Int64, "runs_seen": pl.Int64},
+    )
+
+
+def counts(tables) -> pl.DataFrame:
+    rows = compute_ledger(tables).rows().filter(pl.col("kind") == "tool")
+    return rows.select("id", "offered", "used", "runs_seen").sort("id")
+
+
+def cut_lines(path: Path) -> list[str]:
+    data = path.read_bytes()
+    if data[:2] == b"\x1f\x8b":
+        data = gzip.decompress(data)
+    return data.decode().splitlines()
+
+
+def run_cli(*args: str):
+    return CliRunner().invoke(main, list(args), catch_exceptions=False)
+
+
+@pytest.fixture(scope="module")
+def tables():
+    return read_runs(TRACES, workers=1)
+
+
+# ── the ledger equals what was sent ────────────────────────────────
+def test_the_recordings_hold_every_instrumentation_family():
+    families = {family["family"] for family in TRUTH["families"]}
+    assert {"genai-openai", "genai-anthropic", "openinference-openai"} <= families
+    assert len(TRACES) >= 6
+
+
+@pytest.mark.parametrize("mode", ACCOUNTING_MODES)
+def test_ledger_equals_the_recorded_truth_exactly(mode):
+    tables = read_runs(TRACES, mode=mode, workers=1)
+    assert_frame_equal(counts(tables), truth_ledger(truth_runs()), check_exact=True)
+    assert tables.problems.num_rows == 0
+
+
+@pytest.mark.parametrize("family", [f["family"] for f in TRUTH["families"]])
+def test_each_family_alone_equals_its_truth(family):
+    chosen = next(f for f in TRUTH["families"] if f["family"] == family)
+    files = [OTEL / name for name in chosen["files"]]
+    tables = read_runs(files, workers=1)
+    runs = [dict(run, family=family) for run in chosen["runs"]]
+    assert_frame_equal(counts(tables), truth_ledger(runs), check_exact=True)
+
+
+def test_each_run_is_keyed_by_conversation_or_trace_as_recorded(tables):
+    read = {row["run_id"]: row for row in tables.runs.to_pylist()}
+    truth = {run["run_key"]: run for run in truth_runs()}
+    assert sorted(read) == sorted(truth)
+    assert {key: read[key]["metered"] for key in truth} == {
+        key: metered(run) for key, run in truth.items()
+    }
+    calls = {key: read[key]["model_call_count"] for key in truth}
+    assert calls == {key: len(run["calls"]) for key, run in truth.items()}
+
+
+def test_a_conversation_over_two_traces_is_one_run(tables):
+    conversations = [run for run in truth_runs() if len(run["trace_ids"]) > 1]
+    assert conversations
+    read = {row["run_id"]: row for row in tables.runs.to_pylist()}
+    for run in conversations:
+        assert run["run_key"] not in run["trace_ids"]
+        assert read[run["run_key"]]["model_call_count"] == sum(run["calls_per_trace"])
+
+
+def test_runs_without_tool_definitions_are_named_with_the_fix_and_left_out(tables):
+    runs = pl.DataFrame(tables.runs)
+    offered = set(tables.offers["run_id"].to_pylist()) | set(tables.uses["run_id"].to_pylist())
+    for run in truth_runs():
+        row = runs.row(by_predicate=pl.col("run_id") == run["run_key"], named=True)
+        if metered(run):
+            assert row["refused_reason"] is None
+            continue
+        assert not row["metered"] and run["run_key"] not in offered
+        captured = any(call["content_captured"] for call in run["calls"])
+        if not captured:
+            assert row["refused_reason"] == NO_DEFINITIONS
+            assert "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=span_only" in NO_DEFINITIONS
+        else:
+            assert row["refused_reason"].startswith("no tool offered")
+
+
+def test_the_cli_reads_a_trace_folder_with_exit_0_and_truth_counts(tmp_path):
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    for path in TRACES:
+        shutil.copy(path, folder / path.name)
+    result = run_cli("ledger", str(folder), "--format", "json")
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.stdout)["rows"]
+    got = {row["id"]: (row["offered"], row["used"], row["runsSeen"]) for row in rows}
+    expected = truth_ledger(truth_runs())
+    assert got == {row[0]: row[1:] for row in expected.iter_rows()}
+    assert "refused" in result.stderr and "span_only" in result.stderr
+
+
+# ── how runs are put together ──────────────────────────────────────
+def test_a_trace_split_over_files_read_in_any_order_is_one_run(tables):
+    split = next(f for f in TRUTH["families"] if len(f["files"]) > 1)
+    files = [OTEL / name for name in split["files"]]
+    forward = read_runs(files, workers=1)
+    backward = read_runs(files[::-1], workers=1)
+    order = ["run_id", "call_index", "seq"]
+    assert_frame_equal(
+        pl.DataFrame(backward.offers).sort(order), pl.DataFrame(forward.offers).sort(order)
+    )
+    assert sorted(backward.known_run_ids()) == sorted(forward.known_run_ids())
+    long_run = next(run for run in split["runs"] if run["scenario"] == "long-run")
+    row = pl.DataFrame(forward.runs).filter(pl.col("run_id") == long_run["run_key"])
+    assert row["model_call_count"].to_list() == [len(long_run["calls"])]
+
+
+def test_a_span_read_twice_counts_once_and_the_copy_is_named(tmp_path, tables):
+    copy = tmp_path / "overlapping-export.jsonl"
+    source = next(
+        path for path in TRACES if "anthropic" in path.name and "nocontent" not in path.name
+    )
+    copy.write_text("\n".join(cut_lines(source)) + "\n")
+    twice = read_runs([*TRACES, copy], workers=1)
+    assert_frame_equal(counts(twice), counts(tables), check_exact=True)
+    assert twice.problems.num_rows == 0
+    copies = twice.duplicates.to_pylist()
+    assert copies and {row["path"] for row in copies} == {str(copy)}
+
+
+def test_a_folder_mixing_snapshots_and_traces_reads_both(tmp_path, tables):
+    folder = tmp_path / "mixed"
+    shutil.copytree(SAMPLE, folder)
+    for path in TRACES:
+        shutil.copy(path, folder / path.name)
+    mixed = read_runs(folder, workers=1)
+    alone = read_runs(SAMPLE, workers=1)
+    assert mixed.runs.num_rows == alone.runs.num_rows + tables.runs.num_rows
+    sample_offers = pl.DataFrame(mixed.offers).filter(pl.col("run_id").is_in(alone.known_run_ids()))
+    assert_frame_equal(sample_offers, pl.DataFrame(alone.offers))
+
+
+# ── bad input is named, the rest is read ───────────────────────────
+def _first_line_with(needle: str) -> tuple[Path, int, str]:
+    for path in TRACES:
+        for number, line in enumerate(cut_lines(path), start=1):
+            if needle in line:
+                return path, number, line
+    raise AssertionError(needle)
+
+
+def _rewritten(tmp_path: Path, path: Path, number: int, line: str) -> list[Path]:
+    lines = cut_lines(path)
+    lines[number - 1] = line
+    damaged = tmp_path / f"damaged-{path.name.removesuffix('.gz')}"
+    damaged.write_text("\n".join(lines) + "\n")
+    return [damaged if other == path else other for other in TRACES]
+
+
+def test_a_truncated_tool_definitions_value_is_named_and_the_run_left_out(tmp_path):
+    path, number, line = _first_line_with("gen_ai.tool.definitions")
+    request = json.loads(line)
+    for resource in request["resourceSpans"]:
+        for scope in resource["scopeSpans"]:
+            for span in scope["spans"]:
+                for attribute in span["attributes"]:
+                    if attribute["key"] == "gen_ai.tool.definitions":
+                        text = attribute["value"]["stringValue"]
+                        attribute["value"]["stringValue"] = text[: len(text) // 2]
+                        trace = span["traceId"]
+                        break
+                else:
+                    continue
+                break
+            else:
+                continue
+            break
+        else:
+            continue
+        break
+    files = _rewritten(tmp_path, path, number, json.dumps(request))
+    read = read_runs(files, workers=1)
+    problems = read.problems.to_pylist()
+    assert len(problems) == 1
+    problem = problems[0]
+    assert problem["path"].endswith(f"damaged-{path.name.removesuffix('.gz')}")
+    assert problem["line"] == number
+    assert "gen_ai.tool.definitions is not valid JSON" in problem["reason"]
+    run_id = problem["run_id"]
+    keyed = next(run for run in truth_runs() if trace in run["trace_ids"])
+    assert run_id == keyed["run_key"]
+    rest = [run for run in truth_runs() if run["run_key"] != run_id]
+    assert_frame_equal(counts(read), truth_ledger(rest), check_exact=True)
+
+
+def test_an_unknown_part_type_is_named_once_and_the_ledger_unchanged(tmp_path, tables):
+    path, number, line = _first_line_with('\\"type\\":\\"text\\"')
+    damaged = line.replace('\\"type\\":\\"text\\"', '\\"type\\":\\"hologram\\"')
+    read = read_runs(_rewritten(tmp_path, path, number, damaged), workers=1)
+    reasons = read.problems["reason"].to_pylist()
+    assert reasons and all("unknown type 'hologram'" in reason for reason in reasons)
+    assert len(set(zip(read.problems["run_id"].to_pylist(), reasons, strict=True))) == len(reasons)
+    assert_frame_equal(counts(read), counts(tables), check_exact=True)
+
+
+def test_a_protobuf_file_is_named_in_one_line(tmp_path):
+    protobuf = tmp_path / "traces.pb"
+    # the opening bytes of an OTLP protobuf ExportTraceServiceRequest: field 1 (resource_spans)
+    protobuf.write_bytes(b"\n\x8e\x01\n\x22\n\x20\n\x0cservice.name\x12\x10\n\x0echeckout\xff\xfe")
+    result = run_cli("ledger", str(protobuf), *map(str, TRACES))
+    assert result.exit_code == 1
+    lines = [line for line in result.stderr.splitlines() if "traces.pb" in line]
+    assert len(lines) == 1 and "OTLP protobuf" in lines[0]
+    assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize("stacking", ["nested", "sibling"])
+def test_stacked_instrumentations_count_each_model_call_once(tmp_path, tables, stacking):
+    """A framework's chat span around the client's (both instrumented) is one call, and so
+    are two spans of one response (the same ``gen_ai.response.id``) side by side."""
+    path, number, line = _first_line_with("gen_ai.tool.definitions")
+    request = json.loads(line)
+    for resource in request["resourceSpans"]:
+        for scope in resource["scopeSpans"]:
+            added = []
+            for span in scope["spans"]:
+                keys = {a["key"]: a["value"] for a in span["attributes"]}
+                if keys.get("gen_ai.operation.name") == {"stringValue": "chat"}:
+                    copy = json.loads(json.dumps(span))
+                    copy["spanId"] = span["spanId"][::-1]
+                    if stacking == "nested":  # the framework's span: no response id
+                        span["parentSpanId"] = copy["spanId"]
+                        copy["attributes"] = [
+                            a for a in copy["attributes"] if a["key"] != "gen_ai.response.id"
+                        ]
+                    added.append(copy)
+            scope["spans"].extend(added)
+    read = read_runs(_rewritten(tmp_path, path, number, json.dumps(request)), workers=1)
+    assert read.problems.num_rows == 0
+    assert_frame_equal(counts(read), counts(tables), check_exact=True)
+    unplaced = ["source_path", "source_line", "run_order"]
+    assert_frame_equal(
+        pl.DataFrame(read.runs).drop(unplaced).sort("run_id"),
+        pl.DataFrame(tables.runs).drop(unplaced).sort("run_id"),
+    )
+
+
+def test_attributes_lost_to_the_span_limit_are_named_not_metered():
+    read = read_runs(LIMITED, workers=1)
+    rows = read.runs.to_pylist()
+    assert len(rows) == 1 and not rows[0]["metered"]
+    assert "span attribute limit" in rows[0]["refused_reason"]
+    assert read.offers.num_rows == 0
+
+
+# ── the same runs from an archive, and in the what-if ──────────────
+def test_an_archive_of_traces_gives_the_files_ledger(tmp_path, tables):
+    report = ingest(TRACES, tmp_path / "archive", workers=1)
+    assert report.runs_added == tables.runs.num_rows
+    for mode in ACCOUNTING_MODES:
+        archived = ArchiveTables(Archive.open(tmp_path / "archive"), mode)
+        files = read_runs(TRACES, mode=mode, workers=1)
+        assert_frame_equal(
+            compute_ledger(archived).rows(), compute_ledger(files).rows(), check_exact=True
+        )
+    again = ingest(TRACES, tmp_path / "archive", workers=1)
+    assert again.runs_added == 0
+
+
+def test_whatif_replays_every_trace_run_with_each_call_served_its_inputs(tables):
+    inputs = read_inputs(TRACES)
+    assert sorted(stream.run_id for stream in inputs.streams) == sorted(tables.known_run_ids())
+    truth = {run["run_key"]: run for run in truth_runs()}
+    for stream in inputs.streams:
+        assert [call.ordinal for call in stream.calls] == list(
+            range(1, len(truth[stream.run_id]["calls"]) + 1)
+        )
+        if not any(call["content_captured"] for call in truth[stream.run_id]["calls"]):
+            continue
+        called = [c.name for m in stream.messages for c in m.tool_calls]
+        assert called == [name for call in truth[stream.run_id]["calls"] for name in call["called"]]
+        for call in stream.calls:
+            assert call.input_tokens > 0
+            served = stream.window(call.window_served)
+            assert served and served[-1].role in ("user", "tool")
