@@ -348,3 +348,30 @@ def test_whatif_replays_every_trace_run_with_each_call_served_its_inputs(tables)
             assert call.input_tokens > 0
             served = stream.window(call.window_served)
             assert served and served[-1].role in ("user", "tool")
+
+
+def test_tool_executions_count_when_no_output_message_names_them(tmp_path):
+    """Without output messages (kept out here), each ``execute_tool`` span is a use,
+    said as ``tool-executed``; with them, the same executions add nothing."""
+    family = next(f for f in TRUTH["families"] if f["family"] == "genai-openai")
+    files = []
+    for name in family["files"]:
+        lines = []
+        for line in cut_lines(OTEL / name):
+            request = json.loads(line)
+            for resource in request["resourceSpans"]:
+                for scope in resource["scopeSpans"]:
+                    for span in scope["spans"]:
+                        span["attributes"] = [
+                            a for a in span["attributes"] if a["key"] != "gen_ai.output.messages"
+                        ]
+            lines.append(json.dumps(request))
+        files.append(tmp_path / name.removesuffix(".gz"))
+        files[-1].write_text("\n".join(lines) + "\n")
+    read = read_runs(files, workers=1)
+    rows = compute_ledger(read).rows().filter(pl.col("kind") == "tool")
+    assert rows["used_tool_called"].sum() == 0
+    executed = rows.select("id", used="used_tool_executed").filter(pl.col("used") > 0).sort("id")
+    runs = [dict(run, family=family["family"]) for run in family["runs"]]
+    expected = truth_ledger(runs).select("id", "used").filter(pl.col("used") > 0)
+    assert_frame_equal(executed, expected, check_exact=True)
