@@ -24,6 +24,7 @@ from contextledger.cli import main
 from contextledger.jobs.ingest import ingest
 from contextledger.jobs.whatif import read_inputs
 from contextledger.ledger.compute import compute_ledger
+from contextledger.ledger.duckdb_views import ledger_rows_sql
 from contextledger.read.otel import NO_DEFINITIONS, sniff
 from contextledger.tables.build import ACCOUNTING_MODES, read_runs
 
@@ -318,7 +319,19 @@ def test_attributes_lost_to_the_span_limit_are_named_not_metered():
     assert read.offers.num_rows == 0
 
 
-# ── the same runs from an archive, and in the what-if ──────────────
+# ── the same runs from an archive, in DuckDB, and in the what-if ───
+@pytest.mark.parametrize("mode", ACCOUNTING_MODES)
+def test_the_duckdb_views_give_the_polars_ledger_of_traces(mode):
+    tables = read_runs(TRACES, mode=mode, workers=1)
+    assert_frame_equal(ledger_rows_sql(tables), compute_ledger(tables).rows(), check_exact=True)
+
+
+def test_check_invariants_hold_on_traces():
+    result = run_cli("check", *map(str, TRACES))
+    assert result.exit_code == 0, result.output
+    assert f"invariants hold over {len(truth_runs())} runs" in result.output
+
+
 def test_an_archive_of_traces_gives_the_files_ledger(tmp_path, tables):
     report = ingest(TRACES, tmp_path / "archive", workers=1)
     assert report.runs_added == tables.runs.num_rows
