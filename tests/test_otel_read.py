@@ -388,3 +388,13 @@ def test_tool_executions_count_when_no_output_message_names_them(tmp_path):
     runs = [dict(run, family=family["family"]) for run in family["runs"]]
     expected = truth_ledger(runs).select("id", "used").filter(pl.col("used") > 0)
     assert_frame_equal(executed, expected, check_exact=True)
+
+
+def test_the_report_on_traces_only_says_the_reference_does_not_apply():
+    from contextledger.report import collect, render_html
+
+    page = render_html(collect([str(path) for path in TRACES], policies=["none", "sliding:keep=3"]))
+    assert "These runs are OpenTelemetry traces" in page
+    assert "The reference accounting (agentfootprint 9.62) would refuse" not in page
+    assert "301-run" not in page
+    assert "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=span_only" in page
