@@ -164,6 +164,7 @@ def span_record(
     scalars: dict[str, Any] = {}
     contents: dict[str, Any] = {}
     flat: dict[str, Any] = {}
+    definitions: dict[str, bytes] = {}  # decoded once per distinct value (_offers_of)
     problems: list[str] = []
     captured = False
     for attribute in span.attributes:
@@ -171,6 +172,9 @@ def span_record(
         if not captured and (key in _CONTENT_KEYS or key.startswith(_CONTENT_PREFIXES)):
             captured = True
         if not _wanted(key, messages):
+            continue
+        if key == _DEFINITIONS or (key.startswith("llm.tools.") and key.endswith(_SCHEMA)):
+            definitions[key] = bytes(attribute.value)
             continue
         try:
             value = decode_value(attribute.value)
@@ -199,7 +203,7 @@ def span_record(
     record.conversation_id = _first_text(scalars, _CONVERSATION_KEYS)
     if operation in MODEL_OPERATIONS or (operation is None and kind == "LLM"):
         record.role = "call"
-        _read_call(record, scalars, contents, flat, problems, messages)
+        _read_call(record, scalars, contents, flat, definitions, problems, messages)
     elif operation == TOOL_OPERATION or (operation is None and kind == "TOOL"):
         record.role = "tool"
         call_id = _first_text(scalars, ("gen_ai.tool.call.id", "tool_call.id"))
@@ -231,6 +235,7 @@ def _read_call(
     scalars: dict[str, Any],
     contents: dict[str, Any],
     flat: dict[str, Any],
+    definitions: dict[str, bytes],
     problems: list[str],
     messages: bool,
 ) -> None:
@@ -238,18 +243,17 @@ def _read_call(
     record.input_tokens = _first_int(scalars, _INPUT_TOKEN_KEYS)
     record.cache_read_tokens = _first_int(scalars, _CACHE_READ_KEYS)
     record.cache_write_tokens = _first_int(scalars, _CACHE_WRITE_KEYS)
-    if "gen_ai.tool.definitions" in contents:
-        definitions = _content_value(
-            contents["gen_ai.tool.definitions"], "gen_ai.tool.definitions", problems
-        )
-        if definitions is _UNREADABLE:
-            record.tools_unreadable = True
-        else:
-            record.tools = _offers(definitions, "gen_ai.tool.definitions", problems)
-    elif any(key.startswith("llm.tools.") for key in flat):
-        record.tools = _openinference_offers(flat, problems)
-        if record.tools is None:
-            record.tools_unreadable = True
+    if _DEFINITIONS in definitions:
+        offers = _offers_of(definitions[_DEFINITIONS], _DEFINITIONS, problems)
+    elif definitions:
+        found = [_offers_of(raw, key, problems) for key, raw in _by_index(definitions)]
+        offers = None if any(o is None for o in found) else tuple(o for f in found for o in f or ())
+    else:
+        offers = ()
+    if offers is None:
+        record.tools_unreadable = True
+    elif definitions:
+        record.tools = offers
     outputs = _messages_of(
         contents, flat, "gen_ai.output.messages", "llm.output_messages.", problems
     )
@@ -333,22 +337,48 @@ def _indexed(flat: dict[str, Any], prefix: str) -> dict[int, dict[str, Any]]:
     return dict(sorted(out.items()))
 
 
-def _openinference_offers(
-    flat: dict[str, Any], problems: list[str]
-) -> tuple[tuple[str, int], ...] | None:
-    offers = []
-    for index, fields in _indexed(flat, "llm.tools.").items():
-        schema = fields.get("tool.json_schema")
-        key = f"llm.tools.{index}.tool.json_schema"
-        definition = _content_value(schema, key, problems)
-        if definition is _UNREADABLE:
-            return None
-        name = tool_name(definition)
-        if name is None:
-            problems.append(f"attribute {key} holds a tool definition without a name")
-            continue
-        offers.append((name, approx_tokens(definition)))
-    return tuple(offers)
+_DEFINITIONS = "gen_ai.tool.definitions"
+_SCHEMA = ".tool.json_schema"
+#: Offers of each distinct definitions value (an agent sends the same tools every call:
+#: each is decoded and measured once, and the calls share one tuple).
+_OFFERS: dict[bytes, tuple[tuple[tuple[str, int], ...] | None, tuple[str, ...]]] = {}
+_OFFERS_KEPT = 256
+
+
+def _by_index(definitions: dict[str, bytes]) -> list[tuple[str, bytes]]:
+    """OpenInference's ``llm.tools.{i}.tool.json_schema`` values in index order."""
+    indexed = []
+    for key, raw in definitions.items():
+        index = key[len("llm.tools.") : -len(_SCHEMA)]
+        indexed.append((int(index) if index.isdigit() else -1, key, raw))
+    return [(key, raw) for _, key, raw in sorted(indexed)]
+
+
+def _offers_of(raw: bytes, key: str, problems: list[str]) -> tuple[tuple[str, int], ...] | None:
+    """``(name, approx_tokens)`` of each definition in one attribute's raw value (a list,
+    or OpenInference's one definition); None when it cannot be read (said in ``problems``)."""
+    hit = _OFFERS.get(raw)
+    if hit is None:
+        found: list[str] = []
+        offers: tuple[tuple[str, int], ...] | None = None
+        try:
+            value = _content_value(decode_value(msgspec.Raw(raw)), key, found)
+        except (msgspec.DecodeError, RecursionError):
+            found.append(f"attribute {key} is not an OTLP value")
+            value = _UNREADABLE
+        if value is not _UNREADABLE:
+            if key == _DEFINITIONS:
+                offers = _offers(value, key, found)
+            else:
+                name = tool_name(value)
+                if name is None:
+                    found.append(f"attribute {key} holds a tool definition without a name")
+                offers = () if name is None else ((name, approx_tokens(value)),)
+        if len(_OFFERS) >= _OFFERS_KEPT:
+            _OFFERS.clear()
+        hit = _OFFERS[raw] = (offers, tuple(found))
+    problems.extend(hit[1])
+    return hit[0]
 
 
 def _messages_of(
