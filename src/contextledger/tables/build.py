@@ -454,7 +454,8 @@ class TraceInputs:
     many files), then handed on as one more :class:`FileRead` of assembled runs.
 
     ``messages``: also rebuild each run's message stream (:class:`RunStream`);
-    ``digest``: give each run the digest of its spans (what an archive compares).
+    ``windows``: also give each run what an archive stores (its stream's rows, and a
+    digest of its spans to tell a run that arrives again from another under its id).
     """
 
     def __init__(
@@ -463,7 +464,7 @@ class TraceInputs:
         self.modes = tuple(modes)
         self.messages = messages
         self.windows = windows
-        self._runs = TraceRuns(messages=messages or windows)
+        self._runs = TraceRuns(messages=messages or windows, digests=windows)
 
     def __bool__(self) -> bool:
         return bool(self._runs)

@@ -58,7 +58,8 @@ class TraceRun:
     run_id: str
     source: RunSource
     facts: RunFacts
-    digest: str
+    #: A hash of the run's spans (:func:`_digest`), when asked for (what an archive keeps).
+    digest: str | None = None
     messages: RunMessages | None = None
 
     def facts_as(self, mode: str) -> RunFacts:
@@ -80,8 +81,9 @@ class Assembled:
 class TraceRuns:
     """Collects the spans of trace files, in reading order, and assembles their runs."""
 
-    def __init__(self, *, messages: bool = False) -> None:
+    def __init__(self, *, messages: bool = False, digests: bool = False) -> None:
         self.messages = messages
+        self.digests = digests
         self._spans: dict[tuple[str, str], tuple[int, SpanRecord]] = {}
         self._problems: list[ReadProblem] = []
         self._conflicts: list[tuple[str, ReadProblem]] = []
@@ -156,7 +158,7 @@ class TraceRuns:
         first = records[0]
         calls = model_calls(records)
         facts = meter(calls, records)
-        digest = _digest(records)
+        digest = _digest(records) if self.digests else None
         messages = stream(run_id, calls) if self.messages else None
         return TraceRun(run_id, RunSource(first.path, first.line), facts, digest, messages)
 

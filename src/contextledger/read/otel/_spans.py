@@ -142,19 +142,15 @@ _SCALAR_KEYS = frozenset(
 )
 #: OpenInference's flattened content keys.
 _CONTENT_PREFIXES = ("llm.tools.", "llm.input_messages.", "llm.output_messages.")
-#: Content a what-if reads and the ledger does not.
-_INPUT_KEYS = frozenset({"gen_ai.input.messages", "gen_ai.system_instructions"})
-
-
-def _wanted(key: str, messages: bool) -> bool:
-    """Whether an attribute is read (input messages only when ``messages``)."""
-    if key in _SCALAR_KEYS or key in _CONTENT_KEYS:
-        return messages or key not in _INPUT_KEYS
-    if key.startswith("llm.tools."):
-        return True
-    if messages and key.startswith(("llm.input_messages.", "llm.output_messages.")):
-        return True
-    return key.startswith("llm.output_messages.") and ".tool_calls." in key
+#: What each exactly named attribute is: a scalar, content both readers use, content only
+#: a what-if reads (input messages), or tool definitions (decoded once per value).
+_EXACT = {
+    **dict.fromkeys(_SCALAR_KEYS, "scalar"),
+    "gen_ai.output.messages": "content",
+    "gen_ai.input.messages": "input",
+    "gen_ai.system_instructions": "input",
+    "gen_ai.tool.definitions": "definitions",
+}
 
 
 def span_record(
@@ -169,24 +165,36 @@ def span_record(
     captured = False
     for attribute in span.attributes:
         key = attribute.key
-        if not captured and (key in _CONTENT_KEYS or key.startswith(_CONTENT_PREFIXES)):
+        kind = _EXACT.get(key)
+        if kind is None:  # one of OpenInference's flattened keys, or one not read
+            if not key.startswith(_CONTENT_PREFIXES):
+                continue
             captured = True
-        if not _wanted(key, messages):
-            continue
-        if key == _DEFINITIONS or (key.startswith("llm.tools.") and key.endswith(_SCHEMA)):
-            definitions[key] = bytes(attribute.value)
-            continue
+            if key.startswith("llm.tools."):
+                if key.endswith(_SCHEMA):
+                    definitions[key] = bytes(attribute.value)
+                continue
+            if not messages and not (key.startswith("llm.output_") and ".tool_calls." in key):
+                continue
+            kind = "flat"
+        elif kind != "scalar":
+            captured = True
+            if kind == "definitions":
+                definitions[key] = bytes(attribute.value)
+                continue
+            if kind == "input" and not messages:
+                continue
         try:
             value = decode_value(attribute.value)
         except (msgspec.DecodeError, RecursionError):
             problems.append(f"attribute {key} is not an OTLP value")
             continue
-        if key in _SCALAR_KEYS:
+        if kind == "scalar":
             scalars[key] = value
-        elif key in _CONTENT_KEYS:
-            contents[key] = value
-        else:
+        elif kind == "flat":
             flat[key] = value
+        else:
+            contents[key] = value
     record = SpanRecord(
         trace_id=hex_id(span.trace_id, 16),
         span_id=hex_id(span.span_id, 8),
