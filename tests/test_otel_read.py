@@ -398,3 +398,27 @@ def test_the_report_on_traces_only_says_the_reference_does_not_apply():
     assert "The reference accounting (agentfootprint 9.62) would refuse" not in page
     assert "301-run" not in page
     assert "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=span_only" in page
+
+
+def test_each_replayed_call_is_served_exactly_the_messages_its_span_says_it_sent():
+    """The stream rebuilt from the calls' inputs gives back every call's input, in order."""
+    from contextledger.read.otel import read_trace_file
+
+    sent = {}
+    for path in TRACES:
+        for record in read_trace_file(path, messages=True).spans:
+            if record.role == "call" and record.inputs is not None:
+                system = list(record.system or ())
+                inputs = list(record.inputs)
+                if system and not (inputs and inputs[0].role == "system"):
+                    inputs = system + inputs
+                sent[record.span_id] = [(said.role, said.content) for said in inputs]
+    assert sent
+    checked = 0
+    for stream in read_inputs(TRACES).streams:
+        for call in stream.calls:
+            if call.runtime_stage_id in sent:
+                served = [(m.role, m.content) for m in stream.window(call.window_served)]
+                assert served == sent[call.runtime_stage_id]
+                checked += 1
+    assert checked == len(sent)
