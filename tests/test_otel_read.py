@@ -422,3 +422,28 @@ def test_each_replayed_call_is_served_exactly_the_messages_its_span_says_it_sent
                 assert served == sent[call.runtime_stage_id]
                 checked += 1
     assert checked == len(sent)
+
+
+def test_a_huge_attribute_past_the_cap_is_named_and_the_other_lines_read(tmp_path):
+    path, number, line = _first_line_with("gen_ai.input.messages")
+    request = json.loads(line)
+    span = request["resourceSpans"][0]["scopeSpans"][0]["spans"][0]
+    span["attributes"].append({"key": "app.payload", "value": {"stringValue": "x" * (2 << 20)}})
+    files = _rewritten(tmp_path, path, number, json.dumps(request))
+    result = run_cli("ledger", "--max-document-mb", "1", "--format", "json", *map(str, files))
+    assert result.exit_code == 1
+    named = [entry for entry in result.stderr.splitlines() if "1 MiB cap" in entry]
+    assert len(named) == 1 and f":{number}" in named[0] and "Traceback" not in result.output
+    lost = {
+        span["traceId"]
+        for r in request["resourceSpans"]
+        for s in r["scopeSpans"]
+        for span in s["spans"]
+    }
+    kept = [run for run in truth_runs() if not lost & set(run["trace_ids"])]
+    got = {
+        row["id"]: (row["offered"], row["used"], row["runsSeen"])
+        for row in json.loads(result.stdout)["rows"]
+    }
+    expected = truth_ledger(kept)
+    assert got == {row[0]: row[1:] for row in expected.iter_rows() if row[1] or row[2]}

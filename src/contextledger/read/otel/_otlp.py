@@ -146,9 +146,6 @@ def as_int(value: Any) -> int | None:
     return None
 
 
-_HEX = frozenset("0123456789abcdef")
-
-
 def hex_id(value: str, size: int) -> str:
     """A trace (16 bytes) or span (8 bytes) id as lower-case hex, as OTLP JSON writes it;
     the base64 that protobuf's own JSON mapping writes is converted. '' if neither.
@@ -158,9 +155,13 @@ def hex_id(value: str, size: int) -> str:
     >>> hex_id("W47/95gDgQPSabYzgT/GDA==", 16)
     '5b8efff798038103d269b633813fc60c'
     """
-    lowered = value.lower()
-    if len(lowered) == size * 2 and set(lowered) <= _HEX:
-        return lowered
+    if len(value) == size * 2 and value.isalnum():
+        try:
+            bytes.fromhex(value)
+        except ValueError:
+            pass
+        else:
+            return value.lower()
     try:
         raw = base64.b64decode(value, validate=True)
     except (binascii.Error, ValueError):
