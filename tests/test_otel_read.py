@@ -25,7 +25,13 @@ from contextledger.jobs.ingest import ingest
 from contextledger.jobs.whatif import read_inputs
 from contextledger.ledger.compute import compute_ledger
 from contextledger.ledger.duckdb_views import ledger_rows_sql
-from contextledger.read.otel import NO_DEFINITIONS, sniff
+from contextledger.read.otel import (
+    DEFINITIONS_NOT_RECORDED,
+    NO_DEFINITIONS,
+    NO_MODEL_CALL,
+    NO_TOOLS_OFFERED,
+    sniff,
+)
 from contextledger.tables.build import ACCOUNTING_MODES, read_runs
 
 from .conftest import REPO, SAMPLE
@@ -33,13 +39,26 @@ from .conftest import REPO, SAMPLE
 OTEL = REPO / "data" / "otel"
 TRUTH = json.loads((OTEL / "truth.json").read_text())
 TRACES = sorted(path for path in OTEL.rglob("*") if path.is_file() and sniff(path) == "otlp-json")
-LIMITED = REPO / "tests" / "data" / "otel-attribute-limit"
+LIMITED = REPO / "tests" / "data" / "otel-attribute-limit" / "traces"
+
+
+def _trace(name: str) -> Path:
+    """A trace file of the recordings by its name (wherever under data/otel it is)."""
+    return next(path for path in TRACES if path.name == name)
 
 
 def truth_runs() -> list[dict]:
     return [
-        dict(run, family=family["family"]) for family in TRUTH["families"] for run in family["runs"]
+        dict(run, family=family["family"], spans_per_call=family["model_call_spans_per_call"])
+        for family in TRUTH["families"]
+        for run in family["runs"]
     ]
+
+
+def recorded_calls(run: dict) -> int:
+    """The model calls a run's spans record (none where the instrumentation leaves them
+    to another one that is not installed)."""
+    return len(run["calls"]) if run["spans_per_call"] else 0
 
 
 def metered(run: dict) -> bool:
@@ -108,7 +127,7 @@ def test_ledger_equals_the_recorded_truth_exactly(mode):
 @pytest.mark.parametrize("family", [f["family"] for f in TRUTH["families"]])
 def test_each_family_alone_equals_its_truth(family):
     chosen = next(f for f in TRUTH["families"] if f["family"] == family)
-    files = [OTEL / name for name in chosen["files"]]
+    files = [_trace(name) for name in chosen["files"]]
     tables = read_runs(files, workers=1)
     runs = [dict(run, family=family) for run in chosen["runs"]]
     assert_frame_equal(counts(tables), truth_ledger(runs), check_exact=True)
@@ -122,7 +141,7 @@ def test_each_run_is_keyed_by_conversation_or_trace_as_recorded(tables):
         key: metered(run) for key, run in truth.items()
     }
     calls = {key: read[key]["model_call_count"] for key in truth}
-    assert calls == {key: len(run["calls"]) for key, run in truth.items()}
+    assert calls == {key: recorded_calls(run) for key, run in truth.items()}
 
 
 def test_a_conversation_over_two_traces_is_one_run(tables):
@@ -144,11 +163,16 @@ def test_runs_without_tool_definitions_are_named_with_the_fix_and_left_out(table
             continue
         assert not row["metered"] and run["run_key"] not in offered
         captured = any(call["content_captured"] for call in run["calls"])
-        if not captured:
+        if not recorded_calls(run):
+            assert row["refused_reason"] == NO_MODEL_CALL
+        elif not captured or row["refused_reason"] == NO_DEFINITIONS:  # or not on spans
+            assert not captured or run["family"].endswith("semconv-1.30")
             assert row["refused_reason"] == NO_DEFINITIONS
             assert "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=span_only" in NO_DEFINITIONS
+        elif any(call["called"] for call in run["calls"]):
+            assert row["refused_reason"] == DEFINITIONS_NOT_RECORDED
         else:
-            assert row["refused_reason"].startswith("no tool offered")
+            assert row["refused_reason"] == NO_TOOLS_OFFERED
 
 
 def test_the_cli_reads_a_trace_folder_with_exit_0_and_truth_counts(tmp_path):
@@ -168,7 +192,7 @@ def test_the_cli_reads_a_trace_folder_with_exit_0_and_truth_counts(tmp_path):
 # ── how runs are put together ──────────────────────────────────────
 def test_a_trace_split_over_files_read_in_any_order_is_one_run(tables):
     split = next(f for f in TRUTH["families"] if len(f["files"]) > 1)
-    files = [OTEL / name for name in split["files"]]
+    files = [_trace(name) for name in split["files"]]
     forward = read_runs(files, workers=1)
     backward = read_runs(files[::-1], workers=1)
     order = ["run_id", "call_index", "seq"]
@@ -349,13 +373,16 @@ def test_whatif_replays_every_trace_run_with_each_call_served_its_inputs(tables)
     inputs = read_inputs(TRACES)
     assert sorted(stream.run_id for stream in inputs.streams) == sorted(tables.known_run_ids())
     truth = {run["run_key"]: run for run in truth_runs()}
+    reasons = dict(
+        zip(tables.known_run_ids(), tables.runs["refused_reason"].to_pylist(), strict=True)
+    )
     for stream in inputs.streams:
-        assert [call.ordinal for call in stream.calls] == list(
-            range(1, len(truth[stream.run_id]["calls"]) + 1)
-        )
-        if not any(call["content_captured"] for call in truth[stream.run_id]["calls"]):
+        run = truth[stream.run_id]
+        assert [call.ordinal for call in stream.calls] == list(range(1, recorded_calls(run) + 1))
+        if not recorded_calls(run) or reasons[stream.run_id] == NO_DEFINITIONS:  # no content
             continue
-        called = [c.name for m in stream.messages for c in m.tool_calls]
+        answers = [m for m in stream.messages if m.origin.startswith("output#")]
+        called = [c.name for m in answers for c in m.tool_calls]
         assert called == [name for call in truth[stream.run_id]["calls"] for name in call["called"]]
         for call in stream.calls:
             assert call.input_tokens > 0
@@ -370,7 +397,7 @@ def test_tool_executions_count_when_no_output_message_names_them(tmp_path):
     files = []
     for name in family["files"]:
         lines = []
-        for line in cut_lines(OTEL / name):
+        for line in cut_lines(_trace(name)):
             request = json.loads(line)
             for resource in request["resourceSpans"]:
                 for scope in resource["scopeSpans"]:
@@ -403,11 +430,16 @@ def test_the_report_on_traces_only_says_the_reference_does_not_apply():
 def test_each_replayed_call_is_served_exactly_the_messages_its_span_says_it_sent():
     """The stream rebuilt from the calls' inputs gives back every call's input, in order."""
     from contextledger.read.otel import read_trace_file
+    from contextledger.read.otel._runs import model_calls
 
-    sent = {}
+    by_trace: dict[str, list] = {}
     for path in TRACES:
         for record in read_trace_file(path, messages=True).spans:
-            if record.role == "call" and record.inputs is not None:
+            by_trace.setdefault(record.trace_id, []).append(record)
+    sent = {}
+    for records in by_trace.values():
+        for record in model_calls(records):  # stacked spans of one call: the kept one
+            if record.inputs is not None:
                 system = list(record.system or ())
                 inputs = list(record.inputs)
                 if system and not (inputs and inputs[0].role == "system"):

@@ -8,8 +8,11 @@ the semantic conventions is written down in ``docs/opentelemetry.md``.
 
 from contextledger.read.otel._runs import (
     CALLED,
+    DEFINITIONS_NOT_RECORDED,
     EXECUTED,
     NO_DEFINITIONS,
+    NO_MODEL_CALL,
+    NO_TOOLS_OFFERED,
     RUNNER_KIND,
     Assembled,
     TraceRun,
@@ -19,8 +22,11 @@ from contextledger.read.otel.functions import PROTOBUF, TraceFileRead, read_trac
 
 __all__ = [
     "CALLED",
+    "DEFINITIONS_NOT_RECORDED",
     "EXECUTED",
     "NO_DEFINITIONS",
+    "NO_MODEL_CALL",
+    "NO_TOOLS_OFFERED",
     "PROTOBUF",
     "RUNNER_KIND",
     "Assembled",

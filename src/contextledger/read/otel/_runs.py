@@ -31,14 +31,22 @@ CALLED, EXECUTED = "tool-called", "tool-executed"
 
 #: Why a run whose model calls carry no tool definitions is left out of the ledger.
 NO_DEFINITIONS = (
-    "no content on its model calls, so no tool definitions (content capture off: record "
-    "with OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=span_only; OpenInference: "
-    "leave OPENINFERENCE_HIDE_LLM_TOOLS and OPENINFERENCE_HIDE_INPUTS unset)"
+    "no content on its model calls, so no tool definitions (content capture off, or sent to "
+    "log events as semconv 1.30 instrumentations do: record with "
+    "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=span_only; OpenInference: leave "
+    "OPENINFERENCE_HIDE_LLM_TOOLS and OPENINFERENCE_HIDE_INPUTS unset)"
 )
 #: Why a run whose calls carried content but no tool definitions is left out.
 NO_TOOLS_OFFERED = (
     "no tool offered: its model calls carry content but no tool definitions "
     "(gen_ai.tool.definitions / llm.tools)"
+)
+#: Why a run whose model called tools none of its calls' spans define is left out.
+DEFINITIONS_NOT_RECORDED = (
+    "tool definitions not recorded: the model called tools, but its model-call spans carry "
+    "no gen_ai.tool.definitions (opentelemetry-instrumentation-openai-v2 never records them: "
+    "record with opentelemetry-instrumentation-genai-openai and "
+    "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=span_only)"
 )
 NO_MODEL_CALL = (
     "no model call: no span with gen_ai.operation.name chat, generate_content or "
@@ -261,8 +269,9 @@ def meter(calls: Sequence[SpanRecord], records: Sequence[SpanRecord]) -> RunFact
     """Offers and uses of a run's model calls (``calls``, in order) and tool spans.
 
     A run none of whose calls carries tool definitions is refused (its offers are
-    unknown, or none: never offered zero), saying which: content capture was off, or
-    the calls carried content but offered no tool; so is a run that lost attributes to
+    unknown, or none: never offered zero), saying which: content capture was off, the
+    model called tools its instrumentation did not record, or the calls carried content
+    but offered no tool; so is a run that lost attributes to
     the SDK's span limit. Offered: each tool
     definition on a call, once per name per call. Used: each tool
     call in a call's output messages (``tool-called``); an ``execute_tool`` span counts
@@ -292,8 +301,12 @@ def meter(calls: Sequence[SpanRecord], records: Sequence[SpanRecord]) -> RunFact
         )
         return facts
     if all(call.tools is None for call in calls):
-        captured = any(call.captured for call in calls)
-        facts.refused_reason = NO_TOOLS_OFFERED if captured else NO_DEFINITIONS
+        if not any(call.captured for call in calls):
+            facts.refused_reason = NO_DEFINITIONS
+        elif any(call.tool_calls for call in calls):
+            facts.refused_reason = DEFINITIONS_NOT_RECORDED
+        else:
+            facts.refused_reason = NO_TOOLS_OFFERED
         return facts
     offers: list[Offer] = []
     uses: list[Use] = []
