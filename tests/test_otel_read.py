@@ -479,3 +479,18 @@ def test_a_huge_attribute_past_the_cap_is_named_and_the_other_lines_read(tmp_pat
     }
     expected = truth_ledger(kept)
     assert got == {row[0]: row[1:] for row in expected.iter_rows() if row[1] or row[2]}
+
+
+@pytest.mark.skipif(shutil.which("zstd") is None, reason="the zstd command is not installed")
+def test_a_zstd_compressed_trace_file_is_named_in_one_line(tmp_path):
+    """The collector's file exporter compresses with zstd when asked to."""
+    import subprocess
+
+    packed = tmp_path / "traces.jsonl.zst"
+    plain = tmp_path / "traces.jsonl"
+    plain.write_text("\n".join(cut_lines(TRACES[0])) + "\n")
+    subprocess.run(["zstd", "-q", str(plain), "-o", str(packed)], check=True)
+    result = run_cli("ledger", str(packed), *map(str, TRACES))
+    assert result.exit_code == 1
+    lines = [line for line in result.stderr.splitlines() if "traces.jsonl.zst" in line]
+    assert len(lines) == 1 and "zstd-compressed" in lines[0]

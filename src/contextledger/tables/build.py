@@ -25,7 +25,7 @@ from contextledger.read.facts import RunFacts
 from contextledger.read.findings import standings_from_snapshot
 from contextledger.read.identity import DUPLICATES, RunIdentity, content_digest, unmatched_ids
 from contextledger.read.messages import RunMessages, rebuild_messages
-from contextledger.read.otel import PROTOBUF, RUNNER_KIND, TraceFileRead, TraceRuns
+from contextledger.read.otel import PROTOBUF, RUNNER_KIND, ZSTD, TraceFileRead, TraceRuns
 from contextledger.read.otel import read_trace_file as _read_trace_file
 from contextledger.read.otel import sniff as _sniff
 from contextledger.read.reference import record_run
@@ -201,6 +201,10 @@ def fold_failure(error: Exception) -> str:
     return f"unreadable snapshot content ({type(error).__name__}: {error})"
 
 
+#: Formats told by their content and named, not read.
+_UNREAD_FORMATS = {"otlp-protobuf": PROTOBUF, "zstd": ZSTD}
+
+
 def read_file(
     path: Path,
     modes: Sequence[str],
@@ -231,11 +235,11 @@ def read_file(
     if found == "otlp-json":
         result.traces = _read_trace_file(path, messages=streams or windows)
         return result
-    if found == "otlp-protobuf":
+    if found in _UNREAD_FORMATS:
         source = RunSource(display_path(path))
         if strict:
-            raise ReadError(source, PROTOBUF)
-        result.problems.append((None, _problem(source, PROTOBUF, None)))
+            raise ReadError(source, _UNREAD_FORMATS[found])
+        result.problems.append((None, _problem(source, _UNREAD_FORMATS[found], None)))
         return result
     try:
         for document in iter_documents(path):

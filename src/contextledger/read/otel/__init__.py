@@ -18,7 +18,13 @@ from contextledger.read.otel._runs import (
     TraceRun,
     TraceRuns,
 )
-from contextledger.read.otel.functions import PROTOBUF, TraceFileRead, read_trace_file, sniff
+from contextledger.read.otel.functions import (
+    PROTOBUF,
+    ZSTD,
+    TraceFileRead,
+    read_trace_file,
+    sniff,
+)
 
 __all__ = [
     "CALLED",
@@ -29,6 +35,7 @@ __all__ = [
     "NO_TOOLS_OFFERED",
     "PROTOBUF",
     "RUNNER_KIND",
+    "ZSTD",
     "Assembled",
     "TraceFileRead",
     "TraceRun",

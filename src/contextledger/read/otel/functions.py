@@ -28,6 +28,10 @@ SNIFF_BYTES = 1 << 16
 _OTLP_JSON = re.compile(rb'\A(?:\xef\xbb\xbf)?\s*\{\s*"resourceSpans"\s*:')
 _PRETTY = re.compile(rb"\A(?:\xef\xbb\xbf)?[ \t\r]*\{[ \t\r]*\n")
 
+#: The reason a zstd-compressed file (the collector's ``compression: zstd``) is not read.
+ZSTD = (
+    "zstd-compressed: not read (decompress it with zstd -d, or export with gzip or no compression)"
+)
 #: The reason an OTLP protobuf file is not read.
 PROTOBUF = (
     "an OTLP protobuf file (binary), not OTLP JSON: export traces as JSON (the "
@@ -36,8 +40,8 @@ PROTOBUF = (
 
 
 def sniff(path: Path) -> str | None:
-    """``"otlp-json"``, ``"otlp-protobuf"`` or None (anything else: a snapshot, or a
-    file the snapshot reader names) for the file at ``path``, by its first bytes.
+    """``"otlp-json"``, ``"otlp-protobuf"``, ``"zstd"`` or None (anything else: a snapshot,
+    or a file the snapshot reader names) for the file at ``path``, by its first bytes.
 
     >>> sniff(Path("data/sample/s0003-loop.json.gz")) is None
     True
@@ -53,6 +57,8 @@ def sniff(path: Path) -> str | None:
                 head = handle.read(SNIFF_BYTES)
     except (OSError, EOFError, zlib.error):
         return None  # the snapshot reader says why it cannot be read
+    if head[:4] == b"\x28\xb5\x2f\xfd":
+        return "zstd"
     if _OTLP_JSON.match(head):
         return "otlp-json"
     if head[:1] == b"\x0a" and (b"service.name" in head or not _is_text(head)):
