@@ -12,7 +12,9 @@ be spread over many files.
 from __future__ import annotations
 
 import gzip
+import os
 import re
+import stat
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,17 +48,7 @@ def sniff(path: Path) -> str | None:
     >>> sniff(Path("data/sample/s0003-loop.json.gz")) is None
     True
     """
-    try:
-        with path.open("rb") as handle:
-            packed = handle.read(2) == b"\x1f\x8b"
-            handle.seek(0)
-            if packed:
-                with gzip.GzipFile(fileobj=handle) as stream:
-                    head = stream.read(SNIFF_BYTES)
-            else:
-                head = handle.read(SNIFF_BYTES)
-    except (OSError, EOFError, zlib.error):
-        return None  # the snapshot reader says why it cannot be read
+    head = _head(path, SNIFF_BYTES)
     if head[:4] == b"\x28\xb5\x2f\xfd":
         return "zstd"
     if _OTLP_JSON.match(head):
@@ -125,15 +117,21 @@ def read_trace_file(path: Path, *, messages: bool = False) -> TraceFileRead:
 
 def _pretty(path: Path) -> bool:
     """Whether the file holds one request written over many lines (its first line a ``{``)."""
+    return bool(_PRETTY.match(_head(path, 256)))
+
+
+def _head(path: Path, size: int) -> bytes:
+    """The first ``size`` bytes of a regular file, decompressed if gzip; ``b""`` for anything
+    else (a FIFO or a device is never opened: the snapshot reader names it)."""
     try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return b""
         with path.open("rb") as handle:
             packed = handle.read(2) == b"\x1f\x8b"
             handle.seek(0)
-            if packed:
-                with gzip.GzipFile(fileobj=handle) as stream:
-                    head = stream.read(256)
-            else:
-                head = handle.read(256)
+            if not packed:
+                return handle.read(size)
+            with gzip.GzipFile(fileobj=handle) as stream:
+                return stream.read(size)
     except (OSError, EOFError, zlib.error):
-        return False
-    return bool(_PRETTY.match(head))
+        return b""  # the snapshot reader says why it cannot be read
