@@ -38,7 +38,9 @@ class Span(msgspec.Struct, rename="camel", gc=False):
     parent_span_id: str = ""
     name: str = ""
     start_time_unix_nano: int | str = 0
-    attributes: list[KeyValue] = msgspec.field(default_factory=list)
+    #: The attribute list, undecoded: most spans of a real trace (HTTP, database) carry
+    #: no GenAI attribute and are never decoded further (:func:`span_attributes`).
+    attributes: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw)
     #: Attributes the SDK dropped past its span limit (128 by default).
     dropped_attributes_count: int = 0
 
@@ -64,6 +66,18 @@ class TraceRequest(msgspec.Struct, rename="camel", gc=False):
 
 
 REQUEST = msgspec.json.Decoder(TraceRequest)
+_ATTRIBUTES = msgspec.json.Decoder(list[KeyValue])
+#: Bytes one of the attributes the reader reads contains (a key's prefix, in its JSON).
+_MARKERS = (b'"gen_ai.', b'"llm.', b'"openinference.', b'"session.id"', b'"tool', b'"tool_call.')
+
+
+def span_attributes(span: Span) -> list[KeyValue]:
+    """The span's attributes, or none when no key the reader reads is among them (decoded
+    only then); raises ``msgspec.DecodeError`` when they are not a list of key/values."""
+    raw = bytes(span.attributes)
+    if not raw or not any(marker in raw for marker in _MARKERS):
+        return []
+    return _ATTRIBUTES.decode(raw)
 
 
 class _ArrayValue(msgspec.Struct, gc=False):

@@ -16,7 +16,14 @@ from typing import Any
 import msgspec
 
 from contextledger.read.jsjson import js_stringify, utf16_length
-from contextledger.read.otel._otlp import Span, as_int, decode_value, hex_id, start_nanos
+from contextledger.read.otel._otlp import (
+    Span,
+    as_int,
+    decode_value,
+    hex_id,
+    span_attributes,
+    start_nanos,
+)
 
 #: ``gen_ai.operation.name`` values that are one model call (semconv 1.27+).
 MODEL_OPERATIONS = frozenset({"chat", "generate_content", "text_completion"})
@@ -163,7 +170,12 @@ def span_record(
     definitions: dict[str, bytes] = {}  # decoded once per distinct value (_offers_of)
     problems: list[str] = []
     captured = False
-    for attribute in span.attributes:
+    try:
+        attributes = span_attributes(span)
+    except msgspec.DecodeError as error:
+        attributes = []
+        problems.append(f"the span's attributes are not OTLP key/values ({error})")
+    for attribute in attributes:
         key = attribute.key
         kind = _EXACT.get(key)
         if kind is None:  # one of OpenInference's flattened keys, or one not read
