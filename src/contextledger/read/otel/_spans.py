@@ -160,6 +160,35 @@ _EXACT = {
 }
 
 
+#: Each attribute key's kind, found once per key (:func:`_classify`), with and without
+#: the messages a what-if reads.
+_KINDS: dict[bool, dict[str, str]] = {False: {}, True: {}}
+_KINDS_KEPT = 65536
+
+
+def _classify(key: str, messages: bool) -> str:
+    """What an attribute is to the reader: an :data:`_EXACT` kind, ``"flat"`` (an
+    OpenInference message key read), ``"seen"`` (content, not read here: capture was on)
+    or ``"skip"``."""
+    kind = _EXACT.get(key)
+    if kind == "input" and not messages:
+        kind = "seen"
+    elif kind is None:
+        if not key.startswith(_CONTENT_PREFIXES):
+            kind = "skip"
+        elif key.startswith("llm.tools."):
+            kind = "definitions" if key.endswith(_SCHEMA) else "seen"
+        elif messages or (key.startswith("llm.output_") and ".tool_calls." in key):
+            kind = "flat"
+        else:
+            kind = "seen"
+    kinds = _KINDS[messages]
+    if len(kinds) >= _KINDS_KEPT:
+        kinds.clear()
+    kinds[key] = kind
+    return kind
+
+
 def span_record(
     span: Span, path: str, line: int | None, position: int, *, messages: bool
 ) -> SpanRecord:
@@ -175,26 +204,18 @@ def span_record(
     except msgspec.DecodeError as error:
         attributes = []
         problems.append(f"the span's attributes are not OTLP key/values ({error})")
+    kinds = _KINDS[messages]
     for attribute in attributes:
         key = attribute.key
-        kind = _EXACT.get(key)
-        if kind is None:  # one of OpenInference's flattened keys, or one not read
-            if not key.startswith(_CONTENT_PREFIXES):
-                continue
+        kind = kinds.get(key) or _classify(key, messages)
+        if kind == "skip":
+            continue
+        if kind != "scalar":
             captured = True
-            if key.startswith("llm.tools."):
-                if key.endswith(_SCHEMA):
-                    definitions[key] = bytes(attribute.value)
+            if kind == "seen":
                 continue
-            if not messages and not (key.startswith("llm.output_") and ".tool_calls." in key):
-                continue
-            kind = "flat"
-        elif kind != "scalar":
-            captured = True
             if kind == "definitions":
                 definitions[key] = bytes(attribute.value)
-                continue
-            if kind == "input" and not messages:
                 continue
         try:
             value = decode_value(attribute.value)
@@ -219,12 +240,12 @@ def span_record(
     record.captured = captured
     record.dropped_attributes = span.dropped_attributes_count
     operation = scalars.get("gen_ai.operation.name")
-    kind = scalars.get("openinference.span.kind")
+    span_kind = scalars.get("openinference.span.kind")
     record.conversation_id = _first_text(scalars, _CONVERSATION_KEYS)
-    if operation in MODEL_OPERATIONS or (operation is None and kind == "LLM"):
+    if operation in MODEL_OPERATIONS or (operation is None and span_kind == "LLM"):
         record.role = "call"
         _read_call(record, scalars, contents, flat, definitions, problems, messages)
-    elif operation == TOOL_OPERATION or (operation is None and kind == "TOOL"):
+    elif operation == TOOL_OPERATION or (operation is None and span_kind == "TOOL"):
         record.role = "tool"
         call_id = _first_text(scalars, ("gen_ai.tool.call.id", "tool_call.id"))
         name = _first_text(scalars, ("gen_ai.tool.name", "tool.name"))
@@ -244,8 +265,7 @@ def _first_text(values: dict[str, Any], keys: tuple[str, ...]) -> str | None:
 
 def _first_int(values: dict[str, Any], keys: tuple[str, ...]) -> int | None:
     for key in keys:
-        found = as_int(values.get(key))
-        if found is not None:
+        if key in values and (found := as_int(values[key])) is not None:
             return found
     return None
 
