@@ -494,3 +494,22 @@ def test_a_zstd_compressed_trace_file_is_named_in_one_line(tmp_path):
     assert result.exit_code == 1
     lines = [line for line in result.stderr.splitlines() if "traces.jsonl.zst" in line]
     assert len(lines) == 1 and "zstd-compressed" in lines[0]
+
+
+def test_runs_assembled_a_part_at_a_time_are_the_runs_assembled_at_once():
+    """Big inputs hand their runs on in parts (each run's spans let go once assembled)."""
+    from contextledger.read.otel import TraceRuns, read_trace_file
+
+    reads = [read_trace_file(path) for path in TRACES]
+    whole, parted = TraceRuns(), TraceRuns()
+    for read in reads:
+        whole.add(read)
+        parted.add(read)
+    once = whole.finish()
+    parts = list(parted.chunks(runs=7))
+    assert len(parts) == -(-len(once.runs) // 7) and all(len(p.runs) <= 7 for p in parts)
+    assert [(r.run_id, r.facts) for p in parts for r in p.runs] == [
+        (r.run_id, r.facts) for r in once.runs
+    ]
+    assert [x for p in parts for x in p.problems] == once.problems
+    assert not list(parted.chunks())

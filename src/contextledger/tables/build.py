@@ -25,7 +25,14 @@ from contextledger.read.facts import RunFacts
 from contextledger.read.findings import standings_from_snapshot
 from contextledger.read.identity import DUPLICATES, RunIdentity, content_digest, unmatched_ids
 from contextledger.read.messages import RunMessages, rebuild_messages
-from contextledger.read.otel import PROTOBUF, RUNNER_KIND, ZSTD, TraceFileRead, TraceRuns
+from contextledger.read.otel import (
+    PROTOBUF,
+    RUNNER_KIND,
+    ZSTD,
+    Assembled,
+    TraceFileRead,
+    TraceRuns,
+)
 from contextledger.read.otel import read_trace_file as _read_trace_file
 from contextledger.read.otel import sniff as _sniff
 from contextledger.read.reference import record_run
@@ -484,11 +491,14 @@ class TraceInputs:
         every trace file, if there were any."""
         yield from map(self.take, reads)
         if self._runs:
-            yield self.finish()
+            for part in self._runs.chunks():
+                yield self._file_read(part)
 
     def finish(self) -> FileRead:
         """The runs of the spans taken in, as a file's read (in first-read order)."""
-        assembled = self._runs.finish()
+        return self._file_read(self._runs.finish())
+
+    def _file_read(self, assembled: Assembled) -> FileRead:
         result = FileRead(duplicates=assembled.duplicates)
         result.problems = [(None, problem) for problem in assembled.problems]
         for run in assembled.runs:

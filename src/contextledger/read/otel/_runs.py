@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -126,31 +126,34 @@ class TraceRuns:
 
     def finish(self) -> Assembled:
         """The runs of every span taken in, in the order their first span was read."""
+        out = Assembled()
+        for part in self.chunks():
+            out.runs.extend(part.runs)
+            out.problems.extend(part.problems)
+            out.duplicates.extend(part.duplicates)
+        return out
+
+    def chunks(self, runs: int = 1000) -> Iterator[Assembled]:
+        """:meth:`finish` a part of at most ``runs`` runs at a time (the first part also
+        carries the problems and copies not of one run), letting go of each run's spans
+        once it is assembled: what is held is the records not yet made runs. Takes the
+        spans: a second call gives nothing."""
         by_trace: dict[str, list[tuple[int, SpanRecord]]] = {}
         for sequence, record in self._spans.values():
             by_trace.setdefault(record.trace_id, []).append((sequence, record))
+        self._spans = {}
         run_of_trace = {trace: _run_id(trace, spans) for trace, spans in by_trace.items()}
         by_run: dict[str, list[tuple[int, SpanRecord]]] = {}
         for trace, spans in by_trace.items():
             by_run.setdefault(run_of_trace[trace], []).extend(spans)
-        out = Assembled(problems=list(self._problems))
-        ordered = sorted(by_run.items(), key=lambda item: min(s for s, _ in item[1]))
-        for run_id, spans in ordered:
-            spans.sort(key=lambda item: item[0])
-            records = [record for _, record in spans]
-            out.runs.append(self._run(run_id, records))
-            seen: set[str] = set()
-            for record in records:
-                for reason in record.problems:
-                    if reason not in seen:
-                        seen.add(reason)
-                        out.problems.append(ReadProblem(record.path, record.line, run_id, reason))
+        del by_trace
+        part = Assembled(problems=self._problems)
         for trace, problem in self._conflicts:
             problem.run_id = run_of_trace.get(trace)
-            out.problems.append(problem)
+            part.problems.append(problem)
         for (path, _, trace), (copy, kept) in self._copies.items():
             run_id = run_of_trace.get(trace, trace)
-            out.duplicates.append(
+            part.duplicates.append(
                 {
                     "run_id": run_id,
                     "path": path,
@@ -160,7 +163,23 @@ class TraceRuns:
                     "kept_run_id": run_id,
                 }
             )
-        return out
+        self._problems, self._conflicts, self._copies = [], [], {}
+        order = sorted(by_run, key=lambda run_id: min(s for s, _ in by_run[run_id]))
+        for run_id in order:
+            spans = sorted(by_run.pop(run_id), key=lambda item: item[0])
+            records = [record for _, record in spans]
+            part.runs.append(self._run(run_id, records))
+            seen: set[str] = set()
+            for record in records:
+                for reason in record.problems:
+                    if reason not in seen:
+                        seen.add(reason)
+                        part.problems.append(ReadProblem(record.path, record.line, run_id, reason))
+            if len(part.runs) >= runs:
+                yield part
+                part = Assembled()
+        if part.runs or part.problems or part.duplicates:
+            yield part
 
     def _run(self, run_id: str, records: list[SpanRecord]) -> TraceRun:
         first = records[0]
