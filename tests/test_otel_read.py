@@ -513,3 +513,19 @@ def test_runs_assembled_a_part_at_a_time_are_the_runs_assembled_at_once():
     ]
     assert [x for p in parts for x in p.problems] == once.problems
     assert not list(parted.chunks())
+
+
+def test_a_real_huge_attribute_is_read_whole():
+    """A 376 kB tool result, carried whole in the next call's input messages (393 kB)."""
+    folder = REPO / "tests" / "data" / "otel-huge-attribute"
+    truth = json.loads((folder / "truth.json").read_text())
+    runs = [
+        dict(run, family=family["family"], spans_per_call=family["model_call_spans_per_call"])
+        for family in truth["families"]
+        for run in family["runs"]
+    ]
+    read = read_runs(folder / "traces", workers=1)
+    assert read.problems.num_rows == 0
+    assert_frame_equal(counts(read), truth_ledger(runs), check_exact=True)
+    stream = read_inputs(folder / "traces").streams[0]
+    assert max(message.chars for message in stream.messages) > 376_000
