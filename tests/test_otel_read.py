@@ -529,3 +529,19 @@ def test_a_real_huge_attribute_is_read_whole():
     assert_frame_equal(counts(read), truth_ledger(runs), check_exact=True)
     stream = read_inputs(folder / "traces").streams[0]
     assert max(message.chars for message in stream.messages) > 376_000
+
+
+def test_an_archive_written_before_tool_executed_existed_reads_it_as_zero(tmp_path, monkeypatch):
+    from .conftest import written_without
+
+    with written_without(monkeypatch, "used_tool_executed"):
+        ingest([SAMPLE], tmp_path / "archive", workers=1)
+    for mode in ACCOUNTING_MODES:
+        archived = compute_ledger(ArchiveTables(Archive.open(tmp_path / "archive"), mode)).rows()
+        files = compute_ledger(read_runs(SAMPLE, mode=mode, workers=1)).rows()
+        assert_frame_equal(archived, files, check_exact=True)
+        assert_frame_equal(
+            ledger_rows_sql(ArchiveTables(Archive.open(tmp_path / "archive"), mode)),
+            files,
+            check_exact=True,
+        )
