@@ -197,7 +197,9 @@ def test_a_trace_split_over_files_read_in_any_order_is_one_run(tables):
     backward = read_runs(files[::-1], workers=1)
     order = ["run_id", "call_index", "seq"]
     assert_frame_equal(
-        pl.DataFrame(backward.offers).sort(order), pl.DataFrame(forward.offers).sort(order)
+        pl.DataFrame(backward.offers).sort(order),
+        pl.DataFrame(forward.offers).sort(order),
+        check_exact=True,
     )
     assert sorted(backward.known_run_ids()) == sorted(forward.known_run_ids())
     long_run = next(run for run in split["runs"] if run["scenario"] == "long-run")
@@ -227,7 +229,7 @@ def test_a_folder_mixing_snapshots_and_traces_reads_both(tmp_path, tables):
     alone = read_runs(SAMPLE, workers=1)
     assert mixed.runs.num_rows == alone.runs.num_rows + tables.runs.num_rows
     sample_offers = pl.DataFrame(mixed.offers).filter(pl.col("run_id").is_in(alone.known_run_ids()))
-    assert_frame_equal(sample_offers, pl.DataFrame(alone.offers))
+    assert_frame_equal(sample_offers, pl.DataFrame(alone.offers), check_exact=True)
 
 
 # ── bad input is named, the rest is read ───────────────────────────
@@ -332,6 +334,7 @@ def test_stacked_instrumentations_count_each_model_call_once(tmp_path, tables, s
     assert_frame_equal(
         pl.DataFrame(read.runs).drop(unplaced).sort("run_id"),
         pl.DataFrame(tables.runs).drop(unplaced).sort("run_id"),
+        check_exact=True,
     )
 
 
