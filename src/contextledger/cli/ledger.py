@@ -124,8 +124,7 @@ def ledger(
 ) -> None:
     """Print the context ledger of the runs under PATHS, worst earn rate first.
 
-    PATHS are snapshot files (.json, .json.gz, JSON Lines), OpenTelemetry OTLP JSON
-    traces (told by their content; docs/opentelemetry.md) or directories. Table,
+    PATHS are snapshot files (.json, .json.gz, JSON Lines) or directories. Table,
     CSV and Parquet add a 95% Wilson interval on each earn rate (none where a
     piece was used more often than offered) and whether it rests on enough
     offers to be judged; JSON is LedgerJSON v1, as the reference writes it.
