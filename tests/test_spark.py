@@ -542,3 +542,51 @@ def test_stored_label_credit_gives_the_local_ledger_on_spark(spark, archive, mod
     assert session.table("label_credit").count() > 0
     assert session.table("uncredited_offers").count() > 0
     both(spark, tables)
+
+
+# ── OpenTelemetry traces: the same rows as the local engine ─────────
+def _trace_files() -> list[Path]:
+    from contextledger.read.otel import sniff
+
+    folder = REPO / "data" / "otel"
+    return sorted(p for p in folder.rglob("*") if p.is_file() and sniff(p) == "otlp-json")
+
+
+@pytest.fixture(scope="module")
+def trace_archive(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The recorded OpenTelemetry traces (data/otel), ingested locally."""
+    root = tmp_path_factory.mktemp("otel") / "archive"
+    ingest(_trace_files(), root, ingest_date=DAY_ONE, partition_by="runner_kind", workers=1)
+    return root
+
+
+@pytest.mark.parametrize("use_totals", [None, False], ids=["totals", "rows"])
+@pytest.mark.parametrize("mode", ACCOUNTING_MODES)
+def test_trace_ledger_on_spark_equals_the_local_ledger(spark, trace_archive, mode, use_totals):
+    both(spark, ArchiveTables(Archive.open(trace_archive), mode), use_totals)
+
+
+def test_trace_whatif_rows_on_spark_equal_the_local_rows(spark, trace_archive):
+    from contextledger.jobs.spark.whatif import whatif_rows
+    from contextledger.jobs.whatif import whatif_archive
+    from contextledger.window.whatif import parse_policies
+
+    local = whatif_archive(str(trace_archive), parse_policies(POLICIES))
+    assert local is not None and local.per_run.height
+    got = whatif_rows(str(trace_archive), POLICIES, [], spark)
+    assert_frame_equal(got, local.per_run, check_exact=True)
+
+
+def test_trace_ingest_on_spark_makes_the_archive_a_local_ingest_makes(
+    spark, trace_archive, tmp_path
+):
+    """A trace split over files read by different tasks is still one run."""
+    from contextledger.jobs.ingest import ingest as local_ingest
+    from contextledger.jobs.spark.reader import spark_reader
+
+    root = tmp_path / "on-spark"
+    reader = spark_reader(spark, files_per_task=2, tasks_per_wave=3)
+    local_ingest(
+        _trace_files(), root, ingest_date=DAY_ONE, partition_by="runner_kind", reader=reader
+    )
+    assert_same_archive(root, trace_archive)

@@ -116,7 +116,8 @@ WITH counted AS (
         count(*) AS used,
         count(*) FILTER (WHERE signal = 'tool-called') AS used_tool_called,
         count(*) FILTER (WHERE signal = 'skill-activated') AS used_skill_activated,
-        count(*) FILTER (WHERE signal = 'answer-slice(slot)') AS used_answer_slice
+        count(*) FILTER (WHERE signal = 'answer-slice(slot)') AS used_answer_slice,
+        count(*) FILTER (WHERE signal = 'tool-executed') AS used_tool_executed
     FROM metered_uses
     GROUP BY kind, piece_id
 ),
@@ -136,6 +137,7 @@ SELECT
     used_tool_called,
     used_skill_activated,
     used_answer_slice,
+    used_tool_executed,
     CAST(runs.run_order AS BIGINT) * 4294967296 + 2147483648 + first_seq AS first_seen
 FROM counted
 JOIN firsts USING (kind, piece_id)
@@ -166,6 +168,7 @@ SELECT
     CAST(sum(used_tool_called) AS BIGINT) AS used_tool_called,
     CAST(sum(used_skill_activated) AS BIGINT) AS used_skill_activated,
     CAST(sum(used_answer_slice) AS BIGINT) AS used_answer_slice,
+    CAST(coalesce(sum(used_tool_executed), 0) AS BIGINT) AS used_tool_executed,
     min(first_use) AS first_seen
 FROM piece_totals
 WHERE first_use IS NOT NULL
@@ -269,6 +272,7 @@ WITH pieces AS (
         coalesce(piece_uses.used_tool_called, 0) AS used_tool_called,
         coalesce(piece_uses.used_skill_activated, 0) AS used_skill_activated,
         coalesce(piece_uses.used_answer_slice, 0) AS used_answer_slice,
+        coalesce(piece_uses.used_tool_executed, 0) AS used_tool_executed,
         coalesce(piece_offers.runs_seen, 0) AS runs_seen,
         coalesce(piece_outcomes.outcomes, []) AS outcomes,
         least(piece_offers.first_seen, piece_uses.first_seen) AS first_seen
@@ -285,6 +289,7 @@ SELECT
     used_tool_called,
     used_skill_activated,
     used_answer_slice,
+    used_tool_executed,
     runs_seen,
     outcomes,
     CASE WHEN offered > 0 THEN CAST(used AS DOUBLE) / CAST(offered AS DOUBLE) ELSE 0.0 END

@@ -730,13 +730,8 @@ def _read_parquet_sql(
 ) -> str:
     """A query of ``files``' columns in ``table_schema``, rows of ``ids`` only (if given);
     read from the registered ``source`` when given, else with ``read_parquet``."""
-    columns = ", ".join(
-        # a list column a file written before it existed lacks: empty, not NULL
-        f'COALESCE("{f.name}", CAST([] AS {_DUCKDB_TYPES[f.type]})) AS "{f.name}"'
-        if not f.nullable and pa.types.is_list(f.type)
-        else f'"{f.name}"'
-        for f in table_schema
-    )
+    absent = _absent_columns(files, table_schema) if files and source is None else set()
+    columns = ", ".join(_column_sql(f, absent) for f in table_schema)
     if not files:
         return f"SELECT {columns} FROM ({_empty_sql(table_schema)})"
     listed = ", ".join("'" + path.replace("'", "''") + "'" for path in files)
@@ -751,6 +746,30 @@ def _read_parquet_sql(
         quoted = ", ".join("'" + run_id.replace("'", "''") + "'" for run_id in ids) or "NULL"
         body += f" WHERE run_id IN ({quoted})"
     return body
+
+
+def _column_sql(column: pa.Field, absent: set[str]) -> str:
+    """One column of a query over files written by any version: a column no file has
+    (every one written before it existed) is a typed NULL, a list column that cannot be
+    null an empty list where a file lacks it."""
+    typed = _DUCKDB_TYPES[column.type]
+    value = f"CAST(NULL AS {typed})" if column.name in absent else f'"{column.name}"'
+    if not column.nullable and pa.types.is_list(column.type):
+        value = f"COALESCE({value}, CAST([] AS {typed}))"
+    return value if value == f'"{column.name}"' else f'{value} AS "{column.name}"'
+
+
+def _absent_columns(files: Sequence[str], table_schema: pa.Schema) -> set[str]:
+    """The columns of ``table_schema`` none of the local Parquet ``files`` holds (their
+    footers read until every column is found: one, for an archive of this version)."""
+    import pyarrow.parquet as pq
+
+    missing = set(table_schema.names)
+    for path in files:
+        missing -= set(pq.read_schema(path).names)
+        if not missing:
+            break
+    return missing
 
 
 _DUCKDB_TYPES = {

@@ -56,6 +56,7 @@ from contextledger.tables.build import (
     RunRead,
     RunTables,
     TableBuilder,
+    TraceInputs,
     read_file,
 )
 from contextledger.tables.windows import RunWindow, messages_from_columns
@@ -232,7 +233,13 @@ def ingest(
         meter = Progress(progress, started=started)
         last_flush = time.perf_counter()
         read_files = reader or local_reader(workers)
+        traces = TraceInputs(ACCOUNTING_MODES, windows=True)
+        held: list[tuple[Source, FileRead]] = []  # trace files: runs come once all are read
         for source, read in read_files(todo, dict(static_tools or {})):
+            if read.traces is not None:
+                traces.take(read)
+                held.append((source, FileRead()))
+                continue
             pending.add(source, read)
             if meter.due():
                 meter.show(_ingest_line(report, pending, len(todo), meter.elapsed))
@@ -240,6 +247,9 @@ def ingest(
             if pending.run_count >= batch_runs or due:
                 pending.flush()
                 last_flush = time.perf_counter()
+        if held:
+            for source, read in _runs_to_files(held, traces.finish()):
+                pending.add(source, read)
         pending.flush()
         meter.close(_ingest_line(report, pending, len(todo), meter.elapsed))
         named = {source.path for source in todo} | {str(path) for path in files}
@@ -259,6 +269,21 @@ def _new_labels(archive: Archive, table: pa.Table) -> int:
     given = pl.DataFrame(table.cast(schema.OUTCOMES)).lazy().unique()
     new = given.join(stored, on=["run_id", "label"], how="anti", nulls_equal=True)
     return int(new.select(pl.len()).collect().item())
+
+
+def _runs_to_files(
+    held: Sequence[tuple[Source, FileRead]], assembled: FileRead
+) -> Sequence[tuple[Source, FileRead]]:
+    """The runs assembled from trace files, each given to the file its first span was
+    read from (its manifest row counts it), problems to the file they name."""
+    by_path = {display_path(source.path): read for source, read in held}
+    first = held[0][1]
+    first.duplicates.extend(assembled.duplicates)
+    for run in assembled.runs:
+        by_path.get(run.source.path, first).runs.append(run)
+    for confined, problem in assembled.problems:
+        by_path.get(problem.path, first).problems.append((confined, problem))
+    return held
 
 
 # ── which files to read ────────────────────────────────────────────
@@ -509,6 +534,7 @@ def write_batch(
         report.bad_files += bool(problems)
     report.problems.extend(quarantine)
     report.duplicates.extend(identity.duplicates)
+    report.duplicates.extend(row for _, read in reads for row in read.duplicates)
     for source, table, label_source in outcomes:  # first: the runs' label credit counts them
         if table is not None:
             write_outcomes(batch, table, label_source or source.path)

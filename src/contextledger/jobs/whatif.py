@@ -33,6 +33,7 @@ from contextledger.tables.build import (
     ACCOUNTING_MODES,
     FileRead,
     RunTables,
+    TraceInputs,
     read_accountings,
     read_file,
 )
@@ -80,6 +81,7 @@ def read_inputs(paths_or_runs: Any, *, meter: Progress | None = None) -> WhatIfI
     )
     inputs = WhatIfInputs()
     identity = RunIdentity()
+    traces = TraceInputs((), messages=True)
     for item in items:
         if isinstance(item, RunMessages):
             inputs.streams.append(item)
@@ -91,7 +93,11 @@ def read_inputs(paths_or_runs: Any, *, meter: Progress | None = None) -> WhatIfI
             for done, path in enumerate(found.files):
                 if meter is not None and meter.due():
                     meter.show(_reading_line(inputs, done, len(found.files), meter.elapsed))
-                _take_streams(inputs, identity, read_file(path, (), {}, False, streams=True))
+                _take_streams(
+                    inputs, identity, traces.take(read_file(path, (), {}, False, streams=True))
+                )
+    if traces:  # a trace's spans may be in any file: its runs come once all are read
+        _take_streams(inputs, identity, traces.finish())
     inputs.problems.extend(identity.conflicts)
     inputs.duplicates = identity.duplicate_table()
     return inputs
@@ -136,6 +142,7 @@ def _take_streams(
     """A file's streams (the first readable copy of each run id) and the problems that
     touch them (the document's own, or its stream's; not one accounting's)."""
     inputs.problems.extend(problem for confined, problem in read.problems if confined in _OURS)
+    identity.duplicates.extend(read.duplicates)
     for stream in read.streams:
         if identity.admit(stream.run_id, stream.source, execution_id=stream.execution_id):
             inputs.streams.append(stream.messages)

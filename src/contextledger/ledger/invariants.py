@@ -48,6 +48,9 @@ INVARIANTS = {
 #: model may call a tool it was never given (agentfootprint books it, offered 0, used 1,
 #: as the corpus's ``s0254-edge-unknown-tool`` and ``s0255-...-parallel`` record).
 MODEL_SIGNAL = "tool-called"
+#: The signals that say what the agent did, not what the ledger credited: a tool call, and
+#: (traces) a tool execution no model output names.
+AGENT_SIGNALS = (MODEL_SIGNAL, "tool-executed")
 #: Runs a violation names (it also says how many there are).
 EXAMPLE_RUNS = 3
 #: Columns of :attr:`InvariantReport.violations`.
@@ -119,7 +122,7 @@ def check_invariants(
         ),
         _duplicate_run_ids(inputs.runs),
     ]
-    credited = split.first_uses.filter(pl.col("signal") != MODEL_SIGNAL)
+    credited = split.first_uses.filter(~pl.col("signal").is_in(AGENT_SIGNALS))
     unoffered = credited.select(_RUN_PIECE).join(
         split.first_offers.select(_RUN_PIECE), on=_RUN_PIECE, how="anti"
     )
@@ -180,6 +183,7 @@ _TOTAL_COUNTS = (
     "used_tool_called",
     "used_skill_activated",
     "used_answer_slice",
+    "used_tool_executed",
 )
 _TOTAL_FIRSTS = ("first_offer", "first_use")
 

@@ -19,6 +19,12 @@ run. The recording itself says which execution it is (footprintjs's ``runId``, t
 with the same snapshot (its wrapper aside), is a duplicate of the first too. Two
 different snapshots of one execution id are two runs (ids can repeat across
 machines); only the same recording is folded.
+
+An OpenTelemetry run is put together from spans of many lines and files, so the rule is
+applied to its spans first (:class:`contextledger.read.otel.TraceRuns`): a span is its
+(trace id, span id), the first copy read counts, a later equal copy is a duplicate and a
+later different one a conflict; the assembled run then passes through this rule as any
+run does.
 """
 
 from __future__ import annotations

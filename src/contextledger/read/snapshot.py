@@ -478,9 +478,14 @@ def _is_json_lines(path: Path) -> bool:
     return path.name.lower().endswith(_JSON_LINES_SUFFIXES)
 
 
-def iter_documents(path: Path, max_bytes: int | None = None) -> Iterator[Document]:
+def iter_documents(
+    path: Path, max_bytes: int | None = None, *, lines: bool | None = None
+) -> Iterator[Document]:
     """Split one file into snapshot documents, reading as it goes; raise ReadError if it
     cannot be opened (or is no regular file) or breaks off.
+
+    ``lines``: read it as JSON Lines (True) or as one document (False) whatever its
+    name; None (default): as its name says (a trace reader knows from the content).
 
     Gzip is detected by content and inflated as a stream (:mod:`.gunzip`). A document larger than
     ``max_bytes`` (default :func:`max_document_bytes`), decompressed, is refused: a
@@ -493,7 +498,7 @@ def iter_documents(path: Path, max_bytes: int | None = None) -> Iterator[Documen
         try:
             packed = handle.read(2) == b"\x1f\x8b"
             handle.seek(0)
-            if _is_json_lines(path):
+            if _is_json_lines(path) if lines is None else lines:
                 stream = open_inflated(handle) if packed else handle
                 yield from _json_lines(stream, source.path, cap)
                 return

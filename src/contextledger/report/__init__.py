@@ -54,6 +54,7 @@ from contextledger.ledger.stats import (
 )
 from contextledger.read.bundled import Sample, sample
 from contextledger.read.messages import RunMessages
+from contextledger.read.otel import RUNNER_KIND as TRACE_RUNNER
 from contextledger.read.snapshot import SNAPSHOT_SUFFIXES, display_path
 from contextledger.report.differences import DIFFERENCES, HEADERS
 from contextledger.report.frames import (
@@ -723,6 +724,7 @@ def _render(data: ReportData, specs: dict[str, dict[str, Any]]) -> str:
         timeline_run=data.timeline["run_id"][0] if data.timeline.height else None,
         timeline_policy=data.timeline["policy"][0] if data.timeline.height else None,
         refused=refused_runs(data.tables).to_dicts(),
+        traces_only=runs.height > 0 and bool(runs["runner_kind"].eq_missing(TRACE_RUNNER).all()),
         refused_reference=(
             refused_runs(data.reference).to_dicts() if data.reference is not None else None
         ),

@@ -26,6 +26,16 @@ from contextledger.read.facts import RunFacts
 from contextledger.read.findings import standings_from_snapshot
 from contextledger.read.identity import DUPLICATES, RunIdentity, content_digest, unmatched_ids
 from contextledger.read.messages import RunMessages, rebuild_messages
+from contextledger.read.otel import (
+    PROTOBUF,
+    RUNNER_KIND,
+    ZSTD,
+    Assembled,
+    TraceFileRead,
+    TraceRuns,
+)
+from contextledger.read.otel import read_trace_file as _read_trace_file
+from contextledger.read.otel import sniff as _sniff
 from contextledger.read.reference import record_run
 from contextledger.read.snapshot import (
     TOO_DEEP,
@@ -34,6 +44,7 @@ from contextledger.read.snapshot import (
     Run,
     RunSource,
     decode_run,
+    display_path,
     find_snapshot_files,
     iter_documents,
 )
@@ -160,6 +171,10 @@ class FileRead:
     problems: list[tuple[str | None, ReadProblem]] = field(default_factory=list)
     #: Every decoded run's message stream (``read_file(streams=True)``), for what-ifs.
     streams: list[RunStream] = field(default_factory=list)
+    #: A trace file's spans, made runs only once every file is read (:class:`TraceInputs`).
+    traces: TraceFileRead | None = None
+    #: Copies of runs (rows of ``identity.DUPLICATES``) found while assembling traces.
+    duplicates: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -194,6 +209,10 @@ def fold_failure(error: Exception) -> str:
     return f"unreadable snapshot content ({type(error).__name__}: {error})"
 
 
+#: Formats told by their content and named, not read.
+_UNREAD_FORMATS = {"otlp-protobuf": PROTOBUF, "zstd": ZSTD}
+
+
 def read_file(
     path: Path,
     modes: Sequence[str],
@@ -220,6 +239,16 @@ def read_file(
     """
     meters = {mode: _accounting(mode) for mode in modes}
     result = FileRead()
+    found = _sniff(path)
+    if found == "otlp-json":
+        result.traces = _read_trace_file(path, messages=streams or windows)
+        return result
+    if found in _UNREAD_FORMATS:
+        source = RunSource(display_path(path))
+        if strict:
+            raise ReadError(source, _UNREAD_FORMATS[found])
+        result.problems.append((None, _problem(source, _UNREAD_FORMATS[found], None)))
+        return result
     try:
         for document in iter_documents(path):
             try:
@@ -435,7 +464,11 @@ def read_accountings(
     builders = {mode: TableBuilder(mode) for mode in modes}
     identities = {mode: RunIdentity() for mode in modes}
     reads = _read_all(files, modes, sidecar, strict, worker_count, each_file is not None)
-    for result in reads:
+    traces = TraceInputs(modes, messages=each_file is not None)
+    for result in traces.after(reads):
+        if strict and result.problems and result.traces is None:
+            _, problem = result.problems[0]
+            raise ReadError(RunSource(problem.path, problem.line), problem.reason, problem.run_id)
         for confined, problem in result.problems:
             for mode, builder in builders.items():
                 if confined in (None, mode):
@@ -446,6 +479,8 @@ def read_accountings(
                     row.run_id, row.source, row.digest, row.execution_id
                 ):
                     builder.add_run(row, builder.run_count)
+        for mode in modes:
+            identities[mode].duplicates.extend(result.duplicates)
         if each_file is not None:
             each_file(result)
     out = {}
@@ -463,6 +498,71 @@ def read_accountings(
             skipped=tuple(found.skipped),
         )
     return out
+
+
+class TraceInputs:
+    """Trace files' spans, held until every file is read (a trace may be spread over
+    many files), then handed on as one more :class:`FileRead` of assembled runs.
+
+    ``messages``: also rebuild each run's message stream (:class:`RunStream`);
+    ``windows``: also give each run what an archive stores (its stream's rows, and a
+    digest of its spans to tell a run that arrives again from another under its id).
+    """
+
+    def __init__(
+        self, modes: Sequence[str], *, messages: bool = False, windows: bool = False
+    ) -> None:
+        self.modes = tuple(modes)
+        self.messages = messages
+        self.windows = windows
+        self._runs = TraceRuns(messages=messages or windows, digests=windows)
+
+    def __bool__(self) -> bool:
+        return bool(self._runs)
+
+    def take(self, read: FileRead) -> FileRead:
+        """``read``, its trace spans (if it is a trace file's) taken in."""
+        if read.traces is not None:
+            self._runs.add(read.traces)
+        return read
+
+    def after(self, reads: Iterable[FileRead]) -> Iterable[FileRead]:
+        """``reads`` as they come (a trace file's spans taken in), then the runs of
+        every trace file, if there were any."""
+        yield from map(self.take, reads)
+        if self._runs:
+            for part in self._runs.chunks():
+                yield self._file_read(part)
+
+    def finish(self) -> FileRead:
+        """The runs of the spans taken in, as a file's read (in first-read order)."""
+        return self._file_read(self._runs.finish())
+
+    def _file_read(self, assembled: Assembled) -> FileRead:
+        result = FileRead(duplicates=assembled.duplicates)
+        result.problems = [(None, problem) for problem in assembled.problems]
+        for run in assembled.runs:
+            window = None
+            if self.windows and run.messages is not None:
+                from contextledger.tables.windows import stream_window
+
+                window = stream_window(run.messages, [])
+            if self.modes:
+                result.runs.append(
+                    RunRead(
+                        run.run_id,
+                        run.source,
+                        RUNNER_KIND,
+                        "none",
+                        0,
+                        {mode: run.facts_as(mode) for mode in self.modes},
+                        run.digest,
+                        window,
+                    )
+                )
+            if run.messages is not None and self.messages:
+                result.streams.append(RunStream(run.run_id, run.source, run.messages, []))
+        return result
 
 
 class TableBuilder:

@@ -91,6 +91,7 @@ LEDGER = pa.schema(
         pa.field("used_tool_called", pa.int64(), nullable=False),
         pa.field("used_skill_activated", pa.int64(), nullable=False),
         pa.field("used_answer_slice", pa.int64(), nullable=False),
+        pa.field("used_tool_executed", pa.int64(), nullable=False),
         pa.field("runs_seen", pa.int64(), nullable=False),
         pa.field(
             "outcomes",
@@ -118,6 +119,7 @@ PIECE_TOTALS = pa.schema(
         pa.field("used_tool_called", pa.int64(), nullable=False),
         pa.field("used_skill_activated", pa.int64(), nullable=False),
         pa.field("used_answer_slice", pa.int64(), nullable=False),
+        pa.field("used_tool_executed", pa.int64(), nullable=False),
         pa.field("first_use", pa.int64()),
     ]
 )
@@ -142,6 +144,8 @@ USED_SIGNAL_COLUMNS = {
     "tool-called": "used_tool_called",
     "skill-activated": "used_skill_activated",
     "answer-slice(slot)": "used_answer_slice",
+    # a trace's execute_tool span that no model output names (read.otel)
+    "tool-executed": "used_tool_executed",
 }
 
 TABLES = {

@@ -47,9 +47,15 @@ class RunWindow:
 def run_window(run: Run) -> RunWindow:
     """Fold ``run``'s commit log into the rows an archive stores for ``whatif``."""
     stream = rebuild_messages(run)
+    return stream_window(stream, standings_from_snapshot(run))
+
+
+def stream_window(stream: RunMessages, standings: list[dict[str, Any]]) -> RunWindow:
+    """The rows an archive stores for ``whatif`` of a stream however it was rebuilt (a
+    snapshot's commit log, a trace's calls)."""
     row = stream_row(stream, 0)
     del row["run_order"]
-    return RunWindow(message_columns(stream), row, standings_from_snapshot(run))
+    return RunWindow(message_columns(stream), row, standings)
 
 
 def first_served(stream: RunMessages) -> list[int | None]:

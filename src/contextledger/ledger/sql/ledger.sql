@@ -13,6 +13,7 @@ WITH pieces AS (
         coalesce(piece_uses.used_tool_called, 0) AS used_tool_called,
         coalesce(piece_uses.used_skill_activated, 0) AS used_skill_activated,
         coalesce(piece_uses.used_answer_slice, 0) AS used_answer_slice,
+        coalesce(piece_uses.used_tool_executed, 0) AS used_tool_executed,
         coalesce(piece_offers.runs_seen, 0) AS runs_seen,
         coalesce(piece_outcomes.outcomes, []) AS outcomes,
         least(piece_offers.first_seen, piece_uses.first_seen) AS first_seen
@@ -29,6 +30,7 @@ SELECT
     used_tool_called,
     used_skill_activated,
     used_answer_slice,
+    used_tool_executed,
     runs_seen,
     outcomes,
     CASE WHEN offered > 0 THEN CAST(used AS DOUBLE) / CAST(offered AS DOUBLE) ELSE 0.0 END

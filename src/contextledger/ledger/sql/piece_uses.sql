@@ -8,7 +8,8 @@ WITH counted AS (
         count(*) AS used,
         count(*) FILTER (WHERE signal = 'tool-called') AS used_tool_called,
         count(*) FILTER (WHERE signal = 'skill-activated') AS used_skill_activated,
-        count(*) FILTER (WHERE signal = 'answer-slice(slot)') AS used_answer_slice
+        count(*) FILTER (WHERE signal = 'answer-slice(slot)') AS used_answer_slice,
+        count(*) FILTER (WHERE signal = 'tool-executed') AS used_tool_executed
     FROM metered_uses
     GROUP BY kind, piece_id
 ),
@@ -28,6 +29,7 @@ SELECT
     used_tool_called,
     used_skill_activated,
     used_answer_slice,
+    used_tool_executed,
     CAST(runs.run_order AS BIGINT) * 4294967296 + 2147483648 + first_seq AS first_seen
 FROM counted
 JOIN firsts USING (kind, piece_id)

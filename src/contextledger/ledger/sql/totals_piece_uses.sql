@@ -8,6 +8,7 @@ SELECT
     CAST(sum(used_tool_called) AS BIGINT) AS used_tool_called,
     CAST(sum(used_skill_activated) AS BIGINT) AS used_skill_activated,
     CAST(sum(used_answer_slice) AS BIGINT) AS used_answer_slice,
+    CAST(coalesce(sum(used_tool_executed), 0) AS BIGINT) AS used_tool_executed,
     min(first_use) AS first_seen
 FROM piece_totals
 WHERE first_use IS NOT NULL

@@ -1,0 +1,198 @@
+"""Reading OpenTelemetry traces: runs/s and MB/s on one core, against a plain loop.
+
+The input is the recorded traces of ``data/otel`` repeated until the file is
+``--mb`` megabytes (each copy's trace, span and conversation ids rewritten, so every
+copy is runs of its own). Measured, each the median of repetitions filling about
+``--seconds``, one core each:
+
+- ``contextledger``: ``read_runs`` of the file (decode, records, runs assembled across
+  lines, the run/offer/use tables): what ``contextledger ledger`` reads.
+- ``json.loads loop``: ``json.loads`` of every line, every span's attributes made a dict,
+  the tool definitions and output messages decoded and measured
+  (``len(json.dumps(definition)) / 4``), spans grouped by trace: the same fields, read
+  the obvious way.
+
+``--memory-mb`` also writes a file that large and reads it in a fresh process, reporting
+its peak resident set (the reader keeps small records, never a line's JSON).
+Run: ``.venv/bin/python bench/otel_read.py [--mb 50] [--seconds 5] [--memory-mb 1024]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import math
+import os
+import re
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from contextledger.read.otel import sniff
+from contextledger.tables.build import read_runs
+
+REPO = Path(__file__).resolve().parents[1]
+OTEL = REPO / "data" / "otel"
+_IDS = re.compile(rb'"(traceId|spanId|parentSpanId)":"([0-9a-f]{8})')
+_CONVERSATION = re.compile(
+    rb'("(?:gen_ai\.conversation\.id|session\.id)","value":\{"stringValue":")'
+)
+
+
+def recorded_lines() -> list[bytes]:
+    lines = []
+    for path in sorted(OTEL.rglob("*")):
+        if path.is_file() and sniff(path) == "otlp-json":
+            data = path.read_bytes()
+            if data[:2] == b"\x1f\x8b":
+                data = gzip.decompress(data)
+            lines.extend(line for line in data.splitlines() if line.strip())
+    return lines
+
+
+def write_traces(path: Path, megabytes: int) -> int:
+    """The recorded lines repeated into ``path`` up to ``megabytes``; how many copies."""
+    lines = recorded_lines()
+    target = megabytes << 20
+    written = copy = 0
+    with path.open("wb") as handle:
+        while written < target:
+            prefix = b"%08x" % copy
+            for line in lines:
+                copied = _IDS.sub(b'"\\1":"' + prefix, line)
+                copied = _CONVERSATION.sub(b"\\g<1>" + prefix + b"-", copied)
+                handle.write(copied + b"\n")
+                written += len(copied) + 1
+            copy += 1
+    return copy
+
+
+def plain_loop(path: Path) -> int:
+    """The same fields with ``json.loads``: the baseline. Returns the runs found."""
+    traces: dict[str, list[tuple]] = {}
+    with path.open("rb") as handle:
+        for line in handle:
+            request = json.loads(line)
+            for resource_spans in request.get("resourceSpans", []):
+                for scope in resource_spans.get("scopeSpans", []):
+                    for span in scope.get("spans", []):
+                        attributes = {}
+                        for attribute in span.get("attributes", []):
+                            value = attribute.get("value", {})
+                            attributes[attribute["key"]] = next(iter(value.values()), None)
+                        offers, calls = [], []
+                        definitions = attributes.get("gen_ai.tool.definitions")
+                        if isinstance(definitions, str):
+                            for definition in json.loads(definitions):
+                                text = json.dumps(
+                                    definition, separators=(",", ":"), ensure_ascii=False
+                                )
+                                offers.append((definition.get("name"), math.ceil(len(text) / 4)))
+                        for key, value in attributes.items():
+                            if key.startswith("llm.tools.") and isinstance(value, str):
+                                definition = json.loads(value)
+                                text = json.dumps(
+                                    definition, separators=(",", ":"), ensure_ascii=False
+                                )
+                                name = definition.get("function", {}).get("name")
+                                offers.append((name, math.ceil(len(text) / 4)))
+                            elif key.startswith("llm.output_messages.") and key.endswith(
+                                "function.name"
+                            ):
+                                calls.append(value)
+                        outputs = attributes.get("gen_ai.output.messages")
+                        if isinstance(outputs, str):
+                            for message in json.loads(outputs):
+                                for part in message.get("parts", []):
+                                    if part.get("type") == "tool_call":
+                                        calls.append(part.get("name"))
+                        traces.setdefault(span["traceId"], []).append(
+                            (
+                                span["spanId"],
+                                span.get("parentSpanId", ""),
+                                int(span.get("startTimeUnixNano", 0)),
+                                attributes.get("gen_ai.operation.name"),
+                                attributes.get("gen_ai.conversation.id")
+                                or attributes.get("session.id"),
+                                attributes.get("gen_ai.tool.call.id"),
+                                offers,
+                                calls,
+                            )
+                        )
+    return len(traces)
+
+
+def timed(work: Callable[[], object], seconds: float) -> tuple[float, int]:
+    """Median CPU seconds of ``work`` (this process's, one core: what a core costs, not
+    what waiting for one on a busy machine costs) over repetitions filling ``seconds``."""
+    times: list[float] = []
+    started = time.perf_counter()
+    while not times or (time.perf_counter() - started < seconds and len(times) < 50):
+        begin = time.process_time()
+        work()
+        times.append(time.process_time() - begin)
+    return statistics.median(times), len(times)
+
+
+def peak_memory(path: Path) -> tuple[float, float, int]:
+    """Seconds, peak resident MiB and runs of reading ``path`` in a fresh process."""
+    code = (
+        "import resource, sys, time\n"
+        "from contextledger.tables.build import read_runs\n"
+        "begin = time.perf_counter()\n"
+        "tables = read_runs([sys.argv[1]], workers=1)\n"
+        "print(time.perf_counter() - begin, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,"
+        " tables.runs.num_rows)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(path)], capture_output=True, text=True, check=True
+    )
+    seconds, kib, runs = out.stdout.split()
+    return float(seconds), int(kib) / 1024, int(runs)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--mb", type=int, default=50, help="size of the timed trace file")
+    parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--memory-mb", type=int, default=0, help="also read a file this large")
+    options = parser.parse_args()
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "traces.jsonl"
+        copies = write_traces(path, options.mb)
+        size = path.stat().st_size / (1 << 20)
+        runs = read_runs([path], workers=1).runs.num_rows
+        ours, ours_n = timed(lambda: read_runs([path], workers=1), options.seconds)
+        plain, plain_n = timed(lambda: plain_loop(path), options.seconds)
+        print(f"{size:,.1f} MiB of OTLP JSON Lines ({copies} copies of data/otel), {runs:,} runs")
+        for name, seconds, count in (
+            ("contextledger read_runs", ours, ours_n),
+            ("json.loads loop", plain, plain_n),
+        ):
+            print(
+                f"  {name:24} {seconds:7.3f} s CPU  {runs / seconds:9,.0f} runs/s  "
+                f"{size / seconds:6.1f} MiB/s  (median of {count})"
+            )
+        print(f"  ratio: {plain / ours:.2f}x the json.loads loop, CPU time on one core each")
+        if options.memory_mb:
+            big = Path(folder) / "big.jsonl"
+            write_traces(big, options.memory_mb)
+            seconds, peak, big_runs = peak_memory(big)
+            big_size = big.stat().st_size / (1 << 20)
+            print(
+                f"  {big_size:,.0f} MiB file: {seconds:.1f} s ({big_size / seconds:.1f} MiB/s, "
+                f"{big_runs:,} runs), peak resident {peak:,.0f} MiB"
+            )
+    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"load average: {load}; this process peak {peak:,.0f} MiB")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,45 @@
+"""OpenTelemetry GenAI traces (OTLP JSON) read into the same runs as agentfootprint snapshots.
+
+:func:`sniff` tells a trace file by its content, :func:`read_trace_file` reads its spans
+as small records, and :class:`TraceRuns` puts the spans of every file together into
+runs (their ledger facts and, for a what-if, their message streams). The mapping from
+the semantic conventions is written down in ``docs/opentelemetry.md``.
+"""
+
+from contextledger.read.otel._runs import (
+    CALLED,
+    DEFINITIONS_NOT_RECORDED,
+    EXECUTED,
+    NO_DEFINITIONS,
+    NO_MODEL_CALL,
+    NO_TOOLS_OFFERED,
+    RUNNER_KIND,
+    Assembled,
+    TraceRun,
+    TraceRuns,
+)
+from contextledger.read.otel.functions import (
+    PROTOBUF,
+    ZSTD,
+    TraceFileRead,
+    read_trace_file,
+    sniff,
+)
+
+__all__ = [
+    "CALLED",
+    "DEFINITIONS_NOT_RECORDED",
+    "EXECUTED",
+    "NO_DEFINITIONS",
+    "NO_MODEL_CALL",
+    "NO_TOOLS_OFFERED",
+    "PROTOBUF",
+    "RUNNER_KIND",
+    "ZSTD",
+    "Assembled",
+    "TraceFileRead",
+    "TraceRun",
+    "TraceRuns",
+    "read_trace_file",
+    "sniff",
+]

@@ -1,0 +1,189 @@
+"""OTLP JSON (``ExportTraceServiceRequest``) decoded with typed structs, values left raw.
+
+A collector line carries every attribute of every span; the ledger reads a dozen keys.
+Attribute values stay undecoded bytes (``msgspec.Raw``) until a key we read asks for
+one, so a span's message contents cost nothing unless a what-if needs them.
+Deliberately lenient where exporters differ: ids in hex or base64, 64-bit ints as
+strings or numbers.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from typing import Any
+
+import msgspec
+
+
+class KeyValue(msgspec.Struct, gc=False):
+    """One attribute: its key, and its ``AnyValue`` still as JSON bytes."""
+
+    key: str = ""
+    value: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw)
+
+
+class Scope(msgspec.Struct, gc=False):
+    """The instrumentation scope that wrote a span (``opentelemetry.instrumentation.openai_v2``)."""
+
+    name: str = ""
+    version: str = ""
+
+
+class Span(msgspec.Struct, rename="camel", gc=False):
+    """The fields of one OTLP span the reader uses."""
+
+    trace_id: str = ""
+    span_id: str = ""
+    parent_span_id: str = ""
+    name: str = ""
+    start_time_unix_nano: int | str = 0
+    #: The attribute list, undecoded: most spans of a real trace (HTTP, database) carry
+    #: no GenAI attribute and are never decoded further (:func:`span_attributes`).
+    attributes: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw)
+    #: Attributes the SDK dropped past its span limit (128 by default).
+    dropped_attributes_count: int = 0
+
+
+class ScopeSpans(msgspec.Struct, rename="camel", gc=False):
+    scope: Scope = msgspec.field(default_factory=Scope)
+    spans: list[Span] = msgspec.field(default_factory=list)
+
+
+class Resource(msgspec.Struct, gc=False):
+    attributes: list[KeyValue] = msgspec.field(default_factory=list)
+
+
+class ResourceSpans(msgspec.Struct, rename="camel", gc=False):
+    resource: Resource = msgspec.field(default_factory=Resource)
+    scope_spans: list[ScopeSpans] = msgspec.field(default_factory=list)
+
+
+class TraceRequest(msgspec.Struct, rename="camel", gc=False):
+    """One ``ExportTraceServiceRequest``: a line of the collector's file exporter."""
+
+    resource_spans: list[ResourceSpans] = msgspec.field(default_factory=list)
+
+
+REQUEST = msgspec.json.Decoder(TraceRequest)
+_ATTRIBUTES = msgspec.json.Decoder(list[KeyValue])
+#: Bytes one of the attributes the reader reads contains (a key's prefix, in its JSON).
+_MARKERS = (b'"gen_ai.', b'"llm.', b'"openinference.', b'"session.id"', b'"tool', b'"tool_call.')
+
+
+def span_attributes(span: Span) -> list[KeyValue]:
+    """The span's attributes, or none when no key the reader reads is among them (decoded
+    only then); raises ``msgspec.DecodeError`` when they are not a list of key/values."""
+    raw = bytes(span.attributes)
+    if not raw or not any(marker in raw for marker in _MARKERS):
+        return []
+    return _ATTRIBUTES.decode(raw)
+
+
+class _ArrayValue(msgspec.Struct, gc=False):
+    values: list[AnyValue] = msgspec.field(default_factory=list)
+
+
+class _KeyValueList(msgspec.Struct, gc=False):
+    values: list[_Pair] = msgspec.field(default_factory=list)
+
+
+class _Pair(msgspec.Struct, gc=False):
+    key: str = ""
+    value: AnyValue | None = None
+
+
+class AnyValue(msgspec.Struct, rename="camel", gc=False):
+    """OTLP ``AnyValue``: exactly one of its fields is set."""
+
+    string_value: str | None = None
+    bool_value: bool | None = None
+    int_value: int | str | None = None
+    double_value: float | str | None = None
+    array_value: _ArrayValue | None = None
+    kvlist_value: _KeyValueList | None = None
+    bytes_value: str | None = None
+
+
+_VALUE = msgspec.json.Decoder(AnyValue)
+
+
+def plain(value: AnyValue | None) -> Any:
+    """An ``AnyValue`` as a Python value: a list, a dict, a str, an int, a float, a bool.
+
+    >>> plain(_VALUE.decode(b'{"arrayValue": {"values": [{"intValue": "7"}]}}'))
+    [7]
+    """
+    if value is None:
+        return None
+    if value.string_value is not None:
+        return value.string_value
+    if value.int_value is not None:
+        return _as_int(value.int_value)
+    if value.bool_value is not None:
+        return value.bool_value
+    if value.double_value is not None:
+        return float(value.double_value)
+    if value.array_value is not None:
+        return [plain(item) for item in value.array_value.values]
+    if value.kvlist_value is not None:
+        return {pair.key: plain(pair.value) for pair in value.kvlist_value.values}
+    if value.bytes_value is not None:
+        return value.bytes_value
+    return None
+
+
+def decode_value(raw: msgspec.Raw) -> Any:
+    """The Python value of one attribute's raw ``AnyValue``; raises ``msgspec.DecodeError``."""
+    return plain(_VALUE.decode(raw))
+
+
+def _as_int(value: int | str) -> int | None:
+    if isinstance(value, int):
+        return value
+    try:
+        return int(value)
+    except ValueError:
+        return None
+
+
+def as_int(value: Any) -> int | None:
+    """An integer attribute (OTLP JSON writes 64-bit ints as strings); None if it is none."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str):
+        return _as_int(value)
+    return None
+
+
+def hex_id(value: str, size: int) -> str:
+    """A trace (16 bytes) or span (8 bytes) id as lower-case hex, as OTLP JSON writes it;
+    the base64 that protobuf's own JSON mapping writes is converted. '' if neither.
+
+    >>> hex_id("5B8EFFF798038103D269B633813FC60C", 16)
+    '5b8efff798038103d269b633813fc60c'
+    >>> hex_id("W47/95gDgQPSabYzgT/GDA==", 16)
+    '5b8efff798038103d269b633813fc60c'
+    """
+    if len(value) == size * 2 and value.isalnum():
+        try:
+            bytes.fromhex(value)
+        except ValueError:
+            pass
+        else:
+            return value.lower()
+    try:
+        raw = base64.b64decode(value, validate=True)
+    except (binascii.Error, ValueError):
+        return ""
+    return raw.hex() if len(raw) == size else ""
+
+
+def start_nanos(span: Span) -> int:
+    """A span's start time in nanoseconds since the epoch (0 when it has none)."""
+    found = as_int(span.start_time_unix_nano)
+    return found if found is not None else 0

@@ -1,0 +1,448 @@
+"""Spans of any number of files assembled into runs: offers, uses, and the message stream.
+
+A run is a conversation (``gen_ai.conversation.id`` / OpenInference ``session.id``,
+when a span of the trace carries one), else a trace. A span is its (trace id, span
+id): the first copy read counts, a later equal copy is a duplicate, a later different
+one a conflict (the run-identity rule of :mod:`~contextledger.read.identity`, applied
+to spans, since a run is put together from many lines). What it deliberately gets
+wrong: a run is only as complete as the spans given; nothing is inferred for a model
+call whose span was not exported.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+
+from contextledger.read.facts import Offer, RunFacts, Use
+from contextledger.read.messages import Message, ModelCall, RunMessages, ToolCall
+from contextledger.read.otel._spans import Said, SpanRecord
+from contextledger.read.otel.functions import TraceFileRead
+from contextledger.read.snapshot import ReadProblem, RunSource
+
+#: How a tool use is known: the model's output asked for it (``tool-called``, the
+#: snapshot reader's signal), or only an ``execute_tool`` span says it ran.
+CALLED, EXECUTED = "tool-called", "tool-executed"
+
+#: Why a run whose model calls carry no tool definitions is left out of the ledger.
+NO_DEFINITIONS = (
+    "no content on its model calls, so no tool definitions (content capture off, or sent to "
+    "log events as semconv 1.30 instrumentations do: record with "
+    "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=span_only; OpenInference: leave "
+    "OPENINFERENCE_HIDE_LLM_TOOLS and OPENINFERENCE_HIDE_INPUTS unset)"
+)
+#: Why a run whose calls carried content but no tool definitions is left out.
+NO_TOOLS_OFFERED = (
+    "no tool offered: its model calls carry content but no tool definitions "
+    "(gen_ai.tool.definitions / llm.tools)"
+)
+#: Why a run whose model called tools none of its calls' spans define is left out.
+DEFINITIONS_NOT_RECORDED = (
+    "tool definitions not recorded: the model called tools, but its model-call spans carry "
+    "no gen_ai.tool.definitions (opentelemetry-instrumentation-openai-v2 never records them: "
+    "record with opentelemetry-instrumentation-genai-openai and "
+    "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=span_only)"
+)
+NO_MODEL_CALL = (
+    "no model call: no span with gen_ai.operation.name chat, generate_content or "
+    "text_completion (nor an OpenInference LLM span)"
+)
+#: Piece kinds the conventions carry no attribute for (left unmetered, never zero).
+UNMETERED_KINDS = ["injection", "skill"]
+#: What a run from traces says it was run by (``runs.runner_kind``).
+RUNNER_KIND = "otel"
+
+
+@dataclass
+class TraceRun:
+    """One run assembled from spans: its facts (one accounting: traces have no other)
+    and, when asked for, its message stream."""
+
+    run_id: str
+    source: RunSource
+    facts: RunFacts
+    #: A hash of the run's spans (:func:`_digest`), when asked for (what an archive keeps).
+    digest: str | None = None
+    messages: RunMessages | None = None
+
+    def facts_as(self, mode: str) -> RunFacts:
+        """The facts under accounting ``mode``: the same offers and uses whatever the
+        mode (agentfootprint's reference rules have nothing to read in a trace)."""
+        return dataclasses.replace(self.facts, accounting=mode)
+
+
+@dataclass
+class Assembled:
+    """What :meth:`TraceRuns.finish` gives: runs in first-read order, problems, and the
+    copies of spans read more than once (rows of ``identity.DUPLICATES``)."""
+
+    runs: list[TraceRun] = field(default_factory=list)
+    problems: list[ReadProblem] = field(default_factory=list)
+    duplicates: list[dict[str, Any]] = field(default_factory=list)
+
+
+class TraceRuns:
+    """Collects the spans of trace files, in reading order, and assembles their runs."""
+
+    def __init__(self, *, messages: bool = False, digests: bool = False) -> None:
+        self.messages = messages
+        self.digests = digests
+        self._spans: dict[tuple[str, str], tuple[int, SpanRecord]] = {}
+        self._problems: list[ReadProblem] = []
+        self._conflicts: list[tuple[str, ReadProblem]] = []
+        self._copies: dict[tuple[str, int | None, str], tuple[SpanRecord, SpanRecord]] = {}
+        self._sequence = 0
+
+    def __bool__(self) -> bool:
+        return bool(self._spans or self._problems)
+
+    def add(self, read: TraceFileRead) -> None:
+        """Take in one file's spans (a span read before is a duplicate or a conflict)."""
+        self._problems.extend(read.problems)
+        for record in read.spans:
+            key = (record.trace_id, record.span_id)
+            earlier = self._spans.get(key)
+            if earlier is None:
+                self._spans[key] = (self._sequence, record)
+                self._sequence += 1
+                continue
+            kept = earlier[1]
+            if kept.same_content(record):
+                where = (record.path, record.line, record.trace_id)
+                self._copies.setdefault(where, (record, kept))
+            else:
+                reason = (
+                    f"span {record.span_id} of trace {record.trace_id} already read from "
+                    f"{_where(kept)} with different content; this copy was not counted "
+                    "(the first copy is kept)"
+                )
+                problem = ReadProblem(record.path, record.line, None, reason)
+                self._conflicts.append((record.trace_id, problem))
+
+    def finish(self) -> Assembled:
+        """The runs of every span taken in, in the order their first span was read."""
+        out = Assembled()
+        for part in self.chunks():
+            out.runs.extend(part.runs)
+            out.problems.extend(part.problems)
+            out.duplicates.extend(part.duplicates)
+        return out
+
+    def chunks(self, runs: int = 1000) -> Iterator[Assembled]:
+        """:meth:`finish` a part of at most ``runs`` runs at a time (the first part also
+        carries the problems and copies not of one run), letting go of each run's spans
+        once it is assembled: what is held is the records not yet made runs. Takes the
+        spans: a second call gives nothing."""
+        by_trace: dict[str, list[tuple[int, SpanRecord]]] = {}
+        for sequence, record in self._spans.values():
+            by_trace.setdefault(record.trace_id, []).append((sequence, record))
+        self._spans = {}
+        run_of_trace = {trace: _run_id(trace, spans) for trace, spans in by_trace.items()}
+        by_run: dict[str, list[tuple[int, SpanRecord]]] = {}
+        for trace, spans in by_trace.items():
+            by_run.setdefault(run_of_trace[trace], []).extend(spans)
+        del by_trace
+        part = Assembled(problems=self._problems)
+        for trace, problem in self._conflicts:
+            problem.run_id = run_of_trace.get(trace)
+            part.problems.append(problem)
+        for (path, _, trace), (copy, kept) in self._copies.items():
+            run_id = run_of_trace.get(trace, trace)
+            part.duplicates.append(
+                {
+                    "run_id": run_id,
+                    "path": path,
+                    "line": copy.line,
+                    "kept_path": kept.path,
+                    "kept_line": kept.line,
+                    "kept_run_id": run_id,
+                }
+            )
+        self._problems, self._conflicts, self._copies = [], [], {}
+        order = sorted(by_run, key=lambda run_id: min(s for s, _ in by_run[run_id]))
+        for run_id in order:
+            spans = sorted(by_run.pop(run_id), key=lambda item: item[0])
+            records = [record for _, record in spans]
+            part.runs.append(self._run(run_id, records))
+            seen: set[str] = set()
+            for record in records:
+                for reason in record.problems:
+                    if reason not in seen:
+                        seen.add(reason)
+                        part.problems.append(ReadProblem(record.path, record.line, run_id, reason))
+            if len(part.runs) >= runs:
+                yield part
+                part = Assembled()
+        if part.runs or part.problems or part.duplicates:
+            yield part
+
+    def _run(self, run_id: str, records: list[SpanRecord]) -> TraceRun:
+        first = records[0]
+        calls = model_calls(records)
+        facts = meter(calls, records)
+        digest = _digest(records) if self.digests else None
+        messages = stream(run_id, calls) if self.messages else None
+        return TraceRun(run_id, RunSource(first.path, first.line), facts, digest, messages)
+
+
+def _where(record: SpanRecord) -> str:
+    return record.path if record.line is None else f"{record.path}:{record.line}"
+
+
+def _run_id(trace: str, spans: Sequence[tuple[int, SpanRecord]]) -> str:
+    """The trace's conversation id (the earliest span carrying one), else the trace id."""
+    carrying = [(r.start, s, r.conversation_id) for s, r in spans if r.conversation_id]
+    return str(min(carrying)[2]) if carrying else trace
+
+
+def _digest(records: Sequence[SpanRecord]) -> str:
+    """A hash of the run's spans as read (where aside), so an archive tells a run that
+    arrives again from the same run with more spans."""
+    ordered = sorted(records, key=lambda r: (r.trace_id, r.span_id))
+    hasher = hashlib.blake2b(digest_size=16)
+    for record in ordered:
+        fields = msgspec.structs.astuple(record)
+        hasher.update(msgspec.json.encode(fields[:4] + fields[7:]))
+    return hasher.hexdigest()
+
+
+def model_calls(records: Sequence[SpanRecord]) -> list[SpanRecord]:
+    """The run's model calls in start-time order (ties: reading order), one per call
+    that reached the model.
+
+    Stacked instrumentations (a framework's ``chat`` span around the client's) record
+    one call twice: a model-call span with a model-call span below it is not counted
+    (the innermost is the request as sent), and what the innermost lacks (its tool
+    definitions, its messages) is taken from the nearest one above it. Two model-call
+    spans with the same ``gen_ai.response.id`` are one call too (the first is kept).
+    """
+    calls = {r.span_id: r for r in records if r.role == "call"}
+    parents = {r.span_id: r.parent_id for r in records}
+    above: dict[str, str] = {}  # call span -> nearest model-call span above it
+    for span_id in calls:
+        parent = parents.get(span_id, "")
+        hops = 0
+        while parent and parent not in calls and hops < len(parents):
+            parent = parents.get(parent, "")
+            hops += 1
+        if parent in calls:
+            above[span_id] = parent
+    outer = set(above.values())
+    kept: list[SpanRecord] = []
+    responses: set[str] = set()
+    for span_id, record in calls.items():
+        if span_id in outer:
+            continue
+        merged = record
+        ancestor = above.get(span_id)
+        while ancestor is not None:
+            merged = _fill(merged, calls[ancestor])
+            ancestor = above.get(ancestor)
+        if merged.response_id:
+            if merged.response_id in responses:
+                continue
+            responses.add(merged.response_id)
+        kept.append(merged)
+    order = {r.span_id: position for position, r in enumerate(records)}
+    kept.sort(key=lambda r: (r.start, order[r.span_id]))
+    return kept
+
+
+_FILLED = (
+    "tools",
+    "tool_calls",
+    "input_tokens",
+    "cache_read_tokens",
+    "cache_write_tokens",
+    "system",
+    "inputs",
+    "outputs",
+)
+_FLAGS = ("tools_unreadable", "captured")
+_COUNTS = ("dropped_attributes",)
+
+
+def _fill(record: SpanRecord, outer: SpanRecord) -> SpanRecord:
+    """``record`` with the fields it lacks taken from ``outer`` (the same call, recorded
+    by an instrumentation above it)."""
+    missing = {
+        name: getattr(outer, name)
+        for name in _FILLED
+        if getattr(record, name) is None and getattr(outer, name) is not None
+    }
+    for name in _FLAGS:
+        if getattr(outer, name) and not getattr(record, name):
+            missing[name] = True
+    for name in _COUNTS:
+        if getattr(outer, name) > getattr(record, name):
+            missing[name] = getattr(outer, name)
+    return msgspec.structs.replace(record, **missing) if missing else record
+
+
+def meter(calls: Sequence[SpanRecord], records: Sequence[SpanRecord]) -> RunFacts:
+    """Offers and uses of a run's model calls (``calls``, in order) and tool spans.
+
+    A run none of whose calls carries tool definitions is refused (its offers are
+    unknown, or none: never offered zero), saying which: content capture was off, the
+    model called tools its instrumentation did not record, or the calls carried content
+    but offered no tool; so is a run that lost attributes to
+    the SDK's span limit. Offered: each tool
+    definition on a call, once per name per call. Used: each tool
+    call in a call's output messages (``tool-called``); an ``execute_tool`` span counts
+    (``tool-executed``) only when no output message holds its call id, and one without
+    a call id only when the run recorded no output messages at all.
+    """
+    facts = RunFacts("corrected", model_call_count=len(calls))
+    if not calls:
+        facts.refused_reason = NO_MODEL_CALL
+        return facts
+    unreadable = [index for index, call in enumerate(calls, start=1) if call.tools_unreadable]
+    if unreadable:
+        facts.refused_reason = (
+            f"the tool definitions of model call {unreadable[0]} could not be read "
+            "(named among the problems): the run is not counted in part"
+        )
+        return facts
+    dropped = [
+        (index, call) for index, call in enumerate(calls, start=1) if call.dropped_attributes
+    ]
+    if dropped:
+        index, call = dropped[0]
+        facts.refused_reason = (
+            f"model call {index} lost {call.dropped_attributes} attribute(s) to the SDK's span "
+            "attribute limit (128 by default), so its tool definitions may be incomplete: "
+            "raise OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT (or SpanLimits(max_span_attributes=...))"
+        )
+        return facts
+    if all(call.tools is None for call in calls):
+        if not any(call.captured for call in calls):
+            facts.refused_reason = NO_DEFINITIONS
+        elif any(call.tool_calls for call in calls):
+            facts.refused_reason = DEFINITIONS_NOT_RECORDED
+        else:
+            facts.refused_reason = NO_TOOLS_OFFERED
+        return facts
+    offers: list[Offer] = []
+    uses: list[Use] = []
+    called: set[str] = set()
+    for index, call in enumerate(calls):
+        named: set[str] = set()
+        for name, tokens in call.tools or ():
+            if name not in named:
+                named.add(name)
+                offers.append((index, "tool", name, tokens))
+        for call_id, name in call.tool_calls or ():
+            uses.append(("tool", name, CALLED, index))
+            if call_id:
+                called.add(call_id)
+    outputs_recorded = any(call.tool_calls is not None for call in calls)
+    starts = [call.start for call in calls]
+    for record in records:
+        if record.role != "tool" or record.executed is None:
+            continue
+        call_id, name = record.executed
+        if not name or call_id in called or (not call_id and outputs_recorded):
+            continue
+        if call_id:
+            called.add(call_id)
+        before = sum(1 for start in starts if start <= record.start) - 1
+        uses.append(("tool", name, EXECUTED, before if before >= 0 else None))
+    facts.metered = True
+    facts.metered_call_count = len(calls)
+    facts.unmetered_kinds = list(UNMETERED_KINDS)
+    facts.offers = offers
+    facts.uses = uses
+    return facts
+
+
+def stream(run_id: str, calls: Sequence[SpanRecord]) -> RunMessages:
+    """The run's message stream rebuilt from what each call sent and received.
+
+    A chat API is sent the whole window each call: a call's input is aligned with the
+    window before it (the previous input and its output), and what differs enters the
+    stream there. Tool results are linked to their calls by id.
+    """
+    said: list[Said] = []
+    origins: list[str] = []
+    entered: list[int] = []  # calls made before each message entered
+    live: list[int] = []
+    model_calls_out: list[ModelCall] = []
+
+    def enter(items: Sequence[Said], origin: str, before: int) -> list[int]:
+        added = []
+        for item in items:
+            said.append(item)
+            origins.append(origin)
+            entered.append(before)
+            added.append(len(said) - 1)
+        return added
+
+    for ordinal, call in enumerate(calls, start=1):
+        sent = list(call.inputs or ())
+        if call.system and not (sent and sent[0].role == "system"):
+            sent = list(call.system) + sent
+        old = [said[i] for i in live]
+        head, tail = _align(old, sent)
+        added = enter(sent[head : len(sent) - tail], f"input#{ordinal}", ordinal - 1)
+        live = live[:head] + added + (live[len(live) - tail :] if tail else [])
+        served = tuple(live)
+        model_calls_out.append(
+            ModelCall(
+                ordinal=ordinal,
+                iteration=ordinal,
+                bundle_index=ordinal - 1,
+                runtime_stage_id=call.span_id,
+                window_stage_id=None,
+                input_tokens=max(0, call.input_tokens or 0),
+                window_seen=served,
+                window_served=served,
+            )
+        )
+        live = live + enter(call.outputs or (), f"output#{ordinal}", ordinal)
+    names = {cid: name for item in said for cid, name in item.tool_calls if cid and name}
+    count = len(calls)
+    messages = []
+    for index, item in enumerate(said):
+        before = entered[index]
+        resolved = names.get(item.tool_call_id or "") if item.role == "tool" else None
+        messages.append(
+            Message(
+                role=item.role,
+                content=item.content,
+                tool_call_id=item.tool_call_id,
+                tool_calls=tuple(ToolCall(cid, name) for cid, name in item.tool_calls),
+                index=index,
+                first_call=before + 1 if before < count else None,
+                origin=origins[index],
+                resolved_tool_name=resolved,
+            )
+        )
+    return RunMessages(
+        run_id=run_id,
+        user_message=None,
+        messages=messages,
+        calls=model_calls_out,
+        final_window=tuple(live),
+        recorded_records=[],
+    )
+
+
+def _align(old: Sequence[Said], new: Sequence[Said]) -> tuple[int, int]:
+    """Longest common head, then longest common tail of the rest."""
+    head = 0
+    limit = min(len(old), len(new))
+    while head < limit and old[head] == new[head]:
+        head += 1
+    tail = 0
+    while (
+        tail < len(old) - head
+        and tail < len(new) - head
+        and old[len(old) - 1 - tail] == new[len(new) - 1 - tail]
+    ):
+        tail += 1
+    return head, tail

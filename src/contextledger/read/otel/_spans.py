@@ -1,0 +1,518 @@
+"""One OTLP span reduced to what the ledger and the what-if read: a small record.
+
+Two dialects name the same facts: the OpenTelemetry GenAI semantic conventions
+(``gen_ai.*``) and OpenInference's flattened ``llm.*`` keys (Phoenix). Both are read
+into one :class:`SpanRecord`; a record keeps names, ids, counts and (only when a
+what-if asks) message texts, never the span's JSON. Deliberately not read: span events
+and log records (where semconv 1.30 instrumentations put content), and OpenLLMetry's
+``gen_ai.prompt.{i}.*`` keys.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import msgspec
+
+from contextledger.read.jsjson import js_stringify, utf16_length
+from contextledger.read.otel._otlp import (
+    Span,
+    as_int,
+    decode_value,
+    hex_id,
+    span_attributes,
+    start_nanos,
+)
+
+#: ``gen_ai.operation.name`` values that are one model call (semconv 1.27+).
+MODEL_OPERATIONS = frozenset({"chat", "generate_content", "text_completion"})
+#: ``gen_ai.operation.name`` of a tool's execution.
+TOOL_OPERATION = "execute_tool"
+#: Message part types the conventions define (1.37+ and semantic-conventions-genai).
+KNOWN_PART_TYPES = frozenset(
+    {
+        "text",
+        "tool_call",
+        "tool_call_response",
+        "reasoning",
+        "blob",
+        "file",
+        "file_data",
+        "uri",
+        "server_tool_call",
+        "server_tool_call_response",
+    }
+)
+
+
+class Said(msgspec.Struct, frozen=True, gc=False):
+    """One message as a call sent or received it: role, text, the tool calls it makes,
+    the call it answers."""
+
+    role: str
+    content: str
+    tool_calls: tuple[tuple[str, str], ...] = ()
+    tool_call_id: str | None = None
+
+
+class SpanRecord(msgspec.Struct, gc=False):
+    """What one span says, in the terms the ledger and the what-if read.
+
+    ``tools`` is None when the span carries no tool definitions at all (content capture
+    off, or an instrumentation that never records them), ``()`` when it says none were
+    offered. ``tool_calls`` likewise for the output messages.
+    """
+
+    trace_id: str
+    span_id: str
+    parent_id: str
+    start: int
+    path: str
+    line: int | None
+    #: Position of the span among the spans of its file (breaks start-time ties).
+    position: int
+    #: ``"call"`` (a model call), ``"tool"`` (a tool's execution) or ``"other"``.
+    role: str = "other"
+    conversation_id: str | None = None
+    response_id: str | None = None
+    tools: tuple[tuple[str, int], ...] | None = None
+    tool_calls: tuple[tuple[str, str], ...] | None = None
+    #: An execution's ``(gen_ai.tool.call.id, gen_ai.tool.name)``.
+    executed: tuple[str, str] | None = None
+    input_tokens: int | None = None
+    cache_read_tokens: int | None = None
+    cache_write_tokens: int | None = None
+    #: Set only when messages are asked for: what the call sent and received.
+    system: tuple[Said, ...] | None = None
+    inputs: tuple[Said, ...] | None = None
+    outputs: tuple[Said, ...] | None = None
+    #: What could not be read on this span, each said once.
+    problems: tuple[str, ...] = ()
+    #: Whether the tool definitions attribute was present but unreadable.
+    tools_unreadable: bool = False
+    #: Whether the span carries any content attribute (messages, instructions, tool
+    #: definitions): content capture was on, so no definitions means none offered.
+    captured: bool = False
+    #: ``droppedAttributesCount``: attributes lost to the SDK's span attribute limit.
+    dropped_attributes: int = 0
+
+    def same_content(self, other: SpanRecord) -> bool:
+        """Equal in everything read but where it was read (a copy of the same span)."""
+        return _content(self) == _content(other)
+
+
+def _content(record: SpanRecord) -> tuple[Any, ...]:
+    fields = msgspec.structs.astuple(record)
+    return fields[:4] + fields[7:]
+
+
+_CONVERSATION_KEYS = ("gen_ai.conversation.id", "session.id")
+_INPUT_TOKEN_KEYS = (
+    "gen_ai.usage.input_tokens",
+    "gen_ai.usage.prompt_tokens",
+    "llm.token_count.prompt",
+)
+_CACHE_READ_KEYS = (
+    "gen_ai.usage.cache_read.input_tokens",
+    "gen_ai.usage.cache_read_input_tokens",
+    "llm.token_count.prompt_details.cache_read",
+)
+_CACHE_WRITE_KEYS = (
+    "gen_ai.usage.cache_creation.input_tokens",
+    "gen_ai.usage.cache_write.input_tokens",
+    "gen_ai.usage.cache_creation_input_tokens",
+    "llm.token_count.prompt_details.cache_write",
+)
+_CONTENT_KEYS = frozenset(
+    {
+        "gen_ai.tool.definitions",
+        "gen_ai.input.messages",
+        "gen_ai.output.messages",
+        "gen_ai.system_instructions",
+    }
+)
+_SCALAR_KEYS = frozenset(
+    {
+        "gen_ai.operation.name",
+        "openinference.span.kind",
+        "gen_ai.response.id",
+        "gen_ai.tool.call.id",
+        "gen_ai.tool.name",
+        "tool.name",
+        "tool_call.id",
+        *_CONVERSATION_KEYS,
+        *_INPUT_TOKEN_KEYS,
+        *_CACHE_READ_KEYS,
+        *_CACHE_WRITE_KEYS,
+    }
+)
+#: OpenInference's flattened content keys.
+_CONTENT_PREFIXES = ("llm.tools.", "llm.input_messages.", "llm.output_messages.")
+#: What each exactly named attribute is: a scalar, content both readers use, content only
+#: a what-if reads (input messages), or tool definitions (decoded once per value).
+_EXACT = {
+    **dict.fromkeys(_SCALAR_KEYS, "scalar"),
+    "gen_ai.output.messages": "content",
+    "gen_ai.input.messages": "input",
+    "gen_ai.system_instructions": "input",
+    "gen_ai.tool.definitions": "definitions",
+}
+
+
+#: Each attribute key's kind, found once per key (:func:`_classify`), with and without
+#: the messages a what-if reads.
+_KINDS: dict[bool, dict[str, str]] = {False: {}, True: {}}
+_KINDS_KEPT = 65536
+
+
+def _classify(key: str, messages: bool) -> str:
+    """What an attribute is to the reader: an :data:`_EXACT` kind, ``"flat"`` (an
+    OpenInference message key read), ``"seen"`` (content, not read here: capture was on)
+    or ``"skip"``."""
+    kind = _EXACT.get(key)
+    if kind == "input" and not messages:
+        kind = "seen"
+    elif kind is None:
+        if not key.startswith(_CONTENT_PREFIXES):
+            kind = "skip"
+        elif key.startswith("llm.tools."):
+            kind = "definitions" if key.endswith(_SCHEMA) else "seen"
+        elif messages or (key.startswith("llm.output_") and ".tool_calls." in key):
+            kind = "flat"
+        else:
+            kind = "seen"
+    kinds = _KINDS[messages]
+    if len(kinds) >= _KINDS_KEPT:
+        kinds.clear()
+    kinds[key] = kind
+    return kind
+
+
+def span_record(
+    span: Span, path: str, line: int | None, position: int, *, messages: bool
+) -> SpanRecord:
+    """The record of ``span``; ``messages``: also keep the message texts it carries."""
+    scalars: dict[str, Any] = {}
+    contents: dict[str, Any] = {}
+    flat: dict[str, Any] = {}
+    definitions: dict[str, bytes] = {}  # decoded once per distinct value (_offers_of)
+    problems: list[str] = []
+    captured = False
+    try:
+        attributes = span_attributes(span)
+    except msgspec.DecodeError as error:
+        attributes = []
+        problems.append(f"the span's attributes are not OTLP key/values ({error})")
+    kinds = _KINDS[messages]
+    for attribute in attributes:
+        key = attribute.key
+        kind = kinds.get(key) or _classify(key, messages)
+        if kind == "skip":
+            continue
+        if kind != "scalar":
+            captured = True
+            if kind == "seen":
+                continue
+            if kind == "definitions":
+                definitions[key] = bytes(attribute.value)
+                continue
+        try:
+            value = decode_value(attribute.value)
+        except (msgspec.DecodeError, RecursionError):
+            problems.append(f"attribute {key} is not an OTLP value")
+            continue
+        if kind == "scalar":
+            scalars[key] = value
+        elif kind == "flat":
+            flat[key] = value
+        else:
+            contents[key] = value
+    record = SpanRecord(
+        trace_id=hex_id(span.trace_id, 16),
+        span_id=hex_id(span.span_id, 8),
+        parent_id=hex_id(span.parent_span_id, 8) if span.parent_span_id else "",
+        start=start_nanos(span),
+        path=path,
+        line=line,
+        position=position,
+    )
+    record.captured = captured
+    record.dropped_attributes = span.dropped_attributes_count
+    operation = scalars.get("gen_ai.operation.name")
+    span_kind = scalars.get("openinference.span.kind")
+    record.conversation_id = _first_text(scalars, _CONVERSATION_KEYS)
+    if operation in MODEL_OPERATIONS or (operation is None and span_kind == "LLM"):
+        record.role = "call"
+        _read_call(record, scalars, contents, flat, definitions, problems, messages)
+    elif operation == TOOL_OPERATION or (operation is None and span_kind == "TOOL"):
+        record.role = "tool"
+        call_id = _first_text(scalars, ("gen_ai.tool.call.id", "tool_call.id"))
+        name = _first_text(scalars, ("gen_ai.tool.name", "tool.name"))
+        if call_id is not None or name is not None:
+            record.executed = (call_id or "", name or "")
+    record.problems = tuple(dict.fromkeys(problems))
+    return record
+
+
+def _first_text(values: dict[str, Any], keys: tuple[str, ...]) -> str | None:
+    for key in keys:
+        found = values.get(key)
+        if isinstance(found, str) and found:
+            return found
+    return None
+
+
+def _first_int(values: dict[str, Any], keys: tuple[str, ...]) -> int | None:
+    for key in keys:
+        if key in values and (found := as_int(values[key])) is not None:
+            return found
+    return None
+
+
+def _read_call(
+    record: SpanRecord,
+    scalars: dict[str, Any],
+    contents: dict[str, Any],
+    flat: dict[str, Any],
+    definitions: dict[str, bytes],
+    problems: list[str],
+    messages: bool,
+) -> None:
+    record.response_id = _first_text(scalars, ("gen_ai.response.id",))
+    record.input_tokens = _first_int(scalars, _INPUT_TOKEN_KEYS)
+    record.cache_read_tokens = _first_int(scalars, _CACHE_READ_KEYS)
+    record.cache_write_tokens = _first_int(scalars, _CACHE_WRITE_KEYS)
+    if _DEFINITIONS in definitions:
+        offers = _offers_of(definitions[_DEFINITIONS], _DEFINITIONS, problems)
+    elif definitions:
+        found = [_offers_of(raw, key, problems) for key, raw in _by_index(definitions)]
+        offers = None if any(o is None for o in found) else tuple(o for f in found for o in f or ())
+    else:
+        offers = ()
+    if offers is None:
+        record.tools_unreadable = True
+    elif definitions:
+        record.tools = offers
+    outputs = _messages_of(
+        contents, flat, "gen_ai.output.messages", "llm.output_messages.", problems
+    )
+    if outputs is not None:
+        record.tool_calls = tuple(call for said in outputs for call in said.tool_calls)
+    if messages:
+        record.outputs = outputs
+        record.inputs = _messages_of(
+            contents, flat, "gen_ai.input.messages", "llm.input_messages.", problems
+        )
+        record.system = _system_of(contents, problems)
+
+
+class _Unreadable:
+    """An attribute whose JSON text could not be decoded (named as a problem)."""
+
+
+_UNREADABLE = _Unreadable()
+
+
+def _content_value(value: Any, key: str, problems: list[str]) -> Any:
+    """A content attribute's value: structured as given, or decoded from its JSON text."""
+    if not isinstance(value, str):
+        return value
+    try:
+        return msgspec.json.decode(value)
+    except msgspec.DecodeError as error:
+        cut = "truncated? " if "truncated" in str(error) else ""
+        problems.append(
+            f"attribute {key} is not valid JSON ({cut}{len(value):,} chars; {error}): "
+            "a backend cut it, or the instrumentation's length limit did"
+        )
+    except RecursionError:
+        problems.append(f"attribute {key} nests too deeply to read")
+    return _UNREADABLE
+
+
+def tool_name(definition: Any) -> str | None:
+    """The name a tool definition gives: semconv's ``name``, or the provider's wire
+    shape (``{"type": "function", "function": {"name": ...}}``)."""
+    if not isinstance(definition, dict):
+        return None
+    name = definition.get("name")
+    if isinstance(name, str) and name:
+        return name
+    inner = definition.get("function")
+    if isinstance(inner, dict) and isinstance(inner.get("name"), str) and inner["name"]:
+        return str(inner["name"])
+    return None
+
+
+def approx_tokens(definition: Any) -> int:
+    """The ledger's estimate of a definition's cost: ``ceil(len(JSON.stringify(d)) / 4)``."""
+    text = js_stringify(definition)
+    return 0 if text is None else math.ceil(utf16_length(text) / 4)
+
+
+def _offers(definitions: Any, key: str, problems: list[str]) -> tuple[tuple[str, int], ...] | None:
+    if not isinstance(definitions, list):
+        problems.append(f"attribute {key} is not a list of tool definitions")
+        return None
+    offers = []
+    for definition in definitions:
+        name = tool_name(definition)
+        if name is None:
+            problems.append(f"attribute {key} holds a tool definition without a name")
+            continue
+        offers.append((name, approx_tokens(definition)))
+    return tuple(offers)
+
+
+def _indexed(flat: dict[str, Any], prefix: str) -> dict[int, dict[str, Any]]:
+    """``prefix{i}.rest`` keys grouped by ``i``: ``{i: {rest: value}}``."""
+    out: dict[int, dict[str, Any]] = {}
+    for key, value in flat.items():
+        if not key.startswith(prefix):
+            continue
+        index, _, rest = key[len(prefix) :].partition(".")
+        if index.isdigit():
+            out.setdefault(int(index), {})[rest] = value
+    return dict(sorted(out.items()))
+
+
+_DEFINITIONS = "gen_ai.tool.definitions"
+_SCHEMA = ".tool.json_schema"
+#: Offers of each distinct definitions value (an agent sends the same tools every call:
+#: each is decoded and measured once, and the calls share one tuple).
+_OFFERS: dict[bytes, tuple[tuple[tuple[str, int], ...] | None, tuple[str, ...]]] = {}
+_OFFERS_KEPT = 256
+
+
+def _by_index(definitions: dict[str, bytes]) -> list[tuple[str, bytes]]:
+    """OpenInference's ``llm.tools.{i}.tool.json_schema`` values in index order."""
+    indexed = []
+    for key, raw in definitions.items():
+        index = key[len("llm.tools.") : -len(_SCHEMA)]
+        indexed.append((int(index) if index.isdigit() else -1, key, raw))
+    return [(key, raw) for _, key, raw in sorted(indexed)]
+
+
+def _offers_of(raw: bytes, key: str, problems: list[str]) -> tuple[tuple[str, int], ...] | None:
+    """``(name, approx_tokens)`` of each definition in one attribute's raw value (a list,
+    or OpenInference's one definition); None when it cannot be read (said in ``problems``)."""
+    hit = _OFFERS.get(raw)
+    if hit is None:
+        found: list[str] = []
+        offers: tuple[tuple[str, int], ...] | None = None
+        try:
+            value = _content_value(decode_value(msgspec.Raw(raw)), key, found)
+        except (msgspec.DecodeError, RecursionError):
+            found.append(f"attribute {key} is not an OTLP value")
+            value = _UNREADABLE
+        if value is not _UNREADABLE:
+            if key == _DEFINITIONS:
+                offers = _offers(value, key, found)
+            else:
+                name = tool_name(value)
+                if name is None:
+                    found.append(f"attribute {key} holds a tool definition without a name")
+                offers = () if name is None else ((name, approx_tokens(value)),)
+        if len(_OFFERS) >= _OFFERS_KEPT:
+            _OFFERS.clear()
+        hit = _OFFERS[raw] = (offers, tuple(found))
+    problems.extend(hit[1])
+    return hit[0]
+
+
+def _messages_of(
+    contents: dict[str, Any],
+    flat: dict[str, Any],
+    key: str,
+    prefix: str,
+    problems: list[str],
+) -> tuple[Said, ...] | None:
+    if key in contents:
+        value = _content_value(contents[key], key, problems)
+        if value is _UNREADABLE:
+            return None
+        if not isinstance(value, list):
+            problems.append(f"attribute {key} is not a list of messages")
+            return None
+        return tuple(said for message in value for said in _semconv_message(message, key, problems))
+    grouped = _indexed(flat, prefix)
+    if not grouped:
+        return None
+    return tuple(_openinference_message(fields) for fields in grouped.values())
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    return js_stringify(value) or ""
+
+
+def _semconv_message(message: Any, key: str, problems: list[str]) -> list[Said]:
+    """One semconv ``ChatMessage`` as the messages a window holds: its text and tool
+    calls as one message, and each tool result part as a message of its own."""
+    if not isinstance(message, dict):
+        problems.append(f"attribute {key} holds a message that is not an object")
+        return []
+    role = str(message.get("role") or "")
+    parts = message.get("parts")
+    if not isinstance(parts, list):  # an older shape: {role, content}
+        return [Said(role, _text(message.get("content") or ""))]
+    texts: list[str] = []
+    calls: list[tuple[str, str]] = []
+    results: list[Said] = []
+    for part in parts:
+        kind = part.get("type") if isinstance(part, dict) else None
+        if not isinstance(part, dict) or not isinstance(kind, str):
+            problems.append(f"attribute {key} holds a message part without a type")
+            continue
+        if kind in ("text", "reasoning"):
+            texts.append(_text(part.get("content") or ""))
+        elif kind == "tool_call":
+            calls.append((str(part.get("id") or ""), str(part.get("name") or "")))
+        elif kind == "tool_call_response":
+            response = _text(part.get("response") if "response" in part else part.get("result"))
+            results.append(Said("tool", response, (), str(part.get("id") or "")))
+        elif kind not in KNOWN_PART_TYPES:
+            problems.append(
+                f"attribute {key} holds a message part of unknown type {kind!r}: not read"
+            )
+    said = []
+    if texts or calls or not results:
+        said.append(Said(role, "".join(texts), tuple(calls)))
+    return said + results
+
+
+def _openinference_message(fields: dict[str, Any]) -> Said:
+    role = str(fields.get("message.role") or "")
+    content = fields.get("message.content")
+    if content is None:
+        parts = _indexed(fields, "message.contents.")
+        content = "".join(
+            str(part.get("message_content.text") or "")
+            for part in parts.values()
+            if part.get("message_content.type", "text") == "text"
+        )
+    calls = tuple(
+        (str(call.get("tool_call.id") or ""), str(call.get("tool_call.function.name") or ""))
+        for call in _indexed(fields, "message.tool_calls.").values()
+    )
+    answered = fields.get("message.tool_call_id")
+    return Said(role, _text(content), calls, answered if isinstance(answered, str) else None)
+
+
+def _system_of(contents: dict[str, Any], problems: list[str]) -> tuple[Said, ...] | None:
+    key = "gen_ai.system_instructions"
+    if key not in contents:
+        return None
+    value = _content_value(contents[key], key, problems)
+    if value is _UNREADABLE:
+        return None
+    parts = value if isinstance(value, list) else [value]
+    texts = []
+    for part in parts:
+        if isinstance(part, dict):
+            texts.append(_text(part.get("content") or ""))
+        else:
+            texts.append(_text(part))
+    return (Said("system", "".join(texts)),)

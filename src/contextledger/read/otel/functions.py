@@ -1,0 +1,135 @@
+"""Read OTLP JSON trace files: which files are traces, and their spans as small records.
+
+A file is a trace file by its content, not its name: its first JSON document opens
+with ``"resourceSpans"`` (what every ``ExportTraceServiceRequest`` is), plain or gzip.
+Such a file is read a line at a time whatever its suffix (the collector's file
+exporter writes JSON Lines into ``.json`` files), except a file whose first line is a
+lone ``{`` (one request, pretty-printed), read whole. Runs are assembled only once
+every file is read (:class:`~contextledger.read.otel.TraceRuns`), since a trace may
+be spread over many files.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import msgspec
+
+from contextledger.read.gunzip import GzipError, open_inflated
+from contextledger.read.otel._otlp import REQUEST
+from contextledger.read.otel._spans import SpanRecord, span_record
+from contextledger.read.snapshot import ReadError, ReadProblem, display_path, iter_documents
+
+#: Bytes of a file (decompressed) looked at to tell its format.
+SNIFF_BYTES = 1 << 16
+_OTLP_JSON = re.compile(rb'\A(?:\xef\xbb\xbf)?\s*\{\s*"resourceSpans"\s*:')
+_PRETTY = re.compile(rb"\A(?:\xef\xbb\xbf)?[ \t\r]*\{[ \t\r]*\n")
+
+#: The reason a zstd-compressed file (the collector's ``compression: zstd``) is not read.
+ZSTD = (
+    "zstd-compressed: not read (decompress it with zstd -d, or export with gzip or no compression)"
+)
+#: The reason an OTLP protobuf file is not read.
+PROTOBUF = (
+    "an OTLP protobuf file (binary), not OTLP JSON: export traces as JSON (the "
+    "collector's file exporter with format json, or opentelemetry-exporter-otlp-json-file)"
+)
+
+
+def sniff(path: Path) -> str | None:
+    """``"otlp-json"``, ``"otlp-protobuf"``, ``"zstd"`` or None (anything else: a snapshot,
+    or a file the snapshot reader names) for the file at ``path``, by its first bytes.
+
+    >>> sniff(Path("data/sample/s0003-loop.json.gz")) is None
+    True
+    """
+    head = _head(path, SNIFF_BYTES)
+    if head[:4] == b"\x28\xb5\x2f\xfd":
+        return "zstd"
+    if _OTLP_JSON.match(head):
+        return "otlp-json"
+    if head[:1] == b"\x0a" and (b"service.name" in head or not _is_text(head)):
+        return "otlp-protobuf"
+    return None
+
+
+def _is_text(head: bytes) -> bool:
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError as error:
+        return error.start > len(head) - 4  # a character cut at the end of the sample
+    return True
+
+
+@dataclass
+class TraceFileRead:
+    """One trace file's spans as records, and what in it could not be read."""
+
+    spans: list[SpanRecord] = field(default_factory=list)
+    problems: list[ReadProblem] = field(default_factory=list)
+
+
+def read_trace_file(path: Path, *, messages: bool = False) -> TraceFileRead:
+    """Every span of the OTLP JSON file at ``path`` as a :class:`SpanRecord` (``messages``:
+    with the message texts a what-if replays). A line that is not OTLP JSON is a problem
+    naming its line; the other lines are still read.
+    """
+    result = TraceFileRead()
+    shown = display_path(path)
+    whole = _pretty(path)
+    position = 0
+    try:
+        for document in iter_documents(path, lines=not whole):
+            line = document.source.line
+            if document.refused is not None:
+                result.problems.append(ReadProblem(shown, line, None, document.refused))
+                continue
+            try:
+                request = REQUEST.decode(document.payload)
+            except msgspec.ValidationError as error:
+                reason = f"not OTLP JSON of the expected shape: {error}"
+                result.problems.append(ReadProblem(shown, line, None, reason))
+                continue
+            except msgspec.DecodeError as error:
+                result.problems.append(ReadProblem(shown, line, None, f"invalid JSON: {error}"))
+                continue
+            for resource in request.resource_spans:
+                for scope in resource.scope_spans:
+                    for span in scope.spans:
+                        record = span_record(span, shown, line, position, messages=messages)
+                        position += 1
+                        if not record.trace_id or not record.span_id:
+                            reason = "a span without a valid trace id and span id: not read"
+                            result.problems.append(ReadProblem(shown, line, None, reason))
+                            continue
+                        result.spans.append(record)
+    except ReadError as error:
+        result.problems.append(
+            ReadProblem(error.source.path, error.source.line, None, error.reason)
+        )
+    return result
+
+
+def _pretty(path: Path) -> bool:
+    """Whether the file holds one request written over many lines (its first line a ``{``)."""
+    return bool(_PRETTY.match(_head(path, 256)))
+
+
+def _head(path: Path, size: int) -> bytes:
+    """The first ``size`` bytes of a regular file, decompressed if gzip; ``b""`` for anything
+    else (a FIFO or a device is never opened: the snapshot reader names it)."""
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return b""
+        with path.open("rb") as handle:
+            packed = handle.read(2) == b"\x1f\x8b"
+            handle.seek(0)
+            if not packed:
+                return handle.read(size)
+            return open_inflated(handle).read(size)
+    except (OSError, GzipError):
+        return b""  # the snapshot reader says why it cannot be read

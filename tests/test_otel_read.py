@@ -1,0 +1,556 @@
+"""OpenTelemetry GenAI traces read into the run tables, checked against what was sent.
+
+Every test reads the traces the real instrumentations recorded (``data/otel``; see its
+README) and compares with ``truth.json``, which the recording script computed from what
+it sent and received, never from the spans. Damaged inputs are made from those
+recordings (a value cut, a span copied), never written by hand.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+from collections import Counter
+from pathlib import Path
+
+import polars as pl
+import pytest
+from click.testing import CliRunner
+from polars.testing import assert_frame_equal
+
+from contextledger.archive import Archive, ArchiveTables
+from contextledger.cli import main
+from contextledger.jobs.ingest import ingest
+from contextledger.jobs.whatif import read_inputs
+from contextledger.ledger.compute import compute_ledger
+from contextledger.ledger.duckdb_views import ledger_rows_sql
+from contextledger.read.otel import (
+    DEFINITIONS_NOT_RECORDED,
+    NO_DEFINITIONS,
+    NO_MODEL_CALL,
+    NO_TOOLS_OFFERED,
+    sniff,
+)
+from contextledger.tables.build import ACCOUNTING_MODES, read_runs
+
+from .conftest import REPO, SAMPLE
+
+OTEL = REPO / "data" / "otel"
+TRUTH = json.loads((OTEL / "truth.json").read_text())
+TRACES = sorted(path for path in OTEL.rglob("*") if path.is_file() and sniff(path) == "otlp-json")
+LIMITED = REPO / "tests" / "data" / "otel-attribute-limit" / "traces"
+
+
+def _trace(name: str) -> Path:
+    """A trace file of the recordings by its name (wherever under data/otel it is)."""
+    return next(path for path in TRACES if path.name == name)
+
+
+def truth_runs() -> list[dict]:
+    return [
+        dict(run, family=family["family"], spans_per_call=family["model_call_spans_per_call"])
+        for family in TRUTH["families"]
+        for run in family["runs"]
+    ]
+
+
+def recorded_calls(run: dict) -> int:
+    """The model calls a run's spans record (none where the instrumentation leaves them
+    to another one that is not installed)."""
+    return len(run["calls"]) if run["spans_per_call"] else 0
+
+
+def metered(run: dict) -> bool:
+    return bool(run["carries_tool_definitions"])
+
+
+def truth_ledger(runs: list[dict]) -> pl.DataFrame:
+    """Per tool, ``offered``, ``used`` and ``runs_seen`` as the script sent and received."""
+    offered: Counter[str] = Counter()
+    used: Counter[str] = Counter()
+    seen: Counter[str] = Counter()
+    for run in filter(metered, runs):
+        names = set()
+        for call in run["calls"]:
+            offered.update(set(call["offered"]))
+            used.update(call["called"])
+            names.update(call["offered"])
+        seen.update(names)
+    tools = sorted(set(offered) | set(used))
+    return pl.DataFrame(
+        {
+            "id": tools,
+            "offered": [offered[t] for t in tools],
+            "used": [used[t] for t in tools],
+            "runs_seen": [seen[t] for t in tools],
+        },
+        schema={"id": pl.String, "offered": pl.Int64, "used": pl.Int64, "runs_seen": pl.Int64},
+    )
+
+
+def counts(tables) -> pl.DataFrame:
+    rows = compute_ledger(tables).rows().filter(pl.col("kind") == "tool")
+    return rows.select("id", "offered", "used", "runs_seen").sort("id")
+
+
+def cut_lines(path: Path) -> list[str]:
+    data = path.read_bytes()
+    if data[:2] == b"\x1f\x8b":
+        data = gzip.decompress(data)
+    return data.decode().splitlines()
+
+
+def run_cli(*args: str):
+    return CliRunner().invoke(main, list(args), catch_exceptions=False)
+
+
+@pytest.fixture(scope="module")
+def tables():
+    return read_runs(TRACES, workers=1)
+
+
+# ── the ledger equals what was sent ────────────────────────────────
+def test_the_recordings_hold_every_instrumentation_family():
+    families = {family["family"] for family in TRUTH["families"]}
+    assert {"genai-openai", "genai-anthropic", "openinference-openai"} <= families
+    assert len(TRACES) >= 6
+
+
+@pytest.mark.parametrize("mode", ACCOUNTING_MODES)
+def test_ledger_equals_the_recorded_truth_exactly(mode):
+    tables = read_runs(TRACES, mode=mode, workers=1)
+    assert_frame_equal(counts(tables), truth_ledger(truth_runs()), check_exact=True)
+    assert tables.problems.num_rows == 0
+
+
+@pytest.mark.parametrize("family", [f["family"] for f in TRUTH["families"]])
+def test_each_family_alone_equals_its_truth(family):
+    chosen = next(f for f in TRUTH["families"] if f["family"] == family)
+    files = [_trace(name) for name in chosen["files"]]
+    tables = read_runs(files, workers=1)
+    runs = [dict(run, family=family) for run in chosen["runs"]]
+    assert_frame_equal(counts(tables), truth_ledger(runs), check_exact=True)
+
+
+def test_each_run_is_keyed_by_conversation_or_trace_as_recorded(tables):
+    read = {row["run_id"]: row for row in tables.runs.to_pylist()}
+    truth = {run["run_key"]: run for run in truth_runs()}
+    assert sorted(read) == sorted(truth)
+    assert {key: read[key]["metered"] for key in truth} == {
+        key: metered(run) for key, run in truth.items()
+    }
+    calls = {key: read[key]["model_call_count"] for key in truth}
+    assert calls == {key: recorded_calls(run) for key, run in truth.items()}
+
+
+def test_a_conversation_over_two_traces_is_one_run(tables):
+    conversations = [run for run in truth_runs() if len(run["trace_ids"]) > 1]
+    assert conversations
+    read = {row["run_id"]: row for row in tables.runs.to_pylist()}
+    for run in conversations:
+        assert run["run_key"] not in run["trace_ids"]
+        assert read[run["run_key"]]["model_call_count"] == sum(run["calls_per_trace"])
+
+
+def test_runs_without_tool_definitions_are_named_with_the_fix_and_left_out(tables):
+    runs = pl.DataFrame(tables.runs)
+    offered = set(tables.offers["run_id"].to_pylist()) | set(tables.uses["run_id"].to_pylist())
+    for run in truth_runs():
+        row = runs.row(by_predicate=pl.col("run_id") == run["run_key"], named=True)
+        if metered(run):
+            assert row["refused_reason"] is None
+            continue
+        assert not row["metered"] and run["run_key"] not in offered
+        captured = any(call["content_captured"] for call in run["calls"])
+        if not recorded_calls(run):
+            assert row["refused_reason"] == NO_MODEL_CALL
+        elif not captured or row["refused_reason"] == NO_DEFINITIONS:  # or not on spans
+            assert not captured or run["family"].endswith("semconv-1.30")
+            assert row["refused_reason"] == NO_DEFINITIONS
+            assert "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=span_only" in NO_DEFINITIONS
+        elif any(call["called"] for call in run["calls"]):
+            assert row["refused_reason"] == DEFINITIONS_NOT_RECORDED
+        else:
+            assert row["refused_reason"] == NO_TOOLS_OFFERED
+
+
+def test_the_cli_reads_a_trace_folder_with_exit_0_and_truth_counts(tmp_path):
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    for path in TRACES:
+        shutil.copy(path, folder / path.name)
+    result = run_cli("ledger", str(folder), "--format", "json")
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.stdout)["rows"]
+    got = {row["id"]: (row["offered"], row["used"], row["runsSeen"]) for row in rows}
+    expected = truth_ledger(truth_runs())
+    assert got == {row[0]: row[1:] for row in expected.iter_rows()}
+    assert "refused" in result.stderr and "span_only" in result.stderr
+
+
+# ── how runs are put together ──────────────────────────────────────
+def test_a_trace_split_over_files_read_in_any_order_is_one_run(tables):
+    split = next(f for f in TRUTH["families"] if len(f["files"]) > 1)
+    files = [_trace(name) for name in split["files"]]
+    forward = read_runs(files, workers=1)
+    backward = read_runs(files[::-1], workers=1)
+    order = ["run_id", "call_index", "seq"]
+    assert_frame_equal(
+        pl.DataFrame(backward.offers).sort(order),
+        pl.DataFrame(forward.offers).sort(order),
+        check_exact=True,
+    )
+    assert sorted(backward.known_run_ids()) == sorted(forward.known_run_ids())
+    long_run = next(run for run in split["runs"] if run["scenario"] == "long-run")
+    row = pl.DataFrame(forward.runs).filter(pl.col("run_id") == long_run["run_key"])
+    assert row["model_call_count"].to_list() == [len(long_run["calls"])]
+
+
+def test_a_span_read_twice_counts_once_and_the_copy_is_named(tmp_path, tables):
+    copy = tmp_path / "overlapping-export.jsonl"
+    source = next(
+        path for path in TRACES if "anthropic" in path.name and "nocontent" not in path.name
+    )
+    copy.write_text("\n".join(cut_lines(source)) + "\n")
+    twice = read_runs([*TRACES, copy], workers=1)
+    assert_frame_equal(counts(twice), counts(tables), check_exact=True)
+    assert twice.problems.num_rows == 0
+    copies = twice.duplicates.to_pylist()
+    assert copies and {row["path"] for row in copies} == {str(copy)}
+
+
+def test_a_folder_mixing_snapshots_and_traces_reads_both(tmp_path, tables):
+    folder = tmp_path / "mixed"
+    shutil.copytree(SAMPLE, folder)
+    for path in TRACES:
+        shutil.copy(path, folder / path.name)
+    mixed = read_runs(folder, workers=1)
+    alone = read_runs(SAMPLE, workers=1)
+    assert mixed.runs.num_rows == alone.runs.num_rows + tables.runs.num_rows
+    sample_offers = pl.DataFrame(mixed.offers).filter(pl.col("run_id").is_in(alone.known_run_ids()))
+    assert_frame_equal(sample_offers, pl.DataFrame(alone.offers), check_exact=True)
+
+
+# ── bad input is named, the rest is read ───────────────────────────
+def _first_line_with(needle: str) -> tuple[Path, int, str]:
+    for path in TRACES:
+        for number, line in enumerate(cut_lines(path), start=1):
+            if needle in line:
+                return path, number, line
+    raise AssertionError(needle)
+
+
+def _rewritten(tmp_path: Path, path: Path, number: int, line: str) -> list[Path]:
+    lines = cut_lines(path)
+    lines[number - 1] = line
+    damaged = tmp_path / f"damaged-{path.name.removesuffix('.gz')}"
+    damaged.write_text("\n".join(lines) + "\n")
+    return [damaged if other == path else other for other in TRACES]
+
+
+def test_a_truncated_tool_definitions_value_is_named_and_the_run_left_out(tmp_path):
+    path, number, line = _first_line_with("gen_ai.tool.definitions")
+    request = json.loads(line)
+    for resource in request["resourceSpans"]:
+        for scope in resource["scopeSpans"]:
+            for span in scope["spans"]:
+                for attribute in span["attributes"]:
+                    if attribute["key"] == "gen_ai.tool.definitions":
+                        text = attribute["value"]["stringValue"]
+                        attribute["value"]["stringValue"] = text[: len(text) // 2]
+                        trace = span["traceId"]
+                        break
+                else:
+                    continue
+                break
+            else:
+                continue
+            break
+        else:
+            continue
+        break
+    files = _rewritten(tmp_path, path, number, json.dumps(request))
+    read = read_runs(files, workers=1)
+    problems = read.problems.to_pylist()
+    assert len(problems) == 1
+    problem = problems[0]
+    assert problem["path"].endswith(f"damaged-{path.name.removesuffix('.gz')}")
+    assert problem["line"] == number
+    assert "gen_ai.tool.definitions is not valid JSON" in problem["reason"]
+    run_id = problem["run_id"]
+    keyed = next(run for run in truth_runs() if trace in run["trace_ids"])
+    assert run_id == keyed["run_key"]
+    rest = [run for run in truth_runs() if run["run_key"] != run_id]
+    assert_frame_equal(counts(read), truth_ledger(rest), check_exact=True)
+
+
+def test_an_unknown_part_type_is_named_once_and_the_ledger_unchanged(tmp_path, tables):
+    path, number, line = _first_line_with('\\"type\\":\\"text\\"')
+    damaged = line.replace('\\"type\\":\\"text\\"', '\\"type\\":\\"hologram\\"')
+    read = read_runs(_rewritten(tmp_path, path, number, damaged), workers=1)
+    reasons = read.problems["reason"].to_pylist()
+    assert reasons and all("unknown type 'hologram'" in reason for reason in reasons)
+    assert len(set(zip(read.problems["run_id"].to_pylist(), reasons, strict=True))) == len(reasons)
+    assert_frame_equal(counts(read), counts(tables), check_exact=True)
+
+
+def test_a_protobuf_file_is_named_in_one_line(tmp_path):
+    protobuf = tmp_path / "traces.pb"
+    # the opening bytes of an OTLP protobuf ExportTraceServiceRequest: field 1 (resource_spans)
+    protobuf.write_bytes(b"\n\x8e\x01\n\x22\n\x20\n\x0cservice.name\x12\x10\n\x0echeckout\xff\xfe")
+    result = run_cli("ledger", str(protobuf), *map(str, TRACES))
+    assert result.exit_code == 1
+    lines = [line for line in result.stderr.splitlines() if "traces.pb" in line]
+    assert len(lines) == 1 and "OTLP protobuf" in lines[0]
+    assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize("stacking", ["nested", "sibling"])
+def test_stacked_instrumentations_count_each_model_call_once(tmp_path, tables, stacking):
+    """A framework's chat span around the client's (both instrumented) is one call, and so
+    are two spans of one response (the same ``gen_ai.response.id``) side by side."""
+    path, number, line = _first_line_with("gen_ai.tool.definitions")
+    request = json.loads(line)
+    for resource in request["resourceSpans"]:
+        for scope in resource["scopeSpans"]:
+            added = []
+            for span in scope["spans"]:
+                keys = {a["key"]: a["value"] for a in span["attributes"]}
+                if keys.get("gen_ai.operation.name") == {"stringValue": "chat"}:
+                    copy = json.loads(json.dumps(span))
+                    copy["spanId"] = span["spanId"][::-1]
+                    if stacking == "nested":  # the framework's span: no response id
+                        span["parentSpanId"] = copy["spanId"]
+                        copy["attributes"] = [
+                            a for a in copy["attributes"] if a["key"] != "gen_ai.response.id"
+                        ]
+                    added.append(copy)
+            scope["spans"].extend(added)
+    read = read_runs(_rewritten(tmp_path, path, number, json.dumps(request)), workers=1)
+    assert read.problems.num_rows == 0
+    assert_frame_equal(counts(read), counts(tables), check_exact=True)
+    unplaced = ["source_path", "source_line", "run_order"]
+    assert_frame_equal(
+        pl.DataFrame(read.runs).drop(unplaced).sort("run_id"),
+        pl.DataFrame(tables.runs).drop(unplaced).sort("run_id"),
+        check_exact=True,
+    )
+
+
+def test_attributes_lost_to_the_span_limit_are_named_not_metered():
+    read = read_runs(LIMITED, workers=1)
+    rows = read.runs.to_pylist()
+    assert len(rows) == 1 and not rows[0]["metered"]
+    assert "span attribute limit" in rows[0]["refused_reason"]
+    assert read.offers.num_rows == 0
+
+
+# ── the same runs from an archive, in DuckDB, and in the what-if ───
+@pytest.mark.parametrize("mode", ACCOUNTING_MODES)
+def test_the_duckdb_views_give_the_polars_ledger_of_traces(mode):
+    tables = read_runs(TRACES, mode=mode, workers=1)
+    assert_frame_equal(ledger_rows_sql(tables), compute_ledger(tables).rows(), check_exact=True)
+
+
+def test_check_invariants_hold_on_traces():
+    result = run_cli("check", *map(str, TRACES))
+    assert result.exit_code == 0, result.output
+    assert f"invariants hold over {len(truth_runs())} runs" in result.output
+
+
+def test_an_archive_of_traces_gives_the_files_ledger(tmp_path, tables):
+    report = ingest(TRACES, tmp_path / "archive", workers=1)
+    assert report.runs_added == tables.runs.num_rows
+    for mode in ACCOUNTING_MODES:
+        archived = ArchiveTables(Archive.open(tmp_path / "archive"), mode)
+        files = read_runs(TRACES, mode=mode, workers=1)
+        assert_frame_equal(
+            compute_ledger(archived).rows(), compute_ledger(files).rows(), check_exact=True
+        )
+    again = ingest(TRACES, tmp_path / "archive", workers=1)
+    assert again.runs_added == 0
+
+
+def test_whatif_replays_every_trace_run_with_each_call_served_its_inputs(tables):
+    inputs = read_inputs(TRACES)
+    assert sorted(stream.run_id for stream in inputs.streams) == sorted(tables.known_run_ids())
+    truth = {run["run_key"]: run for run in truth_runs()}
+    reasons = dict(
+        zip(tables.known_run_ids(), tables.runs["refused_reason"].to_pylist(), strict=True)
+    )
+    for stream in inputs.streams:
+        run = truth[stream.run_id]
+        assert [call.ordinal for call in stream.calls] == list(range(1, recorded_calls(run) + 1))
+        if not recorded_calls(run) or reasons[stream.run_id] == NO_DEFINITIONS:  # no content
+            continue
+        answers = [m for m in stream.messages if m.origin.startswith("output#")]
+        called = [c.name for m in answers for c in m.tool_calls]
+        assert called == [name for call in truth[stream.run_id]["calls"] for name in call["called"]]
+        for call in stream.calls:
+            assert call.input_tokens > 0
+            served = stream.window(call.window_served)
+            assert served and served[-1].role in ("user", "tool")
+
+
+def test_tool_executions_count_when_no_output_message_names_them(tmp_path):
+    """Without output messages (kept out here), each ``execute_tool`` span is a use,
+    said as ``tool-executed``; with them, the same executions add nothing."""
+    family = next(f for f in TRUTH["families"] if f["family"] == "genai-openai")
+    files = []
+    for name in family["files"]:
+        lines = []
+        for line in cut_lines(_trace(name)):
+            request = json.loads(line)
+            for resource in request["resourceSpans"]:
+                for scope in resource["scopeSpans"]:
+                    for span in scope["spans"]:
+                        span["attributes"] = [
+                            a for a in span["attributes"] if a["key"] != "gen_ai.output.messages"
+                        ]
+            lines.append(json.dumps(request))
+        files.append(tmp_path / name.removesuffix(".gz"))
+        files[-1].write_text("\n".join(lines) + "\n")
+    read = read_runs(files, workers=1)
+    rows = compute_ledger(read).rows().filter(pl.col("kind") == "tool")
+    assert rows["used_tool_called"].sum() == 0
+    executed = rows.select("id", used="used_tool_executed").filter(pl.col("used") > 0).sort("id")
+    runs = [dict(run, family=family["family"]) for run in family["runs"]]
+    expected = truth_ledger(runs).select("id", "used").filter(pl.col("used") > 0)
+    assert_frame_equal(executed, expected, check_exact=True)
+
+
+def test_the_report_on_traces_only_says_the_reference_does_not_apply():
+    from contextledger.report import collect, render_html
+
+    page = render_html(collect([str(path) for path in TRACES], policies=["none", "sliding:keep=3"]))
+    assert "These runs are OpenTelemetry traces" in page
+    assert "The reference accounting (agentfootprint 9.62) would refuse" not in page
+    assert "301-run" not in page
+    assert "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=span_only" in page
+
+
+def test_each_replayed_call_is_served_exactly_the_messages_its_span_says_it_sent():
+    """The stream rebuilt from the calls' inputs gives back every call's input, in order."""
+    from contextledger.read.otel import read_trace_file
+    from contextledger.read.otel._runs import model_calls
+
+    by_trace: dict[str, list] = {}
+    for path in TRACES:
+        for record in read_trace_file(path, messages=True).spans:
+            by_trace.setdefault(record.trace_id, []).append(record)
+    sent = {}
+    for records in by_trace.values():
+        for record in model_calls(records):  # stacked spans of one call: the kept one
+            if record.inputs is not None:
+                system = list(record.system or ())
+                inputs = list(record.inputs)
+                if system and not (inputs and inputs[0].role == "system"):
+                    inputs = system + inputs
+                sent[record.span_id] = [(said.role, said.content) for said in inputs]
+    assert sent
+    checked = 0
+    for stream in read_inputs(TRACES).streams:
+        for call in stream.calls:
+            if call.runtime_stage_id in sent:
+                served = [(m.role, m.content) for m in stream.window(call.window_served)]
+                assert served == sent[call.runtime_stage_id]
+                checked += 1
+    assert checked == len(sent)
+
+
+def test_a_huge_attribute_past_the_cap_is_named_and_the_other_lines_read(tmp_path):
+    path, number, line = _first_line_with("gen_ai.input.messages")
+    request = json.loads(line)
+    span = request["resourceSpans"][0]["scopeSpans"][0]["spans"][0]
+    span["attributes"].append({"key": "app.payload", "value": {"stringValue": "x" * (2 << 20)}})
+    files = _rewritten(tmp_path, path, number, json.dumps(request))
+    result = run_cli("ledger", "--max-document-mb", "1", "--format", "json", *map(str, files))
+    assert result.exit_code == 1
+    named = [entry for entry in result.stderr.splitlines() if "1 MiB cap" in entry]
+    assert len(named) == 1 and f":{number}" in named[0] and "Traceback" not in result.output
+    lost = {
+        span["traceId"]
+        for r in request["resourceSpans"]
+        for s in r["scopeSpans"]
+        for span in s["spans"]
+    }
+    kept = [run for run in truth_runs() if not lost & set(run["trace_ids"])]
+    got = {
+        row["id"]: (row["offered"], row["used"], row["runsSeen"])
+        for row in json.loads(result.stdout)["rows"]
+    }
+    expected = truth_ledger(kept)
+    assert got == {row[0]: row[1:] for row in expected.iter_rows() if row[1] or row[2]}
+
+
+def zstd_frame(data: bytes) -> bytes:
+    """``data`` as one zstd frame of raw (stored) blocks: what ``zstd`` writes for data it
+    cannot shrink, built here since Python 3.11 has no zstd module."""
+    frame = b"\x28\xb5\x2f\xfd" + bytes([0xA0]) + len(data).to_bytes(4, "little")
+    blocks = [data[i : i + (128 << 10)] for i in range(0, len(data), 128 << 10)] or [b""]
+    for number, block in enumerate(blocks, start=1):
+        last = number == len(blocks)
+        frame += (int(last) | len(block) << 3).to_bytes(3, "little") + block
+    return frame
+
+
+def test_a_zstd_compressed_trace_file_is_named_in_one_line(tmp_path):
+    """The collector's file exporter compresses with zstd when asked to."""
+    packed = tmp_path / "traces.jsonl.zst"
+    packed.write_bytes(zstd_frame(("\n".join(cut_lines(TRACES[0])) + "\n").encode()))
+    result = run_cli("ledger", str(packed), *map(str, TRACES))
+    assert result.exit_code == 1
+    lines = [line for line in result.stderr.splitlines() if "traces.jsonl.zst" in line]
+    assert len(lines) == 1 and "zstd-compressed" in lines[0]
+
+
+def test_runs_assembled_a_part_at_a_time_are_the_runs_assembled_at_once():
+    """Big inputs hand their runs on in parts (each run's spans let go once assembled)."""
+    from contextledger.read.otel import TraceRuns, read_trace_file
+
+    reads = [read_trace_file(path) for path in TRACES]
+    whole, parted = TraceRuns(), TraceRuns()
+    for read in reads:
+        whole.add(read)
+        parted.add(read)
+    once = whole.finish()
+    parts = list(parted.chunks(runs=7))
+    assert len(parts) == -(-len(once.runs) // 7) and all(len(p.runs) <= 7 for p in parts)
+    assert [(r.run_id, r.facts) for p in parts for r in p.runs] == [
+        (r.run_id, r.facts) for r in once.runs
+    ]
+    assert [x for p in parts for x in p.problems] == once.problems
+    assert not list(parted.chunks())
+
+
+def test_a_real_huge_attribute_is_read_whole():
+    """A 376 kB tool result, carried whole in the next call's input messages (393 kB)."""
+    folder = REPO / "tests" / "data" / "otel-huge-attribute"
+    truth = json.loads((folder / "truth.json").read_text())
+    runs = [
+        dict(run, family=family["family"], spans_per_call=family["model_call_spans_per_call"])
+        for family in truth["families"]
+        for run in family["runs"]
+    ]
+    read = read_runs(folder / "traces", workers=1)
+    assert read.problems.num_rows == 0
+    assert_frame_equal(counts(read), truth_ledger(runs), check_exact=True)
+    stream = read_inputs(folder / "traces").streams[0]
+    assert max(message.chars for message in stream.messages) > 376_000
+
+
+def test_an_archive_written_before_tool_executed_existed_reads_it_as_zero(tmp_path, monkeypatch):
+    from .conftest import written_without
+
+    with written_without(monkeypatch, "used_tool_executed"):
+        ingest([SAMPLE], tmp_path / "archive", workers=1)
+    for mode in ACCOUNTING_MODES:
+        archived = compute_ledger(ArchiveTables(Archive.open(tmp_path / "archive"), mode)).rows()
+        files = compute_ledger(read_runs(SAMPLE, mode=mode, workers=1)).rows()
+        assert_frame_equal(archived, files, check_exact=True)
+        assert_frame_equal(
+            ledger_rows_sql(ArchiveTables(Archive.open(tmp_path / "archive"), mode)),
+            files,
+            check_exact=True,
+        )
