@@ -30,8 +30,17 @@ TIMELINE_COLOURS = {
 #: agentfootprint's gate floor: a judged piece earning less than this is demoted.
 GATE_FLOOR = 0.05
 
-#: More pieces than this and the earn-rate chart draws them smaller and lighter.
-CROWDED = 150
+#: Pieces the earn-rate chart names, those spending the most tokens; the rest are pooled
+#: into one line of its subtitle, so 10,000 pieces draw as few marks as 40.
+PIECES_SHOWN = 25
+#: Never-used pieces the earn-rate chart lists beside, most expensive first.
+NEVER_USED_SHOWN = 12
+
+#: A count axis with short labels (2k, 40M) and a plain 0, whole numbers only.
+_SHORT_AXIS = alt.Axis(
+    tickCount=4, tickMinStep=1, labelExpr="datum.value == 0 ? '0' : format(datum.value, '~s')"
+)
+
 
 _KIND_SCALE = alt.Scale(domain=list(KIND_COLOURS), range=list(KIND_COLOURS.values()))
 
@@ -66,117 +75,193 @@ def _title(text: str, subtitle: str | list[str]) -> alt.TitleParams:
     )
 
 
-def earn_rate_chart(rows: pl.DataFrame, *, never_used_shown: int = 12) -> alt.HConcatChart:
-    """Earn rate against approx tokens spent, one mark per piece, with its 95% interval.
-
-    ``rows`` is :func:`~contextledger.ledger.stats.with_uncertainty` of the ledger
-    rows. Size is how often the piece was offered, colour its kind; a red ring marks
-    a piece never used, and the bars beside list the ``never_used_shown`` most
-    expensive of those, so the pieces that cost and never earn stand out at once.
+def never_used(rows: pl.DataFrame) -> pl.DataFrame:
+    """The pieces offered often enough to judge (``judged``) and never used, most
+    expensive first: the one definition the report's summary, table and chart share.
 
     >>> from contextledger.tables.build import read_runs
     >>> from contextledger.ledger.compute import compute_ledger
     >>> from contextledger.ledger.stats import with_uncertainty
     >>> rows = with_uncertainty(compute_ledger(read_runs("data/sample")).rows())
-    >>> earn_rate_chart(rows).to_dict()["hconcat"][0]["layer"][1]["mark"]["type"]
+    >>> never_used(rows)["id"].to_list()[:3]
+    ['diff_configs', 'create_account', 'check_inventory']
+    """
+    return rows.filter(pl.col("judged") & (pl.col("used") == 0)).sort(
+        "approx_tokens_spent", "id", descending=[True, False]
+    )
+
+
+def earn_rate_chart(
+    rows: pl.DataFrame,
+    *,
+    shown: int = PIECES_SHOWN,
+    never_used_shown: int = NEVER_USED_SHOWN,
+    min_offers: int = 5,
+) -> alt.HConcatChart:
+    """The ``shown`` pieces spending the most tokens: what each spent, and its earn rate
+    with its 95% interval; beside, the never-used pieces that cost most.
+
+    ``rows`` is :func:`~contextledger.ledger.stats.with_uncertainty` of the ledger
+    rows. A chart of every piece is a cloud at a fleet's thousand pieces: the rest
+    are pooled into one sentence of the subtitle (their tokens and pooled earn rate),
+    so the chart draws at most ``shown + never_used_shown`` rows whatever the fleet.
+    A red ring marks a piece :func:`never_used`; ``min_offers`` is the count that
+    makes a piece judged, for the titles.
+
+    >>> from contextledger.tables.build import read_runs
+    >>> from contextledger.ledger.compute import compute_ledger
+    >>> from contextledger.ledger.stats import with_uncertainty
+    >>> rows = with_uncertainty(compute_ledger(read_runs("data/sample")).rows())
+    >>> earn_rate_chart(rows).to_dict()["hconcat"][1]["layer"][1]["mark"]["type"]
     'point'
     """
-    data = rows.select(
-        "kind",
-        "id",
-        "offered",
-        "used",
-        "approx_tokens_spent",
-        "earn_rate",
-        "earn_rate_low",
-        "earn_rate_high",
-        "judged",
-    ).with_columns(never_used=pl.col("used") == 0)
-    x = alt.X(
-        "approx_tokens_spent:Q",
-        title="approx tokens spent offering the piece (estimate; log scale)",
-        scale=alt.Scale(type="symlog", domain=[0, _decade_above(data["approx_tokens_spent"])]),
-        axis=alt.Axis(
-            values=_decades(data["approx_tokens_spent"]), labelExpr="format(datum.value, ',')"
-        ),
+    data = (
+        rows.select(
+            "kind",
+            "id",
+            "offered",
+            "used",
+            "approx_tokens_spent",
+            "earn_rate",
+            "earn_rate_low",
+            "earn_rate_high",
+            "judged",
+        )
+        .with_columns(never_used=pl.col("judged") & (pl.col("used") == 0))
+        .sort("approx_tokens_spent", "id", descending=[True, False])
     )
-    y = alt.Y("earn_rate:Q", title="earn rate (uses per offer)", axis=alt.Axis(format="%"))
-    colour = alt.Color(
-        "kind:N", title="kind", scale=_KIND_SCALE, legend=alt.Legend(symbolOpacity=1)
-    )
+    top, rest = data.head(shown), data.slice(shown)
+    order = top["id"].to_list()
+    y = alt.Y("id:N", title=None, sort=order, axis=alt.Axis(labelLimit=180))
+    colour = alt.Color("kind:N", title="kind", scale=_KIND_SCALE)
     tooltip = [
         alt.Tooltip("id:N", title="piece"),
         alt.Tooltip("kind:N"),
-        alt.Tooltip("offered:Q", title="offered (model calls)"),
-        alt.Tooltip("used:Q", title="used"),
+        alt.Tooltip("offered:Q", title="offered (model calls)", format=","),
+        alt.Tooltip("used:Q", title="used", format=","),
         alt.Tooltip("approx_tokens_spent:Q", title="approx tokens spent", format=","),
         alt.Tooltip("earn_rate:Q", title="earn rate", format=".1%"),
         alt.Tooltip("earn_rate_low:Q", title="95% interval from", format=".1%"),
         alt.Tooltip("earn_rate_high:Q", title="95% interval to", format=".1%"),
-        alt.Tooltip("judged:N", title="enough offers to judge"),
+        alt.Tooltip("judged:N", title=f"offered {min_offers}+ times (judged)"),
     ]
-    base = alt.Chart(data)
-    crowded = data.height > CROWDED  # hundreds of pieces: lighter bars, smaller dots
-    interval = base.mark_rule(opacity=0.15 if crowded else 0.4, strokeWidth=2).encode(
-        x=x, y="earn_rate_low:Q", y2="earn_rate_high:Q", color=colour
+    height = alt.Step(16)
+    spent = (
+        alt.Chart(top)
+        .mark_bar(opacity=0.85)
+        .encode(
+            x=alt.X(
+                "approx_tokens_spent:Q",
+                title="approx tokens spent offering it (estimate)",
+                axis=_SHORT_AXIS,
+            ),
+            y=y,
+            color=colour,
+            tooltip=tooltip,
+        )
+        .properties(width=200, height=height)
     )
-    size = alt.Size(
-        "offered:Q",
-        title="offered (model calls)",
-        scale=alt.Scale(range=[12, 300] if crowded else [30, 600]),
+    rate_top = max(1.0, _largest_float(top["earn_rate"]), _largest_float(top["earn_rate_high"]))
+    x = alt.X(
+        "earn_rate:Q",
+        title="earn rate (uses per offer), 95% interval",
+        axis=alt.Axis(format="%", tickCount=5),
+        scale=alt.Scale(domain=[0, rate_top], nice=False),
     )
-    points = base.mark_point(filled=True, opacity=0.8, stroke="white", strokeWidth=0.5).encode(
-        x=x, y=y, size=size, color=colour, tooltip=tooltip
-    )
-    rings = (
-        base.transform_filter(alt.datum.never_used)
-        .mark_point(filled=False, color="#d62728", strokeWidth=2)
-        .encode(x=x, y=y, size=size, tooltip=tooltip)
-    )
-    floor = (
+    base = alt.Chart(top)
+    y = alt.Y("id:N", title=None, sort=order, axis=None)  # the bars' labels name the rows
+    layers: list[Any] = [
+        base.transform_filter("isValid(datum.earn_rate_low)")
+        .mark_rule(strokeWidth=2, opacity=0.5)
+        .encode(x="earn_rate_low:Q", x2="earn_rate_high:Q", y=y, color=colour),
+        base.mark_point(filled=True, size=60, opacity=0.9).encode(
+            x=x, y=y, color=colour, tooltip=tooltip
+        ),
         alt.Chart(pl.DataFrame({"floor": [GATE_FLOOR]}))
         .mark_rule(strokeDash=[4, 4], color="#999")
-        .encode(y="floor:Q")
-    )
-    idle = data.filter(pl.col("never_used")).sort("approx_tokens_spent", descending=True)
-    # A layer or chart with no rows makes Vega warn of an infinite extent: leave it out.
-    layers = [interval, points, rings, floor] if idle.height else [interval, points, floor]
-    scatter = alt.LayerChart(layer=layers).properties(width=560, height=360)
+        .encode(x="floor:Q"),
+    ]
+    if top["never_used"].any():  # an empty layer would warn of an infinite extent
+        layers.insert(
+            2,
+            base.transform_filter(alt.datum.never_used)
+            .mark_point(filled=False, size=150, color="#d62728", strokeWidth=2)
+            .encode(x=x, y=y, tooltip=tooltip),
+        )
+    rates = alt.LayerChart(layer=layers).properties(width=240, height=height)
+    idle = never_used(data)
     listed: alt.Chart = (
         alt.Chart(idle.head(never_used_shown))
         .mark_bar(color="#d62728", opacity=0.8)
         .encode(
-            x=alt.X("approx_tokens_spent:Q", title="approx tokens spent, never used"),
-            y=alt.Y("id:N", title=None, sort="-x"),
+            x=alt.X(
+                "approx_tokens_spent:Q",
+                title="approx tokens spent, never used",
+                axis=_SHORT_AXIS,
+            ),
+            y=alt.Y("id:N", title=None, sort="-x", axis=alt.Axis(labelLimit=140)),
             tooltip=tooltip,
         )
         .properties(
-            width=200,
-            height=alt.Step(18),
+            width=150,
+            height=alt.Step(16),
             title=alt.TitleParams(
-                f"Never used ({idle.height} piece(s))", fontSize=12, anchor="start"
+                [
+                    f"Never used ({idle.height:,} piece(s)",
+                    f"offered {min_offers}+ times)"
+                    + (
+                        f": the {never_used_shown} costing most"
+                        if idle.height > never_used_shown
+                        else ""
+                    ),
+                ],
+                fontSize=12,
+                anchor="start",
             ),
         )
     )
     if not idle.height:
         listed = (
-            alt.Chart(pl.DataFrame({"text": ["Every piece was used at least once."]}))
+            alt.Chart(
+                pl.DataFrame({"text": [f"Every piece offered {min_offers}+ times", "was used."]})
+            )
             .mark_text(align="left", fontSize=12)
-            .encode(text="text:N")
-            .properties(width=200, height=40)
+            .encode(text="text:N", y=alt.Y("text:N", axis=None, sort=None))
+            .properties(width=150, height=40)
         )
-    return alt.hconcat(scatter, listed, spacing=40).properties(
+    return alt.hconcat(spent, rates, listed, spacing=24).properties(
         title=_title(
             "Which context pieces earn their tokens?",
             [
-                "One dot per piece: right = more tokens spent offering it (each step ten times "
-                "more), up = used more often when offered. Bars: 95% interval. Red rings: "
-                "never used.",
-                "Dashed line: the 5% floor below which agentfootprint's gates would demote "
-                "a piece. Beside: the never-used pieces that cost most.",
+                "Left: what each piece cost, offered to every model call that carried it. "
+                "Middle: how often it was used when offered (line: 95% interval;",
+                "dashed: the 5% floor below which agentfootprint's gates would demote it; red "
+                "ring: never used). Beside: the never-used pieces that cost most.",
+                _pooled(top, rest),
             ],
         ),
     )
+
+
+def _pooled(top: pl.DataFrame, rest: pl.DataFrame) -> str:
+    """The subtitle's sentence on what the chart does not draw."""
+    if not rest.height:
+        return f"All {top.height:,} piece(s) offered, most tokens spent first."
+    spent = _largest(rest.select(pl.col("approx_tokens_spent").sum()).to_series())
+    offered = _largest(rest.select(pl.col("offered").sum()).to_series())
+    used = _largest(rest.select(pl.col("used").sum()).to_series())
+    pooled = f"{used / offered:.1%}" if offered else "none offered"
+    return (
+        f"The {top.height:,} pieces spending the most tokens, of {top.height + rest.height:,}; "
+        f"the other {rest.height:,} spent ~{spent:,} approx tokens, used {used:,} times in "
+        f"{offered:,} offers ({pooled}). The ledger below lists them, worst first."
+    )
+
+
+def _largest_float(values: pl.Series) -> float:
+    """The largest of ``values``, nulls and NaN left out (0 when there is none)."""
+    found = pl.DataFrame({"v": values}).select(pl.col("v").fill_nan(None).max()).item()
+    return float(found or 0.0)
 
 
 def _largest(values: pl.Series) -> int:
@@ -184,22 +269,8 @@ def _largest(values: pl.Series) -> int:
     return int(pl.DataFrame({"v": values}).select(pl.col("v").max()).item() or 0)
 
 
-def _decade_above(values: pl.Series) -> int:
-    """The power of ten at or above the largest of ``values`` (at least 10)."""
-    top = max(_largest(values), 1)
-    return int(10 ** max(1, math.ceil(math.log10(top))))
-
-
-def _decades(values: pl.Series) -> list[int]:
-    """Axis ticks for a symlog token axis: 0, then each power of ten from 10 to the top.
-
-    >>> _decades(pl.Series([0, 36, 84_904]))
-    [0, 10, 100, 1000, 10000, 100000]
-    """
-    top = _decade_above(values)
-    return [0, *(10**power for power in range(1, round(math.log10(top)) + 1))]
-
-
+#: Outcome labels the outcome chart draws a facet for, those the most runs carried.
+LABELS_SHOWN = 6
 #: Facets a row of the outcome chart holds: three, with their counts, fit the report's page.
 OUTCOME_FACETS_PER_ROW = 3
 
@@ -216,14 +287,22 @@ def _facet_columns(labels: int) -> int:
 
 
 def outcome_chart(
-    association: pl.DataFrame, *, labels: list[str] | None = None, pieces: int = 40
+    association: pl.DataFrame,
+    *,
+    labels: list[str] | None = None,
+    pieces: int = 40,
+    labels_shown: int = LABELS_SHOWN,
+    label_count: int | None = None,
 ) -> alt.FacetChart:
     """Per label, the share of runs offering each piece that carried it, against the base rate.
 
     ``association`` is :func:`~contextledger.ledger.stats.outcome_association`.
     Bars run from the base rate (all labelled runs) to the piece's share; the text
     gives the counts. It shows association, not cause. Only the ``pieces`` offered in
-    the most labelled runs are drawn.
+    the most labelled runs are drawn, in a facet for each of the ``labels_shown`` labels
+    the most runs carried (a labels file of ids or free text has thousands: the
+    subtitle says how many are left out; ``label_count``, when ``association`` holds
+    only those, says how many there were).
 
     >>> from contextledger.tables.build import read_runs, load_outcomes
     >>> from contextledger.ledger.stats import outcome_association
@@ -234,14 +313,27 @@ def outcome_chart(
     data = association
     if labels is not None:
         data = data.filter(pl.col("label").is_in(labels))
+    # A direction from counts, not from two rounded shares: 3 of 5 against a base rate
+    # of 3 in 5 is "as often", though 0.6 < 0.6000000000000001.
+    ahead = pl.col("runs_offered_with_label") * pl.col("runs_labelled") - pl.col(
+        "runs_labelled_with_label"
+    ) * pl.col("runs_offered")
     data = data.with_columns(
         counts=pl.format("{} of {}", "runs_offered_with_label", "runs_offered"),
-        direction=pl.when(pl.col("share_minus_base") > 0)
+        direction=pl.when(ahead > 0)
         .then(pl.lit("more often than the base rate"))
-        .when(pl.col("share_minus_base") < 0)
+        .when(ahead < 0)
         .then(pl.lit("less often than the base rate"))
         .otherwise(pl.lit("as often as the base rate")),
     )
+    by_runs = (
+        data.group_by("label")
+        .agg(pl.col("runs_labelled_with_label").max())
+        .sort("runs_labelled_with_label", "label", descending=[True, False])["label"]
+    )
+    facets = by_runs.head(labels_shown).to_list()
+    every_label = max(by_runs.len(), label_count or 0)
+    data = data.filter(pl.col("label").is_in(facets))
     order = (
         data.group_by("id", maintain_order=True)
         .agg(pl.col("runs_offered").max())
@@ -305,8 +397,19 @@ def outcome_chart(
                     "Counts: labelled runs that offered it and carried the label, of those that "
                     "offered it. A piece offered in runs that went well did not make them go well.",
                     *(
-                        [f"The {len(shown)} of {len(order)} pieces offered in most labelled runs."]
+                        [
+                            f"The {len(shown)} of {len(order):,} pieces offered in most "
+                            "labelled runs."
+                        ]
                         if len(shown) < len(order)
+                        else []
+                    ),
+                    *(
+                        [
+                            f"The {len(facets)} of {every_label:,} labels the most runs "
+                            "carried; `contextledger outcomes` lists them all."
+                        ]
+                        if len(facets) < every_label
                         else []
                     ),
                 ],
@@ -315,18 +418,31 @@ def outcome_chart(
     )
 
 
-def policy_chart(per_run: pl.DataFrame, *, per_run_points: bool = False) -> alt.LayerChart:
-    """Facts reaching the answer turn against input tokens, one point per window policy.
+#: Colours of a policy's row in the window-policy charts: the one the findings name
+#: stands out, the baseline (keeping everything) is grey.
+ROLE_COLOURS = {
+    "named in the findings": "#e45756",
+    "keeps everything": "#9d9d9d",
+    "compared": "#4c78a8",
+}
+
+
+def policy_chart(
+    per_run: pl.DataFrame, *, named: str | None = None, baseline: str = "none"
+) -> alt.HConcatChart:
+    """Per window policy, one row, cheapest first: the input tokens it would have sent,
+    the facts (or, with no fact declared, the tool results) reaching the answer turn,
+    and whether a provider would accept its windows.
 
     ``per_run`` is the what-if's per-(run, policy) frame
-    (:func:`contextledger.jobs.whatif.whatif`), optionally with a
-    ``wire_violations`` column (:func:`contextledger.window.audit.wire_check`):
-    a policy whose windows a provider would reject is drawn as a red cross and named.
-    ``per_run_points`` draws one point per run and policy instead.
+    (:func:`contextledger.jobs.whatif.whatif`), optionally with a ``wire_violations``
+    column (:func:`contextledger.window.audit.wire_check`). Each number is printed
+    beside its bar, so the findings' recommendation (``named``, drawn in its own
+    colour beside ``baseline``) can be checked against the chart row by row.
 
     >>> from contextledger.jobs.whatif import whatif
     >>> per_run, _ = whatif("data/sample/s0001-fact-bench.json.gz", ["none", "sliding:keep=6"])
-    >>> policy_chart(per_run).to_dict()["layer"][0]["encoding"]["x"]["field"]
+    >>> policy_chart(per_run).to_dict()["hconcat"][0]["layer"][0]["encoding"]["x"]["field"]
     'input_tokens'
     """
     data = per_run
@@ -343,195 +459,236 @@ def policy_chart(per_run: pl.DataFrame, *, per_run_points: bool = False) -> alt.
         "engaged_visits",
         "wire_violations",
     ]
-    if per_run_points:
-        frame = data.select("run_id", "policy", *metrics)
+    frame = data.group_by("policy", maintain_order=True).agg(
+        pl.len().alias("runs"), *[pl.col(name).sum() for name in metrics]
+    )
+    declared = _largest(frame["facts_declared"])
+    if declared:
+        measure, measure_title = "answer_facts_verbatim", "facts reaching the answer turn"
+        shown = pl.format("{} of {}", _thousands(measure), _thousands("facts_declared"))
+        note = "A fact is a tool result the model (or your standings file) filed as 'fact'."
     else:
-        frame = data.group_by("policy", maintain_order=True).agg(
-            pl.len().alias("runs"),
-            pl.col("input_tokens").null_count().alias("runs_without_tokens"),
-            *[pl.col(name).sum() for name in metrics],
+        measure, measure_title = "answer_results_verbatim", "tool results reaching the answer turn"
+        shown = _thousands(measure)
+        note = (
+            "No result was filed as a fact (give --standings FILE to count facts): the "
+            "right-hand bars count every tool result the answer turn still saw."
         )
-    frame = frame.with_columns(**_wire_marks("wire_violations", "wire violation(s)"))
-    x = alt.X(
-        "input_tokens:Q",
-        title="input tokens sent over all model calls (recorded; estimated where the window "
-        "differs)",
-        scale=alt.Scale(zero=False, nice=True),
+    frame = frame.with_columns(
+        measure_text=shown, **_wire_marks("wire_violations", "wire problem(s)")
     )
-    y = alt.Y(
-        "answer_facts_verbatim:Q",
-        title="facts reaching the answer turn verbatim",
-        scale=alt.Scale(zero=True, nice=True),
-        axis=alt.Axis(tickMinStep=1),
-    )
-    tooltip = [alt.Tooltip("policy:N")]
-    if per_run_points:
-        tooltip.append(alt.Tooltip("run_id:N", title="run"))
-    else:
-        tooltip.append(alt.Tooltip("runs:Q"))
-    tooltip += [
+    tooltip = [
+        alt.Tooltip("policy:N"),
+        alt.Tooltip("runs:Q", format=","),
         alt.Tooltip("input_tokens:Q", title="input tokens", format=","),
         alt.Tooltip("input_tokens_estimated_calls:Q", title="calls with estimated tokens"),
-        alt.Tooltip("answer_facts_verbatim:Q", title="facts in the answer window"),
-        alt.Tooltip("facts_declared:Q", title="results the model filed as facts"),
-        alt.Tooltip("answer_results_verbatim:Q", title="tool results in the answer window"),
-        alt.Tooltip("results_dropped:Q", title="tool results dropped"),
-        alt.Tooltip("engaged_visits:Q", title="visits where the window engaged"),
-        alt.Tooltip("wire_violations:Q", title="windows a provider would reject"),
-    ]
-    base = alt.Chart(frame)
-    points = base.mark_point(filled=True, size=140, opacity=0.85).encode(
-        x=x,
-        y=y,
-        color=alt.Color("policy:N", title="window policy"),
-        shape=alt.Shape(
-            "wire:N",
-            title="wire check",
-            scale=alt.Scale(
-                domain=["valid on the wire", "rejected on the wire"], range=["circle", "cross"]
-            ),
+        alt.Tooltip("answer_facts_verbatim:Q", title="facts in the answer window", format=","),
+        alt.Tooltip("facts_declared:Q", title="results the model filed as facts", format=","),
+        alt.Tooltip(
+            "answer_results_verbatim:Q", title="tool results in the answer window", format=","
         ),
+        alt.Tooltip("results_dropped:Q", title="tool results dropped", format=","),
+        alt.Tooltip("engaged_visits:Q", title="visits where the window engaged", format=","),
+        alt.Tooltip("wire_violations:Q", title="windows a provider would reject", format=","),
+    ]
+    return _ranked(
+        frame,
+        named=named,
+        baseline=baseline,
+        cost=("input_tokens", "input tokens sent over all model calls", None),
+        measure=(measure, measure_title, "measure_text"),
         tooltip=tooltip,
-    )
-    layers: list[Any] = [points]
-    if not per_run_points:
-        layers.append(
-            base.mark_text(align="left", dx=9, dy=-7, fontSize=10).encode(
-                x=x, y=y, text="policy:N", color=alt.Color("policy:N", legend=None)
-            )
-        )
-    if frame["wire_violations"].sum():  # an empty layer would warn of an infinite extent
-        layers.append(
-            base.transform_filter(alt.datum.wire_violations > 0)
-            .mark_text(align="left", dx=9, dy=8, fontSize=10, color="#d62728", fontWeight="bold")
-            .encode(x=x, y=y, text="flag:N")
-        )
-    declared = int(data["facts_declared"].sum()) if data.height else 0
-    note = (
-        "No result was filed as a fact: give standings (--standings FILE) to count facts."
-        if declared == 0
-        else "A fact is a tool result the model (or your standings file) filed as 'fact'."
-    )
-    what = "one point per run and policy" if per_run_points else "one point per policy"
-    return alt.LayerChart(layer=layers).properties(
-        width=640,
-        height=340,
         title=_title(
             "What would each window policy have kept for the answer, and at what cost?",
             [
-                f"Replayed on the recorded runs, {what}: up and left is better. "
-                "Crosses: windows a provider would reject.",
+                "Replayed on the recorded runs, one row per policy, fewest input tokens first "
+                "(recorded; estimated where the replayed window differs).",
                 note,
             ],
         ),
     )
 
 
+def _thousands(column: str | pl.Expr) -> pl.Expr:
+    """Whole numbers as text with thousands separators (1,234,567), for the labels."""
+    expr = pl.col(column) if isinstance(column, str) else column
+    return expr.map_elements(lambda value: f"{value:,}", return_dtype=pl.String)
+
+
 def _wire_marks(column: str, counted: str) -> dict[str, pl.Expr]:
-    """The two policy charts' wire columns: ``wire`` (rejected or valid, the mark's
-    shape) and ``flag`` (the label beside a rejected policy: ``N counted``)."""
+    """The policy charts' wire columns: ``wire`` (rejected or valid) and ``flag`` (the
+    text in the wire column: ``valid`` or ``N counted``)."""
     rejected = pl.col(column) > 0
     return {
         "wire": pl.when(rejected)
         .then(pl.lit("rejected on the wire"))
         .otherwise(pl.lit("valid on the wire")),
-        "flag": pl.when(rejected).then(pl.format(f"{{}} {counted}", column)).otherwise(pl.lit("")),
+        "flag": pl.when(rejected)
+        .then(pl.format(f"✗ {{}} {counted}", _thousands(column)))
+        .otherwise(pl.lit("✓ valid")),
     }
 
 
-def compare_chart(table: pl.DataFrame) -> alt.LayerChart:
-    """Facts reaching the answer against what the input cost with a prompt cache, one
-    point per policy; a line back to the cost without a cache shows what caching saved.
+def _ranked(
+    frame: pl.DataFrame,
+    *,
+    named: str | None,
+    baseline: str,
+    cost: tuple[str, str, str | None],
+    measure: tuple[str, str, str] | None,
+    tooltip: list[alt.Tooltip],
+    title: alt.TitleParams,
+) -> alt.HConcatChart:
+    """One row per policy, cheapest ``cost`` first, its number printed at its bar's end;
+    the ``measure`` beside it the same way; then the wire check in words. ``cost`` is
+    (column, axis title, column of a second cost drawn as a tick, or None)."""
+    column, cost_title, tick = cost
+    frame = frame.sort(column, "policy", nulls_last=True, maintain_order=True).with_columns(
+        role=pl.when(pl.col("policy") == pl.lit(named, pl.String))
+        .then(pl.lit("named in the findings"))
+        .when(pl.col("policy") == baseline)
+        .then(pl.lit("keeps everything"))
+        .otherwise(pl.lit("compared")),
+        cost_text=_thousands(pl.col(column).round(0).cast(pl.Int64)),
+        text_at=pl.max_horizontal(column, tick) if tick else pl.col(column),
+    )
+    order = frame["policy"].to_list()
+    roles = [role for role in ROLE_COLOURS if role in set(frame["role"])]
+    colour = alt.Color(
+        "role:N",
+        title="policy",
+        scale=alt.Scale(domain=roles, range=[ROLE_COLOURS[r] for r in roles]),
+        legend=alt.Legend(orient="bottom", direction="horizontal"),
+    )
+    y = alt.Y("policy:N", title=None, sort=order, axis=alt.Axis(labelLimit=420))
+    hidden = alt.Y("policy:N", title=None, sort=order, axis=None)
+    base = alt.Chart(frame)
+    cost_top = max(_largest_float(frame[column]), _largest_float(frame[tick]) if tick else 0, 1)
+    x = alt.X(
+        f"{column}:Q",
+        title=cost_title,
+        axis=_SHORT_AXIS,
+        scale=alt.Scale(domain=[0, cost_top * 1.3], nice=False),  # room for the numbers
+    )
+    cost_layers: list[Any] = [
+        base.mark_bar(height=12).encode(x=x, y=y, color=colour, tooltip=tooltip),
+        base.mark_text(align="left", dx=5, fontSize=10, color="#333").encode(
+            x="text_at:Q", y=y, text="cost_text:N"
+        ),
+    ]
+    if tick:
+        cost_layers.insert(
+            1,
+            base.mark_tick(color="#333", thickness=2, size=14).encode(
+                x=f"{tick}:Q", y=y, tooltip=tooltip
+            ),
+        )
+    columns: list[Any] = [alt.LayerChart(layer=cost_layers).properties(width=260)]
+    if measure is not None:
+        field, measure_title, text = measure
+        top = max(_largest_float(frame[field]), 1)
+        columns.append(
+            alt.LayerChart(
+                layer=[
+                    base.mark_bar(height=12).encode(
+                        x=alt.X(
+                            f"{field}:Q",
+                            title=measure_title,
+                            axis=_SHORT_AXIS,
+                            scale=alt.Scale(domain=[0, top * 1.45], nice=False),
+                        ),
+                        y=hidden,
+                        color=colour,
+                        tooltip=tooltip,
+                    ),
+                    base.mark_text(align="left", dx=4, fontSize=10, color="#333").encode(
+                        x=f"{field}:Q", y=hidden, text=f"{text}:N"
+                    ),
+                ]
+            ).properties(width=200)
+        )
+    columns.append(
+        base.mark_text(align="left", fontSize=11)
+        .encode(
+            x=alt.value(0),
+            y=hidden,
+            text="flag:N",
+            color=alt.condition(  # a fixed colour: the role legend stays the only one
+                alt.datum.wire == "rejected on the wire", alt.value("#d62728"), alt.value("#1a7f37")
+            ),
+            tooltip=tooltip,
+        )
+        .properties(width=150, title=alt.TitleParams("provider check", fontSize=11))
+    )
+    return alt.hconcat(*columns, spacing=12).properties(title=title).configure_view(stroke=None)
 
-    ``table`` is :func:`contextledger.jobs.compare.comparison_table` (``Comparison.table``).
-    A policy whose windows a provider would reject is a red cross, named with its count.
+
+def compare_chart(table: pl.DataFrame, *, named: str | None = None) -> alt.HConcatChart:
+    """Per policy, one row, cheapest first: the input cost with a prompt cache (bar) and
+    without one (tick), the facts reaching the answer, and the wire check in words.
+
+    ``table`` is :func:`contextledger.jobs.compare.comparison_table`
+    (``Comparison.table``). Fifteen policies told apart by colour alone cannot be read,
+    nor eight points on one spot: each row is named on its axis and its numbers are
+    printed, so the findings' policy (``named``) can be checked against it.
 
     >>> from contextledger.jobs.compare import compare
     >>> found = compare("data/sample/s0003-loop.json.gz", ["none", "sliding:keep=2"])
-    >>> compare_chart(found.table).to_dict()["layer"][1]["encoding"]["x"]["field"]
+    >>> compare_chart(found.table).to_dict()["hconcat"][0]["layer"][0]["encoding"]["x"]["field"]
     'cost_with_cache'
     """
-    # Policies are told apart by the legend (and the tooltip): labels beside the points
-    # overlap when two policies cost about the same.
-    frame = table.with_columns(**_wire_marks("wire_problems", "wire problem(s)"))
-    # Rejected policies with the same facts sit on one row: each label a step lower than
-    # the previous one's (in cost order), so two close costs do not print over each other.
-    step = (
-        pl.col("cost_with_cache")
-        .rank("ordinal")
-        .over("facts_at_answer", pl.col("wire_problems") > 0)
-        - 1
+    frame = table.with_columns(
+        facts_text=pl.format(
+            "{} of {}", _thousands("facts_at_answer"), _thousands("facts_declared")
+        ),
+        **_wire_marks("wire_problems", "wire problem(s)"),
     )
-    frame = frame.with_columns(label_y=pl.col("facts_at_answer") - 0.3 * step.cast(pl.Float64))
-    x = alt.X(
-        "cost_with_cache:Q",
-        title="input cost with a prompt cache, in input-token units (line: without a cache)",
-        scale=alt.Scale(zero=False, nice=True),
-    )
-    y = alt.Y(
-        "facts_at_answer:Q",
-        title="facts reaching the answer turn verbatim",
-        scale=alt.Scale(zero=True, nice=True),
-        axis=alt.Axis(tickMinStep=1),
-    )
-    colour = alt.Color(
-        "policy:N",
-        title="window policy",
-        sort=frame["policy"].to_list(),  # the order compared, not alphabetical
-        scale=alt.Scale(scheme="tableau20"),  # up to 20 policies, each its own colour
-        legend=alt.Legend(labelLimit=420),
-    )
+    declared = _largest(frame["facts_declared"])
     tooltip = [
         alt.Tooltip("policy:N"),
-        alt.Tooltip("runs:Q"),
-        alt.Tooltip("facts_at_answer:Q", title="facts at the answer"),
-        alt.Tooltip("facts_declared:Q", title="facts filed"),
+        alt.Tooltip("runs:Q", format=","),
+        alt.Tooltip("facts_at_answer:Q", title="facts at the answer", format=","),
+        alt.Tooltip("facts_declared:Q", title="facts filed", format=","),
         alt.Tooltip("input_tokens:Q", title="input tokens", format=","),
-        alt.Tooltip("cache_invalidations:Q", title="prefix-cache invalidations"),
+        alt.Tooltip("cache_invalidations:Q", title="prefix-cache invalidations", format=","),
         alt.Tooltip("cost_without_cache:Q", title="cost without a cache", format=",.0f"),
         alt.Tooltip("cost_with_cache:Q", title="cost with a cache", format=",.0f"),
-        alt.Tooltip("wire_problems:Q", title="wire problems"),
+        alt.Tooltip("wire_problems:Q", title="windows a provider would reject", format=","),
         alt.Tooltip("first_offending_call:N", title="first offending call"),
     ]
-    base = alt.Chart(frame)
-    layers: list[Any] = [
-        base.mark_rule(strokeDash=[4, 3], opacity=0.6).encode(
-            x=x, x2="cost_without_cache:Q", y=y, color=colour
+    return _ranked(
+        frame,
+        named=named,
+        baseline="none",
+        cost=(
+            "cost_with_cache",
+            "input cost with a prompt cache (input-token units)",
+            "cost_without_cache",
         ),
-        base.mark_point(filled=True, size=140, opacity=0.85).encode(
-            x=x,
-            y=y,
-            color=colour,
-            shape=alt.Shape(
-                "wire:N",
-                title="wire check",
-                scale=alt.Scale(
-                    domain=["valid on the wire", "rejected on the wire"],
-                    range=["circle", "cross"],
-                ),
-            ),
-            tooltip=tooltip,
-        ),
-    ]
-    if frame["wire_problems"].sum():  # an empty layer would warn of an infinite extent
-        layers.append(
-            base.transform_filter(alt.datum.wire_problems > 0)
-            .mark_text(align="left", dx=9, dy=8, fontSize=10, color="#d62728", fontWeight="bold")
-            .encode(x=x, y=alt.Y("label_y:Q"), text="flag:N")
-        )
-    return alt.LayerChart(layer=layers).properties(
-        width=640,
-        height=340,
+        measure=("facts_at_answer", "facts reaching the answer turn", "facts_text")
+        if declared
+        else None,
+        tooltip=tooltip,
         title=_title(
             "What does each window policy cost once a prompt cache is counted?",
             [
-                "Up and left is better. A policy that trims the window breaks the cached "
-                "prefix: it may send fewer tokens and still cost more.",
-                "Cache reads and writes priced as multiples of the input price; crosses: "
-                "windows a provider would reject.",
+                "One row per policy, cheapest first. Bar: the input cost with a cache (reads "
+                "and writes priced as multiples of the input price); tick: without one.",
+                "A policy that trims the window breaks the cached prefix: it may send fewer "
+                "tokens and still cost more."
+                + (
+                    ""
+                    if declared
+                    else " No result was filed as a fact: facts kept are not compared."
+                ),
             ],
         ),
     )
+
+
+#: Model calls and turns the timeline draws at most (the last ones: the answer's window).
+TIMELINE_CALLS = 60
+TIMELINE_TURNS = 80
 
 
 def timeline_chart(cells: pl.DataFrame) -> alt.Chart:
@@ -539,7 +696,8 @@ def timeline_chart(cells: pl.DataFrame) -> alt.Chart:
 
     ``cells`` is :func:`contextledger.report.frames.timeline_frame`: one row per
     turn and call, with ``status`` (kept, pinned, refused, dropped, dropped
-    earlier) and the ``reason`` shown on hover.
+    earlier) and the ``reason`` shown on hover. A long run draws its last
+    :data:`TIMELINE_CALLS` calls and :data:`TIMELINE_TURNS` turns, and says so.
 
     >>> from contextledger.report.frames import timeline_frame
     >>> from contextledger.jobs.whatif import read_inputs
@@ -560,6 +718,21 @@ def timeline_chart(cells: pl.DataFrame) -> alt.Chart:
     )
     run = data["run_id"][0] if data.height else "(no run)"
     policy = data["policy"][0] if data.height else ""
+    calls = data["call"].unique().sort()
+    turns = data["turn_index"].unique().sort()
+    data = data.filter(
+        pl.col("call").is_in(calls.tail(TIMELINE_CALLS).implode())
+        & pl.col("turn_index").is_in(turns.tail(TIMELINE_TURNS).implode())
+    )
+    cut = [
+        f"The last {TIMELINE_CALLS} of its {calls.len():,} model calls"
+        if calls.len() > TIMELINE_CALLS
+        else "",
+        f"the last {TIMELINE_TURNS} of its {turns.len():,} turns"
+        if turns.len() > TIMELINE_TURNS
+        else "",
+    ]
+    shown = " and ".join(part for part in cut if part)
     order = data.sort("turn_index")["turn_label"].unique(maintain_order=True).to_list()
     return (
         alt.Chart(data)
@@ -594,6 +767,7 @@ def timeline_chart(cells: pl.DataFrame) -> alt.Chart:
                 [
                     f"Replayed under {policy}: before each model call the window stage keeps, "
                     "pins or drops whole turns. Hover a cell for the reason.",
+                    *([f"{shown[0].upper()}{shown[1:]} are drawn."] if shown else []),
                 ],
             ),
         )
@@ -607,7 +781,24 @@ def gate_touched(pieces: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def gate_chart(pieces: pl.DataFrame, *, width: int = 640, height: int = 320) -> alt.LayerChart:
+def _most_touched(touched: pl.DataFrame, most: int) -> pl.DataFrame:
+    """At most ``most`` of the pieces the gates touched: those saving the most tokens
+    and those losing the most uses, half each (the points a reader looks for)."""
+    if touched.height <= most:
+        return touched
+    saving = touched.sort("approx_tokens_saved", "uses_lost", "id", descending=[True, True, False])
+    losing = touched.sort("uses_lost", "approx_tokens_saved", "id", descending=[True, True, False])
+    ids = list(dict.fromkeys([*saving["id"].head(most // 2), *losing["id"].head(most)]))[:most]
+    return touched.filter(pl.col("id").is_in(ids))
+
+
+#: Pieces the gate chart draws at most: those saving most and those losing most uses.
+GATE_POINTS = 150
+
+
+def gate_chart(
+    pieces: pl.DataFrame, *, width: int = 640, height: int = 320, most: int = GATE_POINTS
+) -> alt.LayerChart:
     """Per piece, approx tokens the ledger gates would have saved against the uses lost.
 
     ``pieces`` is the first frame :func:`~contextledger.ledger.gates.gate_what_if`
@@ -619,7 +810,8 @@ def gate_chart(pieces: pl.DataFrame, *, width: int = 640, height: int = 320) -> 
     >>> gate_chart(pieces).to_dict()["layer"][0]["encoding"]["y"]["field"]
     'uses_lost'
     """
-    touched = gate_touched(pieces).select(
+    every = gate_touched(pieces)
+    touched = _most_touched(every, most).select(
         "kind",
         "id",
         "offered",
@@ -683,7 +875,13 @@ def gate_chart(pieces: pl.DataFrame, *, width: int = 640, height: int = 320) -> 
         .encode(x="label_x:Q", y="label_y:Q", text="id:N", color=colour)
         for align in placed["align"].unique(maintain_order=True)
     ]
-    untouched = pieces.height - touched.height
+    untouched = pieces.height - every.height
+    drawn = (
+        f"{touched.height:,} of the {every.height:,} pieces the gates touched are drawn: "
+        "those saving most or losing most uses."
+        if touched.height < every.height
+        else ""
+    )
     return alt.LayerChart(layer=[points, *labels]).properties(
         width=width,
         height=height,
@@ -693,8 +891,9 @@ def gate_chart(pieces: pl.DataFrame, *, width: int = 640, height: int = 320) -> 
                 "Each run judged by the ledger of the runs before it (min 5 offers, floor 5%, "
                 "parole every 10th demotion). Right = tokens saved; up = uses lost.",
                 f"Named: the pieces saving most and losing most uses ({placed.height} of "
-                f"{touched.height}; hover a point for the others). {untouched} piece(s) the "
-                "gates never touched are not drawn.",
+                f"{touched.height}; hover a point for the others). {untouched:,} piece(s) "
+                "the gates never touched are not drawn.",
+                *([drawn] if drawn else []),
             ],
         ),
     )
