@@ -704,3 +704,104 @@ def test_a_report_with_a_thousand_labels_on_the_sample_is_written(tmp_path: Path
     page = (tmp_path / "out" / "report.html").read_text(encoding="utf-8")
     assert "The 6 of 1,000 labels the most runs carried" in page
     assert "and 994 more labels" in page or "more labels" in page
+
+
+def tools_only(tables: build.RunTables) -> build.RunTables:
+    """``tables`` as a traces reader gives them: tools offered and called, no skill or
+    injection (OpenTelemetry's conventions define tools only)."""
+    from dataclasses import replace
+
+    def tools(table):
+        frame = pl.from_arrow(table)
+        assert isinstance(frame, pl.DataFrame)
+        return frame.filter(pl.col("kind") == "tool").to_arrow().cast(table.schema)
+
+    return replace(tables, offers=tools(tables.offers), uses=tools(tables.uses))
+
+
+@cache
+def traces_like_report() -> ReportData:
+    """The sample read as traces are: tools only, no labels, no fact declared, and the
+    same counts under both accountings (no agentfootprint quirk applies)."""
+    from dataclasses import replace
+
+    from contextledger.ledger.compute import compute_ledger
+    from contextledger.ledger.gates import gate_what_if
+    from contextledger.ledger.stats import with_uncertainty
+
+    data = collect([SAMPLE])
+    tables = tools_only(data.tables)
+    pieces, total = gate_what_if(tables)
+    return replace(
+        data,
+        tables=tables,
+        reference=tables,
+        rows=with_uncertainty(compute_ledger(tables).rows()),
+        gate_pieces=pieces,
+        gate_total=total,
+    )
+
+
+def test_a_traces_like_input_leaves_no_agentfootprint_panel_empty_or_misleading():
+    """Runs with tools only, no labels, no facts: each section says what it has not got
+    and why; the legends name only tools; the reference section says nothing differed."""
+    data = traces_like_report()
+    page = render_html(data)
+
+    def section(name: str, until: str) -> str:
+        return " ".join(page.split(f'id="{name}"')[1].split(f"{until}")[0].split())
+
+    assert "No outcome labels were given" in section("outcomes", 'id="gates"')
+    assert "agree on every count (14 run(s))" in section("reference", "<footer>")
+    assert "<table>" in section("reference", "<footer>")  # the rules, still, for reference
+    assert "standings: only those the runs hold" in page
+    specs = {name: chart.to_dict() for name, chart in build_charts(data).items()}
+    assert "outcomes" not in specs
+    rates = specs["earn_rate"]["hconcat"][0]["encoding"]["color"]["scale"]["domain"]
+    assert rates == ["tool"]
+    measure = specs["policies"]["hconcat"][1]["layer"][0]["encoding"]["x"]["field"]
+    assert measure == "answer_results_verbatim"
+    assert any(
+        "No result was filed as a fact" in line
+        for line in specs["policy_cost"]["title"]["subtitle"]
+    )
+    assert any(line.startswith("No tool result was declared a fact") for line in findings(data))
+
+
+def test_labels_that_name_no_metered_run_are_said_to_name_none():
+    from dataclasses import replace
+
+    data = replace(traces_like_report(), outcomes_from="labels.csv")
+    page = render_html(data)
+    assert "The outcome labels given name none of the metered runs read" in page
+
+
+def test_thousands_of_unreadable_inputs_are_counted_and_the_first_fifty_listed():
+    from dataclasses import replace
+
+    import pyarrow as pa
+
+    from contextledger.tables import schema
+
+    problems = pa.Table.from_pylist(
+        [
+            {"path": f"runs/{i}.json", "line": None, "run_id": None, "reason": "not JSON"}
+            for i in range(1200)
+        ],
+        schema=schema.PROBLEMS,
+    )
+    data = sample_report()
+    page = render_html(replace(data, tables=replace(data.tables, problems=problems)))
+    assert "1,200 input(s) could not be read" in page
+    assert "<code>runs/49.json</code>" in page and "<code>runs/50.json</code>" not in page
+    assert "The first 50 of 1,200 are listed" in page
+
+
+def test_without_facts_or_skills_the_tables_leave_out_what_never_happened():
+    page = " ".join(render_html(traces_like_report()).split())
+    policies = page.split('id="policies"')[1].split('id="policy-cost"')[0]
+    assert "facts reaching the answer</th>" not in policies
+    assert "so the facts columns are left out" in policies
+    gates = page.split('id="gates"')[1].split('id="policies"')[0]
+    assert "Skill offers down-weighted" not in gates and "Uses at risk" not in gates
+    assert "facts reaching the answer</th>" in " ".join(sample_page().split())

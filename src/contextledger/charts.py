@@ -42,7 +42,12 @@ _SHORT_AXIS = alt.Axis(
 )
 
 
-_KIND_SCALE = alt.Scale(domain=list(KIND_COLOURS), range=list(KIND_COLOURS.values()))
+def _kind_scale(kinds: pl.Series) -> alt.Scale:
+    """The kind colours, the legend naming only the kinds drawn (runs recorded as
+    traces offer tools only: a legend of skills and injections would mislead)."""
+    present = set(kinds.to_list())
+    domain = [kind for kind in KIND_COLOURS if kind in present] or list(KIND_COLOURS)
+    return alt.Scale(domain=domain, range=[KIND_COLOURS[kind] for kind in domain])
 
 
 def draw_offline() -> None:
@@ -133,7 +138,7 @@ def earn_rate_chart(
     top, rest = data.head(shown), data.slice(shown)
     order = top["id"].to_list()
     y = alt.Y("id:N", title=None, sort=order, axis=alt.Axis(labelLimit=180))
-    colour = alt.Color("kind:N", title="kind", scale=_KIND_SCALE)
+    colour = alt.Color("kind:N", title="kind", scale=_kind_scale(top["kind"]))
     tooltip = [
         alt.Tooltip("id:N", title="piece"),
         alt.Tooltip("kind:N"),
@@ -855,7 +860,7 @@ def gate_chart(
             title="offers left out",
             scale=alt.Scale(domain=[0, most_gated], range=[40, 500]),
         ),
-        color=alt.Color("kind:N", title="kind", scale=_KIND_SCALE),
+        color=alt.Color("kind:N", title="kind", scale=_kind_scale(touched["kind"])),
         tooltip=[
             alt.Tooltip("id:N", title="piece"),
             alt.Tooltip("kind:N"),
@@ -868,7 +873,7 @@ def gate_chart(
             alt.Tooltip("uses_at_risk:Q", title="uses at risk"),
         ],
     )
-    colour = alt.Color("kind:N", scale=_KIND_SCALE)
+    colour = alt.Color("kind:N", scale=_kind_scale(touched["kind"]))
     labels = [
         alt.Chart(placed.filter(pl.col("align") == align))
         .mark_text(align=align, baseline="middle", fontSize=10)

@@ -96,6 +96,8 @@ NEARLY_ALL_FACTS = 0.95
 COMPARE_POLICIES = (*DEFAULT_POLICIES, *FRAMEWORK_DEFAULTS)
 #: Ledger rows the page's table lists (worst first); ``ledger.csv`` beside it has them all.
 LEDGER_ROWS_SHOWN = 300
+#: Unreadable inputs, copies and unreplayed runs the page lists, each (the rest counted).
+PROBLEMS_LISTED = 50
 #: The files :func:`write_report` writes beside the page, by what they hold.
 LEDGER_CSV, REFUSED_CSV = "ledger.csv", "refused-runs.csv"
 #: Chart names, in the order the page shows them, and the file names they export to.
@@ -891,6 +893,7 @@ def _render(
             refused_runs(data.reference).height if data.reference is not None else 0
         ),
         ledger_shown=LEDGER_ROWS_SHOWN,
+        listed=PROBLEMS_LISTED,
         files=files or {},
         problems=data.tables.problems.to_pylist(),
         duplicates=data.tables.duplicates.to_pylist(),
@@ -898,6 +901,7 @@ def _render(
         snapshot_suffixes=", ".join(sorted(SNAPSHOT_SUFFIXES)),
         unreplayed=data.unreplayed,
         comparison=comparison,
+        comparison_differs=any(row["difference"] for row in comparison),
         differences=DIFFERENCES,
         difference_headers=HEADERS,
         charts=[(name, _spec_json(spec)) for name, spec in specs.items()],

@@ -224,7 +224,9 @@ def refused_groups(tables: RunTables, examples: int = REFUSED_EXAMPLES) -> pl.Da
 
 def gate_rows(total: pl.DataFrame, order: str) -> list[dict[str, str]]:
     """The gates' one-row total as the page's table: what, how many (formatted for a
-    reader) and what it means, in words instead of column names.
+    reader) and what it means, in words instead of column names. Uses at risk (no
+    tool call without its model call) and skills down-weighted (no skill) are left out
+    when none was.
 
     >>> from contextledger.tables.build import read_runs
     >>> from contextledger.ledger.gates import gate_what_if
@@ -285,4 +287,12 @@ def gate_rows(total: pl.DataFrame, order: str) -> list[dict[str, str]]:
             f"under {t['earn_rate_floor']:.0%} is demoted ({t['mode']} accounting)",
         ),
     ]
-    return [{"what": what, "count": count, "means": means} for what, count, means in rows]
+    applies = {  # rows about what these runs never had say nothing: left out
+        "Uses at risk": t["uses_judged_per_run"] > 0,
+        "Skill offers down-weighted": t["offers_down_weighted"] > 0,
+    }
+    return [
+        {"what": what, "count": count, "means": means}
+        for what, count, means in rows
+        if applies.get(what, True)
+    ]
