@@ -94,8 +94,9 @@ def test_findings_open_the_page_with_the_numbers_a_reader_takes_away():
     assert lines[3].startswith("Recommended window policy: sliding:keep=6, the cheapest")
     assert lines[-1].startswith(
         "Every window replayed under agentfootprint's policies is one a provider accepts; "
-        "5 of the other frameworks' policies would send windows a provider rejects: "
-        "langchain_trim:max_tokens=600 (39 wire problem(s))"
+        "5 of the other frameworks' 10 policies would send windows a provider rejects, most "
+        "often autogen_buffered:buffer_size=8 (93) and mastra_token_limit:limit=600 (81) wire "
+        "problems (the cost chart names each)."
     )
 
 

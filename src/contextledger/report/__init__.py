@@ -570,19 +570,20 @@ def findings(data: ReportData) -> list[str]:
         else f"{violations:,} window(s) replayed under agentfootprint's policies would be "
         "rejected by a provider (see the window-policy chart)"
     )
+    frameworks = data.audit.filter(~pl.col("policy").is_in(data.policies))
     others = (
-        data.audit.filter(~pl.col("policy").is_in(data.policies) & (pl.col("wire_problems") > 0))
-        .group_by("policy", maintain_order=True)
+        frameworks.group_by("policy", maintain_order=True)
         .agg(pl.col("wire_problems").sum())
+        .filter(pl.col("wire_problems") > 0)
+        .sort("wire_problems", descending=True, maintain_order=True)
     )
     if others.height:
-        named = ", ".join(
-            f"{row['policy']} ({row['wire_problems']:,} wire problem(s))"
-            for row in others.to_dicts()
-        )
+        worst = [f"{row['policy']} ({row['wire_problems']:,})" for row in others.head(2).to_dicts()]
+        compared = frameworks["policy"].n_unique()
         ours += (
-            f"; {others.height} of the other frameworks' policies would send windows a "
-            f"provider rejects: {named} (see the cost chart)"
+            f"; {others.height} of the other frameworks' {compared} policies would send windows "
+            f"a provider rejects, most often {' and '.join(worst)} wire problems "
+            "(the cost chart names each)"
         )
     out.append(ours + ".")
     return out
