@@ -578,11 +578,11 @@ def findings(data: ReportData) -> list[str]:
         .sort("wire_problems", descending=True, maintain_order=True)
     )
     if others.height:
-        worst = [f"{row['policy']} ({row['wire_problems']:,})" for row in others.head(2).to_dicts()]
+        most = [f"{row['policy']} ({row['wire_problems']:,})" for row in others.head(2).to_dicts()]
         compared = frameworks["policy"].n_unique()
         ours += (
             f"; {others.height} of the other frameworks' {compared} policies would send windows "
-            f"a provider rejects, most often {' and '.join(worst)} wire problems "
+            f"a provider rejects, most often {' and '.join(most)} wire problems "
             "(the cost chart names each)"
         )
     out.append(ours + ".")
