@@ -336,3 +336,25 @@ def test_the_outcome_chart_wraps_its_labels_into_rows_that_fit_the_page(labels: 
     width = float(svg.split('width="', 1)[1].split('"', 1)[0])
     assert width <= page_width()
     assert spec["columns"] == -(-labels // rows)
+
+
+def test_outcome_chart_direction_comes_from_counts_not_rounded_shares():
+    """3 of 5 runs labelled bad, the piece offered in all 5: Polars gave a share of 0.6
+    and a base rate of 0.6000000000000001, and the chart said "less often"."""
+    association = pl.DataFrame(
+        {
+            "kind": ["tool"],
+            "id": ["get_user"],
+            "label": ["bad"],
+            "runs_offered": [5],
+            "runs_offered_with_label": [3],
+            "share_with_label": [0.6],
+            "runs_labelled": [5],
+            "runs_labelled_with_label": [3],
+            "base_rate": [0.6000000000000001],
+            "share_minus_base": [0.6 - 0.6000000000000001],
+        }
+    )
+    assert association["share_minus_base"][0] < 0  # the floats disagree
+    drawn = charts.outcome_chart(association).data
+    assert drawn["direction"].to_list() == ["as often as the base rate"]
