@@ -348,7 +348,7 @@ def outcome_chart(
                     *(
                         [
                             f"The {len(facets)} of {every_label:,} labels the most runs "
-                            "carried; `contextledger outcomes` lists them all."
+                            "carried; contextledger outcomes lists them all."
                         ]
                         if len(facets) < every_label
                         else []
