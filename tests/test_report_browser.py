@@ -86,7 +86,7 @@ def chromium() -> str:
 
 
 #: The pages opened: the sample's; one run with no outcome labels (charts left out); a
-#: fleet's ledger of 4,740 pieces and 1,000 labels; the sample read as traces are (tools
+#: fleet's ledger of over 10,000 pieces and 1,000 labels; the sample read as traces are (tools
 #: only, no labels, no facts).
 PAGES = {
     "sample": lambda: collect(),
