@@ -8,6 +8,7 @@ from typing import Any
 
 import polars as pl
 import pytest
+from polars.testing import assert_frame_equal
 
 from contextledger import charts
 from contextledger.jobs.whatif import read_inputs, whatif
@@ -358,3 +359,20 @@ def test_outcome_chart_direction_comes_from_counts_not_rounded_shares():
     assert association["share_minus_base"][0] < 0  # the floats disagree
     drawn = charts.outcome_chart(association).data
     assert drawn["direction"].to_list() == ["as often as the base rate"]
+
+
+def test_a_long_runs_timeline_keeps_only_its_last_calls_and_says_so():
+    """A run of thousands of calls was a cell per turn and call (millions): the frame
+    keeps the last calls' rows, the same rows the whole replay gives, and the chart
+    says how many calls the run made."""
+    stream = read_inputs(FACT_BENCH).streams[0]
+    whole = timeline_frame(stream, "sliding:keep=6")
+    last = timeline_frame(stream, "sliding:keep=6", last_calls=8)
+    made = int(whole["call"].max())
+    assert made > 8
+    assert_frame_equal(last, whole.filter(pl.col("call") > made - 8), check_exact=True)
+    subtitle = charts.timeline_chart(last).to_dict()["title"]["subtitle"]
+    assert f"The last 8 of its {made} model calls are drawn." in subtitle
+    assert not any(
+        "are drawn" in line for line in charts.timeline_chart(whole).to_dict()["title"]["subtitle"]
+    )

@@ -314,14 +314,14 @@ def timeline_chart(cells: pl.DataFrame) -> alt.Chart:
     policy = data["policy"][0] if data.height else ""
     calls = data["call"].unique().sort()
     turns = data["turn_index"].unique().sort()
+    drawn = calls.tail(TIMELINE_CALLS)
     data = data.filter(
-        pl.col("call").is_in(calls.tail(TIMELINE_CALLS).implode())
+        pl.col("call").is_in(drawn.implode())
         & pl.col("turn_index").is_in(turns.tail(TIMELINE_TURNS).implode())
     )
+    made = _largest(calls)  # calls count from 1: the frame may hold only the last ones
     cut = [
-        f"The last {TIMELINE_CALLS} of its {calls.len():,} model calls"
-        if calls.len() > TIMELINE_CALLS
-        else "",
+        f"The last {drawn.len()} of its {made:,} model calls" if drawn.len() < made else "",
         f"the last {TIMELINE_TURNS} of its {turns.len():,} turns"
         if turns.len() > TIMELINE_TURNS
         else "",

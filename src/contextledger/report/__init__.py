@@ -339,7 +339,12 @@ def collect(
             raise ValueError(msg)
         stream, standing_rows = chosen[0]
         known = timelines(standing_rows).get(run_id)
-        timeline = timeline_frame(stream, dict(parsed)[label], known.at if known else None)
+        timeline = timeline_frame(
+            stream,
+            dict(parsed)[label],
+            known.at if known else None,
+            last_calls=charts.TIMELINE_CALLS,
+        )
     return ReportData(
         inputs=[display_path(name) for name in names],
         tables=tables,

@@ -72,13 +72,20 @@ def _describe(message: Message) -> str:
 
 
 def timeline_frame(
-    stream: RunMessages, policy: str | Policy, standings: Standings | None = None
+    stream: RunMessages,
+    policy: str | Policy,
+    standings: Standings | None = None,
+    *,
+    last_calls: int | None = None,
 ) -> pl.DataFrame:
     """Replay ``policy`` over one run: one row per (conversation turn, model call).
 
     ``status`` is ``kept``, ``pinned`` (a last-tool-result or ledger-fact pin held
     it), ``refused`` (another rule kept it), ``dropped`` (it left at this call) or
     ``dropped earlier``; ``reason`` says why. A turn has no row before it entered.
+    ``last_calls`` keeps the rows of the last that many calls only (the whole run is
+    replayed): a run of thousands of turns and calls is millions of cells, and the
+    chart draws the last ones.
 
     >>> from contextledger.jobs.whatif import read_inputs
     >>> stream = read_inputs("data/sample/s0001-fact-bench.json.gz").streams[0]
@@ -91,11 +98,14 @@ def timeline_frame(
     turn_of, labels, chars = _turn_labels(stream)
     rows: list[dict[str, Any]] = []
     entered: set[int] = set()
-    for visit in result.visits:
+    first_kept = len(result.visits) - last_calls if last_calls is not None else 0
+    for number, visit in enumerate(result.visits):
         before = [turn_of.get(m.index) for m in visit.window_before]
         served = {turn_of.get(m.index) for m in visit.served}
         present = {turn for turn in before if turn is not None}
         entered |= present
+        if number < first_kept:
+            continue
         reasons: dict[int, str] = {}
         for refusal in (visit.record or {}).get("refusals", []):
             position = refusal["messageIndex"]
