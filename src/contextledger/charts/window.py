@@ -109,6 +109,18 @@ def policy_chart(
     )
 
 
+def _short(value: float) -> str:
+    """A cost in three or four figures (8,423; 19.6k; 34.5M), for a label beside a bar.
+
+    >>> [_short(v) for v in (8423.4, 19602.0, 34_483_600.0, 2.5e9)]
+    ['8,423', '19.6k', '34.5M', '2.5B']
+    """
+    for size, divisor, unit in ((1e9, 1e9, "B"), (1e6, 1e6, "M"), (1e4, 1e3, "k")):
+        if value >= size:
+            return f"{value / divisor:.1f}{unit}"
+    return f"{value:,.0f}"
+
+
 def _wire_marks(column: str, counted: str) -> dict[str, pl.Expr]:
     """The policy charts' wire columns: ``wire`` (rejected or valid) and ``flag`` (the
     text in the wire column: ``valid`` or ``N counted``)."""
@@ -143,7 +155,15 @@ def _ranked(
         .when(pl.col("policy") == baseline)
         .then(pl.lit("keeps everything"))
         .otherwise(pl.lit("compared")),
-        cost_text=_thousands(pl.col(column).round(0).cast(pl.Int64)),
+        cost_text=(
+            pl.format(
+                "{} ({} without)",
+                pl.col(column).map_elements(_short, return_dtype=pl.String),
+                pl.col(tick).map_elements(_short, return_dtype=pl.String),
+            )
+            if tick
+            else _thousands(pl.col(column).round(0).cast(pl.Int64))
+        ),
         text_at=pl.max_horizontal(column, tick) if tick else pl.col(column),
     )
     order = frame["policy"].to_list()
@@ -162,7 +182,7 @@ def _ranked(
         f"{column}:Q",
         title=cost_title,
         axis=_SHORT_AXIS,
-        scale=alt.Scale(domain=[0, cost_top * 1.3], nice=False),  # room for the numbers
+        scale=alt.Scale(domain=[0, cost_top * (1.9 if tick else 1.3)], nice=False),  # room
     )
     cost_layers: list[Any] = [
         base.mark_bar(height=12).encode(x=x, y=y, color=colour, tooltip=tooltip),
@@ -177,7 +197,7 @@ def _ranked(
                 x=f"{tick}:Q", y=y, tooltip=tooltip
             ),
         )
-    columns: list[Any] = [alt.LayerChart(layer=cost_layers).properties(width=260)]
+    columns: list[Any] = [alt.LayerChart(layer=cost_layers).properties(width=300 if tick else 260)]
     if measure is not None:
         field, measure_title, text = measure
         top = max(_largest_float(frame[field]), 1)
