@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -68,30 +67,66 @@ def titles(spec: dict[str, Any]) -> list[str]:
     return found
 
 
-def test_earn_rate_chart_plots_each_piece_by_tokens_and_earn_rate_with_its_interval():
-    rows = with_uncertainty(compute_ledger(tables()).rows())
-    spec = charts.earn_rate_chart(rows).to_dict()
-    scatter = spec["hconcat"][0]["layer"]
-    interval, points = encodings(scatter[0]), encodings(scatter[1])
-    assert interval["y"] == ("earn_rate_low", "quantitative")
-    assert interval["y2"][0] == "earn_rate_high"
-    assert points["x"] == ("approx_tokens_spent", "quantitative")
-    assert points["y"] == ("earn_rate", "quantitative")
-    assert points["size"] == ("offered", "quantitative")
+def ledger_rows() -> pl.DataFrame:
+    return with_uncertainty(compute_ledger(tables()).rows())
+
+
+def test_earn_rate_chart_ranks_the_pieces_spending_most_with_their_earn_rate_and_interval():
+    spec = charts.earn_rate_chart(ledger_rows()).to_dict()
+    spent, rates, _ = spec["hconcat"]
+    assert encodings(spent)["x"] == ("approx_tokens_spent", "quantitative")
+    assert encodings(spent)["y"] == ("id", "nominal")
+    interval, points = encodings(rates["layer"][0]), encodings(rates["layer"][1])
+    assert interval["x"] == ("earn_rate_low", "quantitative")
+    assert interval["x2"][0] == "earn_rate_high"
+    assert points["x"] == ("earn_rate", "quantitative")
     assert points["color"] == ("kind", "nominal")
-    assert scatter[2]["transform"] == [{"filter": "datum.never_used"}]
+    order = ledger_rows().sort("approx_tokens_spent", "id", descending=[True, False])["id"]
+    assert spent["encoding"]["y"]["sort"] == order.head(charts.PIECES_SHOWN).to_list()
     assert spec["title"]["text"] == "Which context pieces earn their tokens?"
-    assert "approx tokens spent offering the piece (estimate; log scale)" in titles(spec)
-    assert "earn rate (uses per offer)" in titles(spec)
+    assert "earn rate (uses per offer), 95% interval" in titles(spec)
+
+
+def test_earn_rate_chart_pools_the_pieces_it_does_not_draw_into_its_subtitle():
+    rows = ledger_rows()
+    rest = rows.sort("approx_tokens_spent", "id", descending=[True, False]).slice(25)
+    subtitle = charts.earn_rate_chart(rows, shown=25).to_dict()["title"]["subtitle"]
+    assert (
+        f"The 25 pieces spending the most tokens, of 40; the other 15 spent "
+        f"~{rest['approx_tokens_spent'].sum():,} approx tokens, used {rest['used'].sum()} "
+        f"times in {rest['offered'].sum()} offers"
+    ) in subtitle[-1]
+    everything = charts.earn_rate_chart(rows, shown=40).to_dict()["title"]["subtitle"]
+    assert everything[-1] == "All 40 piece(s) offered, most tokens spent first."
 
 
 def test_earn_rate_chart_lists_the_never_used_pieces_most_expensive_first():
-    rows = with_uncertainty(compute_ledger(tables()).rows())
-    chart = charts.earn_rate_chart(rows, never_used_shown=3)
-    bars = chart.hconcat[1]
+    chart = charts.earn_rate_chart(ledger_rows(), never_used_shown=3)
+    bars = chart.hconcat[2]
     listed = bars.data.sort("approx_tokens_spent", descending=True)["id"].to_list()
     assert listed == ["diff_configs", "create_account", "check_inventory"]
     assert bars.to_dict()["encoding"]["y"]["sort"] == "-x"
+
+
+def test_never_used_is_one_definition_offered_often_enough_to_judge_and_not_used():
+    """The summary said 5 never used and the chart 7: the chart counted two pieces
+    offered fewer than 5 times (tail_events, charge_card), not yet judged."""
+    rows = ledger_rows()
+    idle = charts.never_used(rows)
+    assert idle["id"].to_list() == [
+        "diff_configs",
+        "create_account",
+        "check_inventory",
+        "rollback",
+        "export_csv",
+    ]
+    chart = charts.earn_rate_chart(rows)
+    assert chart.hconcat[2].data["id"].to_list() == idle["id"].to_list()
+    title = " ".join(chart.hconcat[2].to_dict()["title"]["text"])
+    assert title.startswith("Never used (5 piece(s) offered 5+ times")
+    every = charts.earn_rate_chart(rows, shown=rows.height).hconcat[1].layer[2]
+    assert every.to_dict()["mark"]["filled"] is False  # the red rings
+    assert set(every.data.filter(pl.col("never_used"))["id"]) == set(idle["id"])
 
 
 def test_outcome_chart_draws_each_label_against_its_base_rate_with_counts():
@@ -116,30 +151,32 @@ def test_outcome_chart_counts_read_as_runs_with_the_label_of_runs_offering_the_p
     assert (row["counts"], row["direction"]) == ("1 of 3", "more often than the base rate")
 
 
-def test_policy_chart_puts_facts_reaching_the_answer_against_input_tokens_per_policy():
+def test_policy_chart_ranks_the_policies_by_input_tokens_beside_the_facts_they_keep():
+    spec = charts.policy_chart(per_run(), named="sliding:keep=6").to_dict()
+    cost, facts, wire = spec["hconcat"]
+    assert encodings(cost["layer"][0])["x"] == ("input_tokens", "quantitative")
+    assert encodings(facts["layer"][0])["x"] == ("answer_facts_verbatim", "quantitative")
+    assert encodings(wire)["text"] == ("flag", "nominal")
+    rows = rows_of(spec).select("policy", "input_tokens", "measure_text", "role", "flag")
+    assert rows.rows() == [
+        ("sliding:keep=6,ledger_facts=0", 29610, "2 of 6", "compared", "✓ valid"),
+        ("sliding:keep=6", 29837, "6 of 6", "named in the findings", "✓ valid"),
+        ("none", 34493, "6 of 6", "keeps everything", "✓ valid"),
+    ]
+    assert cost["layer"][0]["encoding"]["y"]["sort"] == rows["policy"].to_list()
+    assert "facts reaching the answer turn" in titles(spec)
+
+
+def test_policy_chart_prints_each_number_beside_its_bar():
+    """A reader checks the findings' numbers against the chart, not against a legend."""
     spec = charts.policy_chart(per_run()).to_dict()
-    points = encodings(spec["layer"][0])
-    assert points["x"] == ("input_tokens", "quantitative")
-    assert points["y"] == ("answer_facts_verbatim", "quantitative")
-    assert points["color"] == ("policy", "nominal")
-    assert points["shape"] == ("wire", "nominal")
-    data = spec["datasets"][spec["data"]["name"]]
-    facts = {row["policy"]: row["answer_facts_verbatim"] for row in data}
-    assert facts == {"none": 6, "sliding:keep=6,ledger_facts=0": 2, "sliding:keep=6": 6}
-    assert "facts reaching the answer turn verbatim" in titles(spec)
+    cost, facts, _ = spec["hconcat"]
+    assert encodings(cost["layer"][-1])["text"] == ("cost_text", "nominal")
+    assert encodings(facts["layer"][-1])["text"] == ("measure_text", "nominal")
+    assert set(rows_of(spec)["cost_text"]) == {"29,610", "29,837", "34,493"}
 
 
-def test_policy_chart_draws_one_point_per_run_on_demand():
-    spec = charts.policy_chart(per_run(), per_run_points=True).to_dict()
-    assert_frame_equal(
-        rows_of(spec).select("run_id", "policy"),
-        per_run().select("run_id", "policy"),
-        check_exact=True,
-    )
-    assert "run_id" in {tip["field"] for tip in spec["layer"][0]["encoding"]["tooltip"]}
-
-
-def test_policy_chart_flags_a_policy_whose_windows_break_the_wire():
+def test_policy_chart_names_the_wire_problems_in_their_own_column():
     flagged = per_run().with_columns(
         wire_violations=pl.when(
             (pl.col("policy") == "sliding:keep=6") & (pl.col("run_id") == "s0001-fact-bench")
@@ -149,15 +186,20 @@ def test_policy_chart_flags_a_policy_whose_windows_break_the_wire():
     )
     spec = charts.policy_chart(flagged).to_dict()
     rows = rows_of(spec).select("policy", "wire", "flag").rows()
-    assert ("sliding:keep=6", "rejected on the wire", "3 wire violation(s)") in rows
-    assert ("none", "valid on the wire", "") in rows
-    assert spec["layer"][-1]["transform"] == [{"filter": "(datum.wire_violations > 0)"}]
+    assert ("sliding:keep=6", "rejected on the wire", "✗ 3 wire problem(s)") in rows
+    assert ("none", "valid on the wire", "✓ valid") in rows
+    assert spec["hconcat"][-1]["title"]["text"] == "provider check"
 
 
-def test_policy_chart_says_when_no_result_was_filed_as_a_fact():
-    bare, _ = whatif(FACT_BENCH, ["none"])
-    subtitle = charts.policy_chart(bare).to_dict()["title"]["subtitle"]
-    assert any("--standings" in line for line in subtitle)
+def test_policy_chart_without_facts_compares_the_tool_results_reaching_the_answer():
+    """With no fact declared, facts reaching the answer is 0 for every policy (a y axis
+    from 0 to -1): the chart shows the measure that varies, and says why."""
+    bare, _ = whatif(FACT_BENCH, ["none", "sliding:keep=3"])
+    spec = charts.policy_chart(bare).to_dict()
+    measure = encodings(spec["hconcat"][1]["layer"][0])["x"]
+    assert measure == ("answer_results_verbatim", "quantitative")
+    assert len(set(rows_of(spec)["answer_results_verbatim"])) == 2
+    assert any("--standings" in line for line in spec["title"]["subtitle"])
 
 
 def test_timeline_chart_has_turns_as_rows_calls_as_columns_and_the_reason_on_hover():
@@ -215,26 +257,6 @@ def test_outcome_chart_keeps_the_pieces_offered_in_most_labelled_runs():
 
 
 # ── readable at scale ──────────────────────────────────────────────
-def test_the_earn_rate_chart_puts_tokens_on_a_log_axis_with_a_tick_per_power_of_ten():
-    rows = with_uncertainty(compute_ledger(tables()).rows())
-    x = charts.earn_rate_chart(rows).to_dict()["hconcat"][0]["layer"][1]["encoding"]["x"]
-    top = int(rows["approx_tokens_spent"].max())
-    assert x["scale"]["type"] == "symlog"  # pieces costing little spread out; 0 still drawn
-    assert x["axis"]["values"][0] == 0 and x["axis"]["values"][-1] >= top
-    assert all(b == a * 10 for a, b in itertools.pairwise(x["axis"]["values"][1:]))
-    assert x["scale"]["domain"] == [0, x["axis"]["values"][-1]]
-
-
-def test_the_earn_rate_chart_draws_hundreds_of_pieces_smaller_and_lighter(monkeypatch):
-    rows = with_uncertainty(compute_ledger(tables()).rows())
-    few = charts.earn_rate_chart(rows).to_dict()["hconcat"][0]["layer"]
-    monkeypatch.setattr(charts, "CROWDED", rows.height - 1)
-    many = charts.earn_rate_chart(rows).to_dict()["hconcat"][0]["layer"]
-    assert many[0]["mark"]["opacity"] < few[0]["mark"]["opacity"]
-    sizes = [layer["encoding"]["size"]["scale"]["range"][1] for layer in (many[1], few[1])]
-    assert sizes[0] < sizes[1]
-
-
 def dense_points(count: int, seed: int = 0) -> pl.DataFrame:
     """Many pieces crowded near the origin, a few far out: a 10,000-run archive's gates."""
     import numpy as np
@@ -315,3 +337,42 @@ def test_the_outcome_chart_wraps_its_labels_into_rows_that_fit_the_page(labels: 
     width = float(svg.split('width="', 1)[1].split('"', 1)[0])
     assert width <= page_width()
     assert spec["columns"] == -(-labels // rows)
+
+
+def test_outcome_chart_direction_comes_from_counts_not_rounded_shares():
+    """3 of 5 runs labelled bad, the piece offered in all 5: Polars gave a share of 0.6
+    and a base rate of 0.6000000000000001, and the chart said "less often"."""
+    association = pl.DataFrame(
+        {
+            "kind": ["tool"],
+            "id": ["get_user"],
+            "label": ["bad"],
+            "runs_offered": [5],
+            "runs_offered_with_label": [3],
+            "share_with_label": [0.6],
+            "runs_labelled": [5],
+            "runs_labelled_with_label": [3],
+            "base_rate": [0.6000000000000001],
+            "share_minus_base": [0.6 - 0.6000000000000001],
+        }
+    )
+    assert association["share_minus_base"][0] < 0  # the floats disagree
+    drawn = charts.outcome_chart(association).data
+    assert drawn["direction"].to_list() == ["as often as the base rate"]
+
+
+def test_a_long_runs_timeline_keeps_only_its_last_calls_and_says_so():
+    """A run of thousands of calls was a cell per turn and call (millions): the frame
+    keeps the last calls' rows, the same rows the whole replay gives, and the chart
+    says how many calls the run made."""
+    stream = read_inputs(FACT_BENCH).streams[0]
+    whole = timeline_frame(stream, "sliding:keep=6")
+    last = timeline_frame(stream, "sliding:keep=6", last_calls=8)
+    made = int(whole["call"].max())
+    assert made > 8
+    assert_frame_equal(last, whole.filter(pl.col("call") > made - 8), check_exact=True)
+    subtitle = charts.timeline_chart(last).to_dict()["title"]["subtitle"]
+    assert f"The last 8 of its {made} model calls are drawn." in subtitle
+    assert not any(
+        "are drawn" in line for line in charts.timeline_chart(whole).to_dict()["title"]["subtitle"]
+    )

@@ -94,7 +94,24 @@ def test_findings_open_the_page_with_the_numbers_a_reader_takes_away():
     assert "5 piece(s) offered at least 5 times were never used: ~2,813 approx tokens" in lines[1]
     assert "left out 88 offers, saving ~6,526 approx tokens (12.2%)" in lines[2]
     assert lines[3].startswith("Recommended window policy: sliding:keep=6, the cheapest")
-    assert lines[-1] == "Every replayed window is one a provider accepts."
+    assert lines[-1].startswith(
+        "Every window replayed under agentfootprint's policies is one a provider accepts; "
+        "5 of the other frameworks' 10 policies would send windows a provider rejects, most "
+        "often autogen_buffered:buffer_size=8 (93) and mastra_token_limit:limit=600 (81) wire "
+        "problems (the cost chart names each)."
+    )
+
+
+def test_the_summary_and_the_chart_count_the_same_never_used_pieces():
+    """The summary said 5 never used, the chart beside the ledger 7 (it also counted
+    two pieces offered fewer than 5 times): one definition, one number."""
+    data = sample_report()
+    chart = build_charts(data)["earn_rate"].to_dict()
+    listed = chart["hconcat"][2]["title"]["text"]
+    assert " ".join(listed).startswith("Never used (5 piece(s) offered 5+ times")
+    assert findings(data)[1].startswith("5 piece(s) offered at least 5 times were never used")
+    page = sample_page()
+    assert page.count('<tr class="idle">') == 5
 
 
 def test_every_replayed_window_of_the_sample_is_valid_on_the_wire():
@@ -133,8 +150,8 @@ def test_the_page_fetches_nothing_from_the_network():
 def test_the_page_lists_the_refused_runs_and_the_differences_from_the_reference():
     page = sample_page()
     assert "No run was refused under the corrected accounting: all 14 were metered." in page
-    assert "would refuse 2 of them" in page
-    assert "<code>s0246-llmcall</code>" in page and "<code>s0250-zero</code>" in page
+    assert "would refuse 2 of them, for 1 reason(s)" in page
+    assert "<code>s0246-llmcall</code>, <code>s0250-zero</code>" in page
     assert page.count("<tr><td>") >= len(DIFFERENCES)
     assert "<code>answer-slice(slot)</code>" in page
 
@@ -523,3 +540,272 @@ def test_each_new_stage_is_drawn_at_once_and_its_counts_five_times_a_second():
         "report: reading files 41",
         "report: drawing the charts 0/3",
     ]
+
+
+# ── at the scale of a fleet ────────────────────────────────────────
+def refusing(tables: build.RunTables, every: int) -> build.RunTables:
+    """``tables`` with every ``every``-th run refused, for the same reason as the sample's."""
+    runs = pl.from_arrow(tables.runs)
+    assert isinstance(runs, pl.DataFrame)
+    refused = pl.int_range(0, pl.len()) % every == 0
+    runs = runs.with_columns(
+        metered=pl.when(refused).then(False).otherwise(pl.col("metered")),
+        refused_reason=pl.when(refused)
+        .then(pl.lit("no call marker"))
+        .otherwise(pl.col("refused_reason")),
+    )
+    return build.RunTables(
+        mode=tables.mode,
+        runs=runs.to_arrow().cast(tables.runs.schema),
+        offers=tables.offers,
+        uses=tables.uses,
+        outcomes=tables.outcomes,
+    )
+
+
+def test_refused_runs_are_grouped_by_reason_and_listed_whole_in_a_csv_beside_the_page(
+    tmp_path: Path,
+):
+    """One row a refused run read 1,428 rows at 10,000 runs: one row a reason, with a
+    count and a few examples; every run in refused-runs.csv."""
+    from dataclasses import replace
+
+    data = sample_report()
+    assert data.reference is not None
+    many = replace(data, reference=refusing(data.reference, every=2))
+    page = write_report(many, tmp_path, formats=())
+    html = page.read_text(encoding="utf-8")
+    assert "would refuse 8 of them, for 2 reason(s)" in html
+    section = html.split('id="refused"')[1].split('id="reference"')[0]
+    assert section.count("<tr><td>") == 2
+    assert "and 4 more" in section
+    assert 'href="refused-runs.csv"' in section
+    listed = pl.read_csv(tmp_path / "refused-runs.csv")
+    assert listed.height == 8 and set(listed["accounting"]) == {"reference"}
+    assert listed.columns == [
+        "accounting",
+        "run_id",
+        "runner_kind",
+        "model_call_count",
+        "refused_reason",
+        "source_path",
+    ]
+    # A later report with nothing refused leaves no stale list behind.
+    write_report(replace(data, reference=None), tmp_path, formats=())
+    assert not (tmp_path / "refused-runs.csv").exists()
+
+
+def test_the_gates_are_a_table_in_words_with_numbers_formatted():
+    """The gates section ended in a monospace dump with field names (uses_at_risk)."""
+    page = sample_page()
+    section = page.split('id="gates"')[1].split('id="policies"')[0]
+    assert "<pre>" not in section and "uses_at_risk" not in section
+    assert '<td>Offers left out</td><td class="n">88 of 579 (15.2%)</td>' in section
+    assert "~6,526 of ~53,503 (12.2%)" in section
+
+
+def test_the_threshold_reads_as_a_threshold_not_as_a_result():
+    data = collect(policies=["none", "sliding:keep=3", "sliding:keep=1"])
+    advice = recommendation(data)
+    assert advice is not None
+    assert "(that is, 6 or more of the 6 facts none brings)" in advice
+    assert "of 6 declared facts" not in advice
+
+
+def fleet_tables(runs: int = 4000, variants: int = 80, labels: int = 1000) -> build.RunTables:
+    """Synthetic runs (``contextledger synth``'s model) whose pieces come in ``variants``
+    per name, so a few thousand runs offer thousands of pieces, labelled with
+    ``labels`` labels (one a run, as a labels file of ids or free text gives)."""
+    from dataclasses import replace
+
+    from contextledger.jobs.synth_model import synth_tables
+
+    tables = synth_tables(0, 0, runs)[0]["corrected"]
+
+    def spread(table):
+        frame = pl.from_arrow(table)
+        assert isinstance(frame, pl.DataFrame)
+        variant = pl.col("run_id").hash(7) % variants
+        return frame.with_columns(piece_id=pl.format("{}-{}", "piece_id", variant)).to_arrow()
+
+    tables = replace(tables, offers=spread(tables.offers), uses=spread(tables.uses))
+    ids = pl.from_arrow(tables.runs).select("run_id")
+    assert isinstance(ids, pl.DataFrame)
+    labelled = ids.with_columns(label=pl.format("label-{}", pl.int_range(0, pl.len()) % labels))
+    return tables.with_outcomes(labelled.to_arrow())
+
+
+@cache
+def fleet_report() -> ReportData:
+    """The sample's report with a fleet's ledger, gates and outcomes: over 10,000 pieces
+    and 1,000 labels (the window sections are the sample's)."""
+    from dataclasses import replace
+
+    from contextledger.ledger.compute import compute_ledger
+    from contextledger.ledger.gates import gate_what_if
+    from contextledger.ledger.stats import with_uncertainty
+    from contextledger.report import shown_association
+
+    tables = fleet_tables()
+    pieces, total = gate_what_if(tables)
+    return replace(
+        sample_report(),
+        tables=tables,
+        rows=with_uncertainty(compute_ledger(tables).rows()),
+        association=shown_association(tables),
+        labels_read=1000,
+        gate_pieces=pieces,
+        gate_total=total,
+        reference=None,
+    )
+
+
+def test_a_fleet_of_thousands_of_pieces_and_a_thousand_labels_draws_few_marks():
+    """5,208 pieces, or 126 labels on 14 runs, crashed the report with Altair's
+    MaxRowsError (more than 5,000 rows in one chart), even with --charts none."""
+    data = fleet_report()
+    pieces = data.rows.height
+    assert pieces >= 10_000 and data.labels_read == 1000
+    page = render_html(data)
+    specs = {name: chart.to_dict() for name, chart in build_charts(data).items()}
+    for name, spec in specs.items():
+        drawn = sum(len(rows) for rows in spec.get("datasets", {}).values())
+        assert drawn <= 400, (name, drawn)
+    subtitle = " ".join(specs["outcomes"]["title"]["subtitle"])
+    assert "The 6 of 1,000 labels the most runs carried" in subtitle
+    assert f"The 25 pieces spending the most tokens, of {pieces:,}" in " ".join(
+        specs["earn_rate"]["title"]["subtitle"]
+    )
+    assert f"The 300 worst of {pieces:,} pieces are listed" in page
+    assert len(page.encode()) < 4_000_000
+
+
+def test_the_outcome_association_drawn_counts_as_over_every_label():
+    """The chart's labels are read with the others pooled: the same rows as the full
+    association, without its piece-by-label grid (millions of rows for a fleet)."""
+    from contextledger.ledger.stats import outcome_association
+    from contextledger.report import shown_association
+
+    tables = fleet_tables(runs=400, variants=2, labels=30)
+    shown = shown_association(tables, labels=4)
+    labels = shown["label"].unique().sort().to_list()
+    assert len(labels) == 4
+    every = outcome_association(tables).filter(pl.col("label").is_in(labels))
+    assert_frame_equal(shown, every, check_exact=True)
+
+
+def test_a_report_with_a_thousand_labels_on_the_sample_is_written(tmp_path: Path):
+    labels = tmp_path / "labels.csv"
+    runs = [
+        line.split(",")[0]
+        for line in (REPO / "data" / "sample-outcomes.csv").read_text().split()[1:]
+    ]
+    rows = [f"{run},label-{i:04d}" for i in range(1000) for run in runs[i % 3 :: 3]]
+    labels.write_text("run_id,label\n" + "\n".join(rows) + "\n", encoding="utf-8")
+    result = run("report", str(SAMPLE), "--outcomes", str(labels), "-o", str(tmp_path / "out"),
+                 "--charts", "none")  # fmt: skip
+    assert result.exit_code == 0, result.output
+    page = (tmp_path / "out" / "report.html").read_text(encoding="utf-8")
+    assert "The 6 of 1,000 labels the most runs carried" in page
+    assert "and 994 more labels" in page or "more labels" in page
+
+
+def tools_only(tables: build.RunTables) -> build.RunTables:
+    """``tables`` as a traces reader gives them: tools offered and called, no skill or
+    injection (OpenTelemetry's conventions define tools only)."""
+    from dataclasses import replace
+
+    def tools(table):
+        frame = pl.from_arrow(table)
+        assert isinstance(frame, pl.DataFrame)
+        return frame.filter(pl.col("kind") == "tool").to_arrow().cast(table.schema)
+
+    return replace(tables, offers=tools(tables.offers), uses=tools(tables.uses))
+
+
+@cache
+def traces_like_report() -> ReportData:
+    """The sample read as traces are: tools only, no labels, no fact declared, and the
+    same counts under both accountings (no agentfootprint quirk applies)."""
+    from dataclasses import replace
+
+    from contextledger.ledger.compute import compute_ledger
+    from contextledger.ledger.gates import gate_what_if
+    from contextledger.ledger.stats import with_uncertainty
+
+    data = collect([SAMPLE])
+    tables = tools_only(data.tables)
+    pieces, total = gate_what_if(tables)
+    return replace(
+        data,
+        tables=tables,
+        reference=tables,
+        rows=with_uncertainty(compute_ledger(tables).rows()),
+        gate_pieces=pieces,
+        gate_total=total,
+    )
+
+
+def test_a_traces_like_input_leaves_no_agentfootprint_panel_empty_or_misleading():
+    """Runs with tools only, no labels, no facts: each section says what it has not got
+    and why; the legends name only tools; the reference section says nothing differed."""
+    data = traces_like_report()
+    page = render_html(data)
+
+    def section(name: str, until: str) -> str:
+        return " ".join(page.split(f'id="{name}"')[1].split(f"{until}")[0].split())
+
+    assert "No outcome labels were given" in section("outcomes", 'id="gates"')
+    assert "agree on every count (14 run(s))" in section("reference", "<footer>")
+    assert "<table>" in section("reference", "<footer>")  # the rules, still, for reference
+    assert "standings: only those the runs hold" in page
+    specs = {name: chart.to_dict() for name, chart in build_charts(data).items()}
+    assert "outcomes" not in specs
+    rates = specs["earn_rate"]["hconcat"][0]["encoding"]["color"]["scale"]["domain"]
+    assert rates == ["tool"]
+    measure = specs["policies"]["hconcat"][1]["layer"][0]["encoding"]["x"]["field"]
+    assert measure == "answer_results_verbatim"
+    assert any(
+        "No result was filed as a fact" in line
+        for line in specs["policy_cost"]["title"]["subtitle"]
+    )
+    assert any(line.startswith("No tool result was declared a fact") for line in findings(data))
+
+
+def test_labels_that_name_no_metered_run_are_said_to_name_none():
+    from dataclasses import replace
+
+    data = replace(traces_like_report(), outcomes_from="labels.csv")
+    page = render_html(data)
+    assert "The outcome labels given name none of the metered runs read" in page
+
+
+def test_thousands_of_unreadable_inputs_are_counted_and_the_first_fifty_listed():
+    from dataclasses import replace
+
+    import pyarrow as pa
+
+    from contextledger.tables import schema
+
+    problems = pa.Table.from_pylist(
+        [
+            {"path": f"runs/{i}.json", "line": None, "run_id": None, "reason": "not JSON"}
+            for i in range(1200)
+        ],
+        schema=schema.PROBLEMS,
+    )
+    data = sample_report()
+    page = render_html(replace(data, tables=replace(data.tables, problems=problems)))
+    assert "1,200 input(s) could not be read" in page
+    assert "<code>runs/49.json</code>" in page and "<code>runs/50.json</code>" not in page
+    assert "The first 50 of 1,200 are listed" in page
+
+
+def test_without_facts_or_skills_the_tables_leave_out_what_never_happened():
+    page = " ".join(render_html(traces_like_report()).split())
+    policies = page.split('id="policies"')[1].split('id="policy-cost"')[0]
+    assert "facts reaching the answer</th>" not in policies
+    assert "so the facts columns are left out" in policies
+    gates = page.split('id="gates"')[1].split('id="policies"')[0]
+    assert "Skill offers down-weighted" not in gates and "Uses at risk" not in gates
+    assert "facts reaching the answer</th>" in " ".join(sample_page().split())

@@ -17,6 +17,7 @@ import pytest
 from contextledger.report import CHART_NAMES, build_charts, collect, write_report
 
 from .conftest import SAMPLE, in_ci
+from .test_report import fleet_report, traces_like_report
 
 #: Flags for a sandbox with no network: no background connections, a fresh profile.
 CHROMIUM_FLAGS = (
@@ -66,6 +67,8 @@ window.addEventListener("load", () => setTimeout(() => {
       labels: boxes("#chart-gates .mark-text.role-mark text"),
       points: boxes("#chart-gates .mark-symbol.role-mark path"),
     },
+    texts: Object.fromEntries(["policies", "policy_cost"].map((name) =>
+      [name, boxes(`#chart-${name} .mark-text.role-mark text`)])),
   });
   document.body.appendChild(probe);
 }, 1000));
@@ -82,10 +85,14 @@ def chromium() -> str:
     pytest.skip("chromium is not installed (apt-get install chromium); CI always runs this test")
 
 
-#: The pages opened: the sample's, and one run with no outcome labels (charts left out).
+#: The pages opened: the sample's; one run with no outcome labels (charts left out); a
+#: fleet's ledger of over 10,000 pieces and 1,000 labels; the sample read as traces are (tools
+#: only, no labels, no facts).
 PAGES = {
     "sample": lambda: collect(),
     "one run, no labels": lambda: collect([SAMPLE / "s0003-loop.json.gz"]),
+    "fleet": lambda: fleet_report(),
+    "tools only": lambda: traces_like_report(),
 }
 
 
@@ -167,3 +174,15 @@ def test_the_gates_chart_labels_overlap_nothing_and_stay_inside_the_plot():
         assert frame[1] - 6 <= label[1] and label[3] <= frame[3] + 6, label
         assert not any(overlap(label, other) for other in labels[i + 1 :]), label
         assert not any(overlap(label, point, slack=2.0) for point in points), label
+
+
+@pytest.mark.parametrize("which", ["sample", "fleet", "tools only"])
+def test_the_window_policy_charts_print_no_number_over_another(which: str):
+    """At 10,000 runs sliding:keep=6 and token_budget:threshold=500 were printed on top
+    of each other, and a wire count over the axis numbers: every text Chromium drew in
+    the two policy charts stands clear of every other."""
+    _, probe, _ = opened_page(which)
+    for name, texts in probe["texts"].items():
+        assert len(texts) >= 10, name
+        for i, text in enumerate(texts):
+            assert not any(overlap(text, other) for other in texts[i + 1 :]), (name, text)

@@ -44,7 +44,7 @@ from contextledger.archive.tables import (
 from contextledger.jobs.compare import FRAMEWORK_DEFAULTS, comparison_table, parse_compared
 from contextledger.jobs.whatif import WhatIfInputs, read_with_tables
 from contextledger.ledger.compute import compute_ledger
-from contextledger.ledger.gates import describe_total, gate_what_if
+from contextledger.ledger.gates import gate_what_if
 from contextledger.ledger.stats import (
     DEFAULT_MIN_OFFERS,
     outcome_association,
@@ -60,9 +60,12 @@ from contextledger.report.differences import DIFFERENCES, HEADERS
 from contextledger.report.frames import (
     TIMELINE_SCHEMA,
     accounting_comparison,
+    gate_rows,
+    refused_groups,
     refused_runs,
     timeline_frame,
 )
+from contextledger.tables import schema
 from contextledger.tables.build import RunTables, load_outcomes
 from contextledger.tables.standings import load_standings
 from contextledger.window.audit import (
@@ -92,6 +95,12 @@ NEARLY_ALL_FACTS = 0.95
 #: What ``contextledger compare`` and the report's cost chart compare unless told
 #: otherwise: agentfootprint's policies above, then one spec per other framework's.
 COMPARE_POLICIES = (*DEFAULT_POLICIES, *FRAMEWORK_DEFAULTS)
+#: Ledger rows the page's table lists (worst first); ``ledger.csv`` beside it has them all.
+LEDGER_ROWS_SHOWN = 300
+#: Unreadable inputs, copies and unreplayed runs the page lists, each (the rest counted).
+PROBLEMS_LISTED = 50
+#: The files :func:`write_report` writes beside the page, by what they hold.
+LEDGER_CSV, REFUSED_CSV = "ledger.csv", "refused-runs.csv"
 #: Chart names, in the order the page shows them, and the file names they export to.
 CHART_NAMES = ("earn_rate", "outcomes", "gates", "policies", "policy_cost", "timeline")
 
@@ -143,6 +152,7 @@ class ReportData:
     inputs: list[str]
     tables: RunTables
     rows: pl.DataFrame
+    #: The outcome association of the labels the chart draws (:func:`shown_association`).
     association: pl.DataFrame
     gate_pieces: pl.DataFrame
     gate_total: pl.DataFrame
@@ -161,6 +171,8 @@ class ReportData:
     #: The audited policies in order: ``policies``, then the other frameworks' compared.
     compared: list[str] = field(default_factory=list)
     min_offers: int = DEFAULT_MIN_OFFERS
+    #: Distinct outcome labels on metered runs (the chart draws the most carried).
+    labels_read: int = 0
     bundled: bool = False
     #: Over an archive: the outcomes files its stored labels came from.
     stored_labels_from: list[str] = field(default_factory=list)
@@ -328,12 +340,18 @@ def collect(
             raise ValueError(msg)
         stream, standing_rows = chosen[0]
         known = timelines(standing_rows).get(run_id)
-        timeline = timeline_frame(stream, dict(parsed)[label], known.at if known else None)
+        timeline = timeline_frame(
+            stream,
+            dict(parsed)[label],
+            known.at if known else None,
+            last_calls=charts.TIMELINE_CALLS,
+        )
     return ReportData(
         inputs=[display_path(name) for name in names],
         tables=tables,
         rows=rows,
-        association=outcome_association(tables),
+        association=shown_association(tables),
+        labels_read=_label_count(tables),
         gate_pieces=gate_pieces,
         gate_total=gate_total,
         per_run=per_run,
@@ -352,6 +370,64 @@ def collect(
         windows_note=windows_note,
         policies_left_out=policies_left_out,
     )
+
+
+#: A label no labels file holds: the runs carrying none of the labels drawn.
+_OTHER_LABEL = "\x00other"
+
+
+def _carried(tables: RunTables) -> pl.DataFrame:
+    """Each label on a metered run, with how many runs carried it, most first."""
+    runs = pl.DataFrame(tables.runs).filter(pl.col("metered")).select("run_id")
+    outcomes = pl.DataFrame(tables.outcomes).unique().join(runs, on="run_id")
+    return (
+        outcomes.group_by("label")
+        .agg(runs=pl.len())
+        .sort("runs", "label", descending=[True, False])
+    )
+
+
+def _label_count(tables: RunTables) -> int:
+    return _carried(tables).height
+
+
+def shown_association(tables: RunTables, labels: int = charts.LABELS_SHOWN) -> pl.DataFrame:
+    """:func:`~contextledger.ledger.stats.outcome_association` of the ``labels`` labels
+    the most runs carried: the ones the chart draws, with the same counts as over every
+    label. A labels file of ids has thousands, and the association is one row per piece
+    and label (10,000 pieces by 1,000 labels: ten million rows, for six drawn); the other
+    labels are read as one, so every labelled run keeps its place in the denominators.
+
+    >>> from contextledger.tables.build import read_runs, load_outcomes
+    >>> tables = read_runs("data/sample").with_outcomes(load_outcomes("data/sample-outcomes.csv"))
+    >>> shown = shown_association(tables, labels=1)
+    >>> shown["label"].unique().to_list(), shown.equals(
+    ...     outcome_association(tables).filter(pl.col("label") == "good"))
+    (['good'], True)
+    """
+    carried = _carried(tables)
+    if carried.height <= labels:
+        return outcome_association(tables)
+    drawn = carried["label"].head(labels)
+    outcomes = pl.DataFrame(tables.outcomes).unique()
+    kept = outcomes.filter(pl.col("label").is_in(drawn.implode()))
+    others = (
+        outcomes.select("run_id")
+        .unique()
+        .join(kept.select("run_id"), on="run_id", how="anti")
+        .with_columns(label=pl.lit(_OTHER_LABEL))
+    )
+    read_as = pl.concat([kept, others.select(outcomes.columns)])
+    association = outcome_association(
+        RunTables(
+            mode=tables.mode,
+            runs=tables.runs,
+            offers=tables.offers,
+            uses=schema.empty(schema.USES),  # not read: the association counts offers
+            outcomes=read_as.to_arrow(),
+        )
+    )
+    return association.filter(pl.col("label") != _OTHER_LABEL)
 
 
 #: Message streams and snapshot standings, a batch at a time; given a run id, that run's.
@@ -440,12 +516,13 @@ def build_charts(data: ReportData) -> dict[str, alt.TopLevelMixin]:
         "timeline": data.timeline.height > 0,
     }
     build: dict[str, Callable[[], alt.TopLevelMixin]] = {
-        "earn_rate": lambda: charts.earn_rate_chart(data.rows),
-        "outcomes": lambda: charts.outcome_chart(data.association),
+        "earn_rate": lambda: charts.earn_rate_chart(data.rows, min_offers=data.min_offers),
+        "outcomes": lambda: charts.outcome_chart(data.association, label_count=data.labels_read),
         "gates": lambda: charts.gate_chart(data.gate_pieces),
-        "policies": lambda: charts.policy_chart(data.per_run),
+        "policies": lambda: charts.policy_chart(data.per_run, named=named_policy(data)),
         "policy_cost": lambda: charts.compare_chart(
-            comparison_table(data.audit, data.compared or data.policies)
+            comparison_table(data.audit, data.compared or data.policies),
+            named=named_policy(data),
         ),
         "timeline": lambda: charts.timeline_chart(data.timeline),
     }
@@ -458,25 +535,23 @@ def findings(data: ReportData) -> list[str]:
     metered = int(runs["metered"].sum()) if runs.height else 0
     spent = int(data.rows["approx_tokens_spent"].sum())
     out = [
-        f"{runs.height} run(s) read: {metered} metered, {runs.height - metered} refused, "
-        f"{data.tables.problems.num_rows} input(s) unreadable ({data.tables.mode} accounting). "
-        f"{data.rows.height} context pieces were offered, ~{spent:,} approx tokens in all."
+        f"{runs.height:,} run(s) read: {metered:,} metered, {runs.height - metered:,} refused, "
+        f"{data.tables.problems.num_rows:,} input(s) unreadable ({data.tables.mode} accounting). "
+        f"{data.rows.height:,} context pieces were offered, ~{spent:,} approx tokens in all."
     ]
     if data.unreplayed:
         out.append(
-            f"{len(data.unreplayed)} run(s) are in the ledger but not in the window policies: "
+            f"{len(data.unreplayed):,} run(s) are in the ledger but not in the window policies: "
             "their message stream could not be read (listed at the end)."
         )
-    idle = data.rows.filter(pl.col("judged") & (pl.col("used") == 0)).sort(
-        "approx_tokens_spent", descending=True
-    )
+    idle = charts.never_used(data.rows)
     if idle.height:
         cost = int(idle["approx_tokens_spent"].sum())
         worst = ", ".join(
             f"{row['id']} (~{row['approx_tokens_spent']:,})" for row in idle.head(3).to_dicts()
         )
         out.append(
-            f"{idle.height} piece(s) offered at least {data.min_offers} times were never used: "
+            f"{idle.height:,} piece(s) offered at least {data.min_offers} times were never used: "
             f"~{cost:,} approx tokens ({cost / max(spent, 1):.1%} of all) bought nothing. "
             f"Most expensive: {worst}."
         )
@@ -484,9 +559,9 @@ def findings(data: ReportData) -> list[str]:
     if total["offers_gated"]:
         share = total["approx_tokens_saved"] / max(total["approx_tokens_spent"], 1)
         out.append(
-            f"agentfootprint's ledger gates would have left out {total['offers_gated']} offers, "
-            f"saving ~{total['approx_tokens_saved']:,} approx tokens ({share:.1%}), "
-            f"at the cost of {total['uses_lost']} of {total['used']} uses."
+            f"agentfootprint's ledger gates would have left out {total['offers_gated']:,} "
+            f"offers, saving ~{total['approx_tokens_saved']:,} approx tokens ({share:.1%}), "
+            f"at the cost of {total['uses_lost']:,} of {total['used']:,} uses."
         )
     advice = recommendation(data)
     if advice:
@@ -495,11 +570,28 @@ def findings(data: ReportData) -> list[str]:
         out.append(data.windows_note)
         return out
     violations = int(data.per_run["wire_violations"].sum())
-    out.append(
-        "Every replayed window is one a provider accepts."
+    ours = (
+        "Every window replayed under agentfootprint's policies is one a provider accepts"
         if violations == 0
-        else f"{violations} replayed window problem(s) a provider would reject (see the chart)."
+        else f"{violations:,} window(s) replayed under agentfootprint's policies would be "
+        "rejected by a provider (see the window-policy chart)"
     )
+    frameworks = data.audit.filter(~pl.col("policy").is_in(data.policies))
+    others = (
+        frameworks.group_by("policy", maintain_order=True)
+        .agg(pl.col("wire_problems").sum())
+        .filter(pl.col("wire_problems") > 0)
+        .sort("wire_problems", descending=True, maintain_order=True)
+    )
+    if others.height:
+        most = [f"{row['policy']} ({row['wire_problems']:,})" for row in others.head(2).to_dicts()]
+        compared = frameworks["policy"].n_unique()
+        ours += (
+            f"; {others.height} of the other frameworks' {compared} policies would send windows "
+            f"a provider rejects, most often {' and '.join(most)} wire problems "
+            "(the cost chart names each)"
+        )
+    out.append(ours + ".")
     return out
 
 
@@ -516,6 +608,21 @@ def recommendation(data: ReportData) -> str | None:
     >>> advice.split(":")[0], advice.split(": ")[2]
     ('Recommended window policy', '6 of 6 declared facts (none')
     """
+    return _advice(data)[0]
+
+
+def named_policy(data: ReportData) -> str | None:
+    """The policy the findings name (:func:`recommendation`): the one recommended, else
+    the closest to it, else the cheapest; the window charts draw its row apart.
+
+    >>> named_policy(collect(policies=["none", "sliding:keep=3", "sliding:keep=6"]))
+    'sliding:keep=6'
+    """
+    return _advice(data)[1]
+
+
+def _advice(data: ReportData) -> tuple[str | None, str | None]:
+    """:func:`recommendation`'s sentence and the policy it names."""
     kinds = {label: policy.kind for label, policy in parse_policies(data.policies)}
     policies = data.per_policy.join(
         pl.DataFrame({"policy": list(kinds), "kind": list(kinds.values())}),
@@ -524,7 +631,7 @@ def recommendation(data: ReportData) -> str | None:
         maintain_order="left",
     )
     if policies.height == 0:
-        return None
+        return None, None
     declared = int(policies.select(pl.col("facts_declared_total").max()).item() or 0)
     facts, tokens = "answer_facts_verbatim_total", "input_tokens_total"
     everything = policies.filter(pl.col("kind") == "none")
@@ -533,7 +640,7 @@ def recommendation(data: ReportData) -> str | None:
     base = everything.row(0, named=True)
     windowed = policies.filter(pl.col("kind") != "none").sort(tokens, maintain_order=True)
     if windowed.height == 0:
-        return None
+        return None, None
     if not declared:
         cheapest = windowed.row(0, named=True)
         return (
@@ -542,7 +649,7 @@ def recommendation(data: ReportData) -> str | None:
             f"the cheapest compared, {cheapest['policy']}, sends "
             f"~{cheapest[tokens]:,} input tokens instead of ~{base[tokens]:,} "
             f"({base['policy']}{_fewer(cheapest[tokens], base[tokens])})."
-        )
+        ), cheapest["policy"]
     needed = math.ceil(NEARLY_ALL_FACTS * base[facts] - 1e-9)
     source = "keeping everything" if base["kind"] == "none" else "the policy bringing the most"
     rule = (
@@ -553,11 +660,12 @@ def recommendation(data: ReportData) -> str | None:
     if enough.height == 0:
         closest = windowed.sort(facts, descending=True, maintain_order=True).row(0, named=True)
         return (
-            f"No window policy compared brings {rule} ({needed} of {declared} declared facts): "
-            f"the closest, {closest['policy']}, brings {closest[facts]} "
-            f"({base['policy']}: {base[facts]}) for ~{closest[tokens]:,} input tokens "
+            f"No window policy compared brings {rule} (that is, {needed:,} or more of the "
+            f"{base[facts]:,} facts {base['policy']} brings): the closest, "
+            f"{closest['policy']}, brings {closest[facts]:,} "
+            f"({base['policy']}: {base[facts]:,}) for ~{closest[tokens]:,} input tokens "
             f"instead of ~{base[tokens]:,}{_fewer(closest[tokens], base[tokens], ' (', ')')}."
-        )
+        ), closest["policy"]
     pick = enough.row(0, named=True)
     versus = (
         ""
@@ -566,9 +674,9 @@ def recommendation(data: ReportData) -> str | None:
     )
     return (
         f"Recommended window policy: {pick['policy']}, the cheapest compared that brings "
-        f"{rule}: {pick[facts]} of {declared} declared facts ({base['policy']}: {base[facts]}) "
-        f"for ~{pick[tokens]:,} input tokens{versus}."
-    )
+        f"{rule}: {pick[facts]:,} of {declared:,} declared facts ({base['policy']}: "
+        f"{base[facts]:,}) for ~{pick[tokens]:,} input tokens{versus}."
+    ), pick["policy"]
 
 
 def _fewer(tokens: int, base: int, before: str = ", ", after: str = "") -> str:
@@ -579,10 +687,33 @@ def _fewer(tokens: int, base: int, before: str = ", ", after: str = "") -> str:
     return f"{before}{share:.1%} {'fewer' if tokens < base else 'more'}{after}"
 
 
+#: Outcome labels a ledger row of the page names (those the most of its runs carried).
+LABELS_PER_ROW = 6
+
+
 def _ledger_rows(rows: pl.DataFrame) -> list[dict[str, Any]]:
-    """The ledger's rows with the nested and per-signal columns as short text."""
+    """The ledger's rows with the nested and per-signal columns as short text; a piece
+    seen under thousands of labels names the :data:`LABELS_PER_ROW` most carried."""
     out = []
-    texts = rows.with_columns(used_via=used_via_text(), outcome_text=outcomes_text())
+    labels = pl.col("outcomes").list.len()
+    most = pl.col("outcomes").list.eval(
+        pl.element().sort_by(
+            pl.element().struct.field("runs"), descending=True, maintain_order=True
+        )
+    )
+    texts = rows.with_columns(
+        used_via=used_via_text(),
+        outcome_text=pl.when(labels > LABELS_PER_ROW)
+        .then(
+            pl.concat_str(
+                rows.select(outcomes=most.list.head(LABELS_PER_ROW))
+                .select(outcomes_text())
+                .to_series(),
+                pl.format(" and {} more labels", labels - LABELS_PER_ROW),
+            )
+        )
+        .otherwise(outcomes_text()),
+    )
     for row in texts.to_dicts():
         low, high = row["earn_rate_low"], row["earn_rate_high"]
         out.append(
@@ -593,6 +724,39 @@ def _ledger_rows(rows: pl.DataFrame) -> list[dict[str, Any]]:
             }
         )
     return out
+
+
+def _ledger_csv(rows: pl.DataFrame) -> str:
+    """Every ledger row as CSV, worst first: the page's table lists the first
+    :data:`LEDGER_ROWS_SHOWN`."""
+    return rows.select(
+        "id",
+        "kind",
+        "offered",
+        "approx_tokens_spent",
+        "used",
+        used_via_text().alias("used_via"),
+        "runs_seen",
+        outcomes_text().alias("outcomes"),
+        "earn_rate",
+        "earn_rate_low",
+        "earn_rate_high",
+        "judged",
+    ).write_csv()
+
+
+def _refused_csv(data: ReportData) -> str | None:
+    """Every run an accounting refused, one a line (None when none was): the page
+    groups them by reason."""
+    parts = [refused_runs(data.tables).with_columns(accounting=pl.lit(data.tables.mode))]
+    if data.reference is not None and data.tables.mode != "reference":
+        parts.append(refused_runs(data.reference).with_columns(accounting=pl.lit("reference")))
+    refused = pl.concat(parts)
+    if refused.height == 0:
+        return None
+    return refused.select(
+        "accounting", "run_id", "runner_kind", "model_call_count", "refused_reason", "source_path"
+    ).write_csv()
 
 
 def _inline_markdown(text: str) -> Any:
@@ -690,8 +854,11 @@ def render_html(data: ReportData, built: dict[str, alt.TopLevelMixin] | None = N
     return _render(data, {name: chart.to_dict() for name, chart in built.items()})
 
 
-def _render(data: ReportData, specs: dict[str, dict[str, Any]]) -> str:
-    """The page, with the charts' specs (each computed once: the exports draw them too)."""
+def _render(
+    data: ReportData, specs: dict[str, dict[str, Any]], files: dict[str, str] | None = None
+) -> str:
+    """The page, with the charts' specs (each computed once: the exports draw them too)
+    and links to the ``files`` written beside it (``ledger``, ``refused``: their names)."""
     import jinja2
 
     environment = jinja2.Environment(
@@ -718,22 +885,31 @@ def _render(data: ReportData, specs: dict[str, dict[str, Any]]) -> str:
         findings=findings(data),
         nearly_all_facts=f"{NEARLY_ALL_FACTS:.0%}",
         runs_read=runs.height,
-        ledger_rows=_ledger_rows(data.rows),
-        gate_text=describe_total(data.gate_total, data.tables.order),
+        ledger_rows=_ledger_rows(data.rows.head(LEDGER_ROWS_SHOWN)),
+        ledger_count=data.rows.height,
+        gate_rows=gate_rows(data.gate_total, data.tables.order),
         policy_rows=policy_rows,
         timeline_run=data.timeline["run_id"][0] if data.timeline.height else None,
         timeline_policy=data.timeline["policy"][0] if data.timeline.height else None,
-        refused=refused_runs(data.tables).to_dicts(),
+        refused=refused_groups(data.tables).to_dicts(),
+        refused_count=runs.height - int(runs["metered"].sum()) if runs.height else 0,
         traces_only=runs.height > 0 and bool(runs["runner_kind"].eq_missing(TRACE_RUNNER).all()),
         refused_reference=(
-            refused_runs(data.reference).to_dicts() if data.reference is not None else None
+            refused_groups(data.reference).to_dicts() if data.reference is not None else None
         ),
+        refused_reference_count=(
+            refused_runs(data.reference).height if data.reference is not None else 0
+        ),
+        ledger_shown=LEDGER_ROWS_SHOWN,
+        listed=PROBLEMS_LISTED,
+        files=files or {},
         problems=data.tables.problems.to_pylist(),
         duplicates=data.tables.duplicates.to_pylist(),
         skipped=list(data.tables.skipped),
         snapshot_suffixes=", ".join(sorted(SNAPSHOT_SUFFIXES)),
         unreplayed=data.unreplayed,
         comparison=comparison,
+        comparison_differs=any(row["difference"] for row in comparison),
         differences=DIFFERENCES,
         difference_headers=HEADERS,
         charts=[(name, _spec_json(spec)) for name, spec in specs.items()],
@@ -750,7 +926,9 @@ def write_report(
     formats: tuple[str, ...] = ("svg", "png"),
     progress: Progress | None = None,
 ) -> Path:
-    """Write ``report.html`` into ``out_dir`` and each chart as ``charts/NAME.svg`` / ``.png``.
+    """Write ``report.html`` into ``out_dir``, with ``ledger.csv`` (every ledger row) and
+    ``refused-runs.csv`` (every refused run, when any was) beside it, and each chart as
+    ``charts/NAME.svg`` / ``.png``.
 
     Missing folders are made; each file is written whole or not at all
     (:func:`~contextledger.output.atomic_path`). Returns the page's path. ``progress``
@@ -768,7 +946,16 @@ def write_report(
     out = Path(out_dir)
     meter.stage("writing the page")
     specs = {name: chart.to_dict() for name, chart in build_charts(data).items()}
-    page = write_text_atomically(out / "report.html", _render(data, specs))
+    files = {"ledger": LEDGER_CSV}
+    write_text_atomically(out / LEDGER_CSV, _ledger_csv(data.rows))
+    refused = _refused_csv(data)
+    if refused is not None:
+        files["refused"] = REFUSED_CSV
+        write_text_atomically(out / REFUSED_CSV, refused)
+    else:  # a report written here before may have left one: it is not this page's
+        with contextlib.suppress(FileNotFoundError, IsADirectoryError):
+            (out / REFUSED_CSV).unlink()
+    page = write_text_atomically(out / "report.html", _render(data, specs, files))
     for done, (name, spec) in enumerate(specs.items()):
         if formats:
             meter.stage("drawing the charts", done, len(specs))
@@ -789,6 +976,7 @@ __all__ = [
     "build_charts",
     "collect",
     "findings",
+    "named_policy",
     "recommendation",
     "render_html",
     "sample",

@@ -72,13 +72,20 @@ def _describe(message: Message) -> str:
 
 
 def timeline_frame(
-    stream: RunMessages, policy: str | Policy, standings: Standings | None = None
+    stream: RunMessages,
+    policy: str | Policy,
+    standings: Standings | None = None,
+    *,
+    last_calls: int | None = None,
 ) -> pl.DataFrame:
     """Replay ``policy`` over one run: one row per (conversation turn, model call).
 
     ``status`` is ``kept``, ``pinned`` (a last-tool-result or ledger-fact pin held
     it), ``refused`` (another rule kept it), ``dropped`` (it left at this call) or
     ``dropped earlier``; ``reason`` says why. A turn has no row before it entered.
+    ``last_calls`` keeps the rows of the last that many calls only (the whole run is
+    replayed): a run of thousands of turns and calls is millions of cells, and the
+    chart draws the last ones.
 
     >>> from contextledger.jobs.whatif import read_inputs
     >>> stream = read_inputs("data/sample/s0001-fact-bench.json.gz").streams[0]
@@ -91,11 +98,14 @@ def timeline_frame(
     turn_of, labels, chars = _turn_labels(stream)
     rows: list[dict[str, Any]] = []
     entered: set[int] = set()
-    for visit in result.visits:
+    first_kept = len(result.visits) - last_calls if last_calls is not None else 0
+    for number, visit in enumerate(result.visits):
         before = [turn_of.get(m.index) for m in visit.window_before]
         served = {turn_of.get(m.index) for m in visit.served}
         present = {turn for turn in before if turn is not None}
         entered |= present
+        if number < first_kept:
+            continue
         reasons: dict[int, str] = {}
         for refusal in (visit.record or {}).get("refusals", []):
             position = refusal["messageIndex"]
@@ -193,3 +203,106 @@ def refused_runs(tables: RunTables) -> pl.DataFrame:
         .filter(~pl.col("metered"))
         .select("run_id", "runner_kind", "model_call_count", "refused_reason", "source_path")
     )
+
+
+#: Runs named in each refusal group of :func:`refused_groups`.
+REFUSED_EXAMPLES = 3
+
+
+def refused_groups(tables: RunTables, examples: int = REFUSED_EXAMPLES) -> pl.DataFrame:
+    """The refused runs grouped by reason, most runs first: how many, by which runners,
+    and the first ``examples`` runs (in input order). At 10,000 runs the reference
+    refuses 1,428 for one reason: one row says it, the CSV beside the page lists them.
+
+    >>> from contextledger.tables.build import read_runs
+    >>> groups = refused_groups(read_runs("data/sample", mode="reference"))
+    >>> groups.select("runs", "examples").rows()
+    [(2, ['s0246-llmcall', 's0250-zero'])]
+    """
+    return (
+        refused_runs(tables)
+        .group_by("refused_reason", maintain_order=True)
+        .agg(
+            pl.len().alias("runs"),
+            pl.col("runner_kind").drop_nulls().unique(maintain_order=True).alias("runners"),
+            pl.col("model_call_count").sum().alias("model_calls"),
+            pl.col("run_id").head(examples).alias("examples"),
+        )
+        .sort("runs", descending=True, maintain_order=True)
+    )
+
+
+def gate_rows(total: pl.DataFrame, order: str) -> list[dict[str, str]]:
+    """The gates' one-row total as the page's table: what, how many (formatted for a
+    reader) and what it means, in words instead of column names. Uses at risk (no
+    tool call without its model call) and skills down-weighted (no skill) are left out
+    when none was.
+
+    >>> from contextledger.tables.build import read_runs
+    >>> from contextledger.ledger.gates import gate_what_if
+    >>> tables = read_runs("data/sample")
+    >>> rows = gate_rows(gate_what_if(tables)[1], tables.order)
+    >>> rows[0]["what"], rows[0]["count"]
+    ('Offers left out', '88 of 579 (15.2%)')
+    """
+    t = total.row(0, named=True)
+
+    def share(part: int, whole: int, about: str = "") -> str:
+        of = f"{about}{part:,} of {about}{whole:,}"
+        return of + (f" ({part / whole:.1%})" if whole else "")
+
+    parole = f"every {t['refresh_every']}th demotion" if t["refresh_every"] else "never"
+    rows = [
+        (
+            "Offers left out",
+            share(t["offers_gated"], t["offered"]),
+            "pieces the gates would not have sent to a model call",
+        ),
+        (
+            "Approx tokens saved",
+            share(t["approx_tokens_saved"], t["approx_tokens_spent"], "~"),
+            "the estimate of what those offers cost",
+        ),
+        (
+            "Runs with an offer left out",
+            share(t["runs_gated"], t["runs_replayed"]),
+            f"runs in {order}, each judged by the ledger of the runs before it",
+        ),
+        (
+            "Uses lost",
+            share(t["uses_lost"], t["used"]),
+            "a tool call made at a call the gates left the tool out of, or an injection's "
+            "answer-slice credit where it was left out of the last call that carried it",
+        ),
+        (
+            "Uses at risk",
+            f"{t['uses_at_risk']:,}",
+            f"of {t['uses_judged_per_run']:,} tool call(s) whose model call is not recorded: "
+            "the gates left the tool out of some calls of the run (out of every call: lost)",
+        ),
+        (
+            "Demoted offers let through",
+            f"{t['offers_paroled']:,}",
+            f"parole: a demoted piece is sent anyway at {parole}",
+        ),
+        (
+            "Skill offers down-weighted",
+            f"{t['offers_down_weighted']:,}",
+            "skills are re-ranked (their score times 0.25), never removed",
+        ),
+        (
+            "Policy",
+            f"{t['min_offers']:,} offers, {t['earn_rate_floor']:.0%} floor",
+            f"a piece offered at least {t['min_offers']:,} times by earlier runs and earning "
+            f"under {t['earn_rate_floor']:.0%} is demoted ({t['mode']} accounting)",
+        ),
+    ]
+    applies = {  # rows about what these runs never had say nothing: left out
+        "Uses at risk": t["uses_judged_per_run"] > 0,
+        "Skill offers down-weighted": t["offers_down_weighted"] > 0,
+    }
+    return [
+        {"what": what, "count": count, "means": means}
+        for what, count, means in rows
+        if applies.get(what, True)
+    ]
