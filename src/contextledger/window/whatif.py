@@ -26,6 +26,7 @@ import pyarrow as pa
 
 from contextledger.read.messages import RunMessages
 from contextledger.tables import schema
+from contextledger.window import turn_sets
 from contextledger.window.frameworks import refuse_framework_spec
 from contextledger.window.kernel import (
     REFUSAL_REASONS,
@@ -236,7 +237,7 @@ def _kernel_visits(
     order = np.argsort(row, kind="stable")  # visits are in call order: keep it within a row
     result = dataclasses.replace(
         result,
-        **{name: getattr(result, name)[order] for name in _PER_VISIT},
+        **{name: getattr(result, name)[..., order] for name in _PER_VISIT},
         visit_values={name: values[order] for name, values in result.visit_values.items()},
     )
     found = refusal_rows(arrays, result)
@@ -335,9 +336,9 @@ def _kernel_dropped_standings(
 
 def _kernel_answers(arrays: TurnArrays, result: KernelResult, calls: np.ndarray) -> pa.Array:
     """The window served to each row's last call: its size and the results it held verbatim."""
-    count, runs = result.answer_turns.shape
-    held = (result.answer_turns[:, arrays.result_run] >> arrays.result_turn.astype(np.uint64)) & 1
-    policy, which = np.nonzero(held.astype(bool))  # by policy, then stream order
+    count, runs = result.answer_turns.shape[1:]
+    held = turn_sets.contains(result.answer_turns[:, :, arrays.result_run], arrays.result_turn)
+    policy, which = np.nonzero(held)  # by policy, then stream order
     row = arrays.result_run[which] * count + policy
     order = np.argsort(row, kind="stable")
     offsets = np.zeros(count * runs + 1, dtype=np.int32)
