@@ -873,15 +873,16 @@ def fact_pin_rows(arrays: TurnArrays, result: KernelResult) -> FactPins:
 def dropped_results(arrays: TurnArrays, result: KernelResult) -> tuple[np.ndarray, np.ndarray]:
     """``(visit, result)`` for every tool result that left at a visit of an armed run, visits
     in ``KernelResult`` order and results in stream order (``result`` indexes
-    ``arrays.result_ids``): what the record's ``droppedStandings`` lists."""
+    ``arrays.result_ids``): what the record's ``droppedStandings`` lists. Only the turns
+    that left are visited, each giving its results (a run's are in turn order)."""
+    turns = max(arrays.msgs.shape[1], 1)
     armed = arrays.armed[result.visit_run] & turn_sets.nonempty(result.visit_gone)
     visits = np.flatnonzero(armed)
-    runs = len(arrays.run_ids)
-    starts = np.searchsorted(arrays.result_run, np.arange(runs + 1))
-    first, last = starts[result.visit_run[visits]], starts[result.visit_run[visits] + 1]
-    sizes = last - first
-    visit = np.repeat(visits, sizes)
+    at, turn = np.nonzero(turn_sets.unpack(result.visit_gone[:, visits], turns))
+    visit = visits[at]  # each (visit, turn that left), turns oldest first
+    key = arrays.result_run * turns + arrays.result_turn  # ascending: runs, then turns
+    wanted = result.visit_run[visit] * turns + turn
+    first = np.searchsorted(key, wanted, side="left")
+    sizes = np.searchsorted(key, wanted, side="right") - first
     offset = np.arange(sizes.sum()) - np.repeat(np.cumsum(sizes) - sizes, sizes)
-    which = np.repeat(first, sizes) + offset
-    left = turn_sets.contains(result.visit_gone[:, visit], arrays.result_turn[which])
-    return visit[left], which[left]
+    return np.repeat(visit, sizes), np.repeat(first, sizes) + offset

@@ -377,7 +377,8 @@ def _assemble(run_ids: list[str], per_run: Sequence[dict[str, Any]]) -> TurnArra
 
 
 def take_runs(arrays: TurnArrays, rows: Sequence[int]) -> TurnArrays:
-    """The runs ``rows`` of ``arrays`` (in that order), turns trimmed to the longest of them.
+    """The runs ``rows`` of ``arrays`` (in that order), turns and calls trimmed to the
+    longest of them.
 
     >>> from contextledger.window.synthetic import Batch, Result, Said, build_stream
     >>> short = build_stream("a", [Said("user", "go")], [[]])
@@ -388,6 +389,7 @@ def take_runs(arrays: TurnArrays, rows: Sequence[int]) -> TurnArrays:
     """
     index = np.asarray(rows, dtype=np.int64)
     turns = max(1, int((arrays.msgs[index] > 0).sum(1).max(initial=0)))
+    calls = max(1, int(arrays.calls[index].max(initial=0)))
     if arrays.result_run.size:
         position = np.full(len(arrays.run_ids), -1, dtype=np.int64)
         position[index] = np.arange(index.size)
@@ -403,7 +405,7 @@ def take_runs(arrays: TurnArrays, rows: Sequence[int]) -> TurnArrays:
     return TurnArrays(
         run_ids=[arrays.run_ids[r] for r in index],
         calls=arrays.calls[index],
-        iterations=arrays.iterations[index],
+        iterations=arrays.iterations[index, :calls],
         msgs=per_turn(arrays.msgs),
         chars=per_turn(arrays.chars),
         entered=per_turn(arrays.entered),
@@ -415,8 +417,8 @@ def take_runs(arrays: TurnArrays, rows: Sequence[int]) -> TurnArrays:
         final_counts=per_turn(arrays.final_counts),
         request=arrays.request[index],
         armed=arrays.armed[index],
-        tokens=arrays.tokens[index],
-        recorded_full=arrays.recorded_full[index],
+        tokens=arrays.tokens[index, :calls],
+        recorded_full=arrays.recorded_full[index, :calls],
         rate=arrays.rate[index],
         name_chars=arrays.name_chars[index],
         name_safe=arrays.name_safe[index],
