@@ -23,7 +23,6 @@ from contextledger.window.kernel import (
     VISIT_FIELDS,
     _Advance,
     advance,
-    refusal_rows,
 )
 from contextledger.window.policies import parse_policy
 from contextledger.window.replay import replay
@@ -31,6 +30,7 @@ from contextledger.window.standings import StandingsTimeline, timelines
 from contextledger.window.synthetic import Batch, Result, Said, build_stream
 from contextledger.window.turn_arrays import turn_arrays
 from contextledger.window.turn_sets import as_sets
+from contextledger.window.visit_records import refusal_rows
 from contextledger.window.whatif import (
     parse_policies,
     whatif_row,

@@ -28,15 +28,7 @@ from contextledger.read.messages import RunMessages
 from contextledger.tables import schema
 from contextledger.window import turn_sets
 from contextledger.window.frameworks import refuse_framework_spec
-from contextledger.window.kernel import (
-    REFUSAL_REASONS,
-    VISIT_FIELDS,
-    KernelResult,
-    advance,
-    dropped_results,
-    fact_pin_rows,
-    refusal_rows,
-)
+from contextledger.window.kernel import REFUSAL_REASONS, VISIT_FIELDS, KernelResult, advance
 from contextledger.window.policies import Policy, parse_policy
 from contextledger.window.refusals import is_result
 from contextledger.window.replay import Replay, replay, same_window, window_key
@@ -44,6 +36,7 @@ from contextledger.window.standings import StandingsTimeline, timelines
 from contextledger.window.turn_arrays import TurnArrays, take_runs, turn_arrays
 from contextledger.window.turn_sets import WORD_BITS, words_for
 from contextledger.window.turns import segment_turns, window_chars
+from contextledger.window.visit_records import dropped_results, fact_pin_rows, refusal_rows
 
 #: Column name suffix per standing, for ``results_dropped_*``.
 _STANDING_COLUMN = {
