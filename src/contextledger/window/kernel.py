@@ -266,12 +266,7 @@ def _runs_as_sets(arrays: TurnArrays) -> _Runs:
         per_turn: tuple[np.ndarray, ...] = (chars << _MSG_BITS | msgs,)
     else:
         cum, per_turn = (cum_msgs.reshape(-1), cum_chars.reshape(-1)), (msgs, chars)
-    holds = has_tool.reshape(-1, names).T & safe[:, np.repeat(np.arange(runs), turns)]
-    turn_named, turn_wire = _names_printed(
-        holds,
-        np.repeat(arrays.name_chars.T, turns, axis=1),
-        arrays.name_order.reshape(-1, names).T.astype(np.int64),
-    )
+    turn_named, turn_wire = _turn_names(arrays, has_tool)
     return _Runs(
         entering=entering,
         facts_from=facts_from,
@@ -292,6 +287,25 @@ def _runs_as_sets(arrays: TurnArrays) -> _Runs:
         turn_named=turn_named,
         turn_wire=turn_wire,
     )
+
+
+def _turn_names(arrays: TurnArrays, has_tool: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For each turn (``[R * T]``), the safe tool names a notice for it alone may print and
+    the length they take (:func:`_names_printed` of one turn), from its (turn, tool) pairs
+    alone: a run offering hundreds of tools costs what its results name."""
+    runs, turns, _ = arrays.name_order.shape
+    run, turn, tool = np.nonzero(has_tool & arrays.name_safe[:, None, :])
+    at = run * turns + turn
+    order = np.lexsort((arrays.name_order[run, turn, tool], at))  # each turn's, as they came
+    at, length = at[order], arrays.name_chars[run, tool][order]
+    rank = np.arange(at.size) - np.searchsorted(at, at)
+    shown = rank < MAX_NAMED_TOOLS
+    named = np.bincount(at, minlength=runs * turns)
+    wire = np.bincount(at[shown], weights=length[shown], minlength=runs * turns)
+    wire = np.rint(wire).astype(np.int64) + 2 * np.maximum(
+        np.minimum(named, MAX_NAMED_TOOLS) - 1, 0
+    )
+    return named, wire + _ELLIPSIS_EXTRA * (named > MAX_NAMED_TOOLS)
 
 
 def _names_printed(
