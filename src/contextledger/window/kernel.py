@@ -397,7 +397,7 @@ class _Advance:
         index = np.flatnonzero(turn_sets.nonempty(flat))
         totals = [np.zeros(flat.shape[1], dtype=np.int64) for _ in self.bits.cum]
         if index.size:
-            span = flat[:, index]
+            span = flat.take(index, axis=1)
             runs = self.r_of.take(index)
             low, high = turn_sets.low_bit(span), turn_sets.high_bit(span, self.narrow)
             base = runs * (self.turns + 1)
@@ -407,7 +407,9 @@ class _Advance:
             holes = turn_sets.span(low, high) & ~span
             inside = np.flatnonzero(turn_sets.nonempty(holes))
             if inside.size:
-                left = turn_sets.sums(list(self.bits.per_turn), runs[inside], holes[:, inside])
+                left = turn_sets.sums(
+                    list(self.bits.per_turn), runs[inside], holes.take(inside, axis=1)
+                )
                 for total, hole in zip(sums, left, strict=True):
                     total[inside] -= hole
             for total, values in zip(totals, sums, strict=True):
@@ -429,7 +431,7 @@ class _Advance:
         wire = self.bits.turn_wire.take(at) * some
         several = np.flatnonzero(~one)
         if several.size:
-            span, runs = gone[:, several], runs[several]
+            span, runs = gone.take(several, axis=1), runs[several]
             tools = self.bits.tools[:, :, runs] & span[:, None, :]
             holds = turn_sets.nonempty(tools) & self.bits.safe[:, runs]
             t = turn_sets.position(turn_sets.low_bit(tools))
@@ -571,7 +573,7 @@ class _Advance:
                 + self.strategy_chars[self.e_of[heads]]
                 + flat(kept) * _KEPT_EXTRA
             )
-            span = gone.reshape(words, -1)[:, heads]
+            span = gone.reshape(words, -1).take(heads, axis=1)
             named, wire = self._wire_chars(span, runs)
             rich = plain_chars + _NAMES_EXTRA + wire
             fits = flat(span_chars)
@@ -580,8 +582,8 @@ class _Advance:
             written = use_rich | use_plain
             inserted.reshape(-1)[heads] = written
             new_chars.reshape(-1)[heads] = rich * use_rich + plain_chars * use_plain
-            next_head = turn_sets.low_bit(above.reshape(words, -1)[:, heads] & ~span)
-            head_is_user = turn_sets.nonempty(next_head & bits.user[:, runs])
+            next_head = turn_sets.low_bit(above.reshape(words, -1).take(heads, axis=1) & ~span)
+            head_is_user = turn_sets.nonempty(next_head & bits.user.take(runs, axis=1))
             whole = ~written & flat(at_0) & ~head_is_user
             if whole.any():  # replacement-not-smaller: nothing leaves
                 back = heads[whole]
@@ -611,7 +613,7 @@ class _Advance:
             return out if dtype is None else out.astype(dtype)
 
         def taken_set(values: np.ndarray) -> np.ndarray:
-            return values.reshape(words, -1)[:, index]
+            return values.reshape(words, -1).take(index, axis=1)
 
         self.recorded.append(
             (

@@ -84,7 +84,9 @@ def equal(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 def position(bit: np.ndarray) -> np.ndarray:
     """The turn of a set of one turn (``64 * words`` for the empty set)."""
-    return count(below(bit)).astype(np.intp)
+    if bit.shape[0] == 1:
+        return np.bitwise_count(bit[0] - ONE).astype(np.intp)
+    return np.bitwise_count(below(bit)).sum(0, dtype=np.intp)
 
 
 def single(turns: np.ndarray, words: int) -> np.ndarray:
@@ -113,7 +115,7 @@ def span(low: np.ndarray, high: np.ndarray) -> np.ndarray:
 def _lowest_in_word(x: np.ndarray, m: np.ndarray, bits: int) -> np.ndarray:
     """The lowest ``m`` set bits of each word ``x`` (of ``bits`` bits): the bit position
     below which ``m`` bits are set, by binary search (``count(x & _LOW[p]) < m`` grows)."""
-    want = np.clip(m, 0, WORD_BITS).astype(np.uint8)  # small types: fewer bytes per pass
+    want = np.minimum(np.maximum(m, 0), WORD_BITS).astype(np.uint8)  # (fewer bytes a pass)
     p = np.zeros(x.shape, dtype=np.uint8)
     for step in [1 << n for n in reversed(range(max(bits - 1, 0).bit_length()))]:
         trial = (p + np.uint8(step)).astype(np.intp)
@@ -138,7 +140,7 @@ def highest(x: np.ndarray, limit: np.ndarray, narrow: bool = False) -> np.ndarra
     index = np.flatnonzero(nonempty(x))
     taken = np.zeros(x.shape, dtype=np.uint64)
     if index.size:
-        rest = x[:, index]
+        rest = x.take(index, axis=1)
         ceiling = limit[index]
         held = np.zeros(rest.shape, dtype=np.uint64)
         for round_ in range(int(ceiling.max())):
