@@ -147,7 +147,9 @@ _CHAR_LIMIT = 1 << (62 - _MSG_BITS)
 @dataclass
 class _Events:
     """Turns joining a set call by call: at call k, ``bit[bounds[k]:bounds[k + 1]]`` is
-    added at ``at`` (``word * runs + run`` of the flattened ``[W, R]`` set)."""
+    or-ed in at ``at`` (``word * runs + run`` of the flattened ``[W, R]`` set; the turns
+    of one word joining at one call are given as one word, so each call's ``at`` are
+    distinct and one indexed ``|=`` adds them)."""
 
     at: np.ndarray
     bit: np.ndarray
@@ -155,18 +157,24 @@ class _Events:
 
     def add(self, into: np.ndarray, k: int) -> None:
         lo, hi = self.bounds[k], self.bounds[k + 1]
-        if hi > lo:  # distinct turns: their sum is their union
-            np.add.at(into.reshape(-1), self.at[lo:hi], self.bit[lo:hi])
+        if hi > lo:
+            into.reshape(-1)[self.at[lo:hi]] |= self.bit[lo:hi]
 
 
 def _events(runs: int, turns: np.ndarray, run: np.ndarray, slot: np.ndarray, slots: int) -> _Events:
-    """The turns ``turns[n]`` of runs ``run[n]`` joining at call ``slot[n]`` (of ``slots``)."""
-    order = np.argsort(slot, kind="stable")
+    """The turns ``turns[n]`` of runs ``run[n]`` joining at call ``slot[n]`` (of ``slots``),
+    given run by run, each run's turns in order: after a stable sort by call, the turns of
+    one word of one run joining at one call are neighbours."""
+    small = slot.astype(np.int16) if slots < np.iinfo(np.int16).max else slot
+    order = np.argsort(small, kind="stable")  # (a radix sort for 16-bit keys)
     turns, run, slot = turns[order], run[order], slot[order]
+    at = (turns // turn_sets.WORD_BITS) * runs + run
+    bit = np.left_shift(ONE, (turns % turn_sets.WORD_BITS).astype(np.uint64))
+    first = np.flatnonzero((np.diff(slot, prepend=-1) != 0) | (np.diff(at, prepend=-1) != 0))
     return _Events(
-        at=(turns // turn_sets.WORD_BITS) * runs + run,
-        bit=np.left_shift(ONE, (turns % turn_sets.WORD_BITS).astype(np.uint64)),
-        bounds=np.searchsorted(slot, np.arange(slots + 1)),
+        at=at[first],
+        bit=np.bitwise_or.reduceat(bit, first) if first.size else bit,
+        bounds=np.searchsorted(slot[first], np.arange(slots + 1)),
     )
 
 
@@ -295,12 +303,16 @@ def _turn_names(arrays: TurnArrays, has_tool: np.ndarray) -> tuple[np.ndarray, n
     alone: a run offering hundreds of tools costs what its results name."""
     runs, turns, _ = arrays.name_order.shape
     run, turn, tool = np.nonzero(has_tool & arrays.name_safe[:, None, :])
-    at = run * turns + turn
-    order = np.lexsort((arrays.name_order[run, turn, tool], at))  # each turn's, as they came
-    at, length = at[order], arrays.name_chars[run, tool][order]
-    rank = np.arange(at.size) - np.searchsorted(at, at)
-    shown = rank < MAX_NAMED_TOOLS
+    at = run * turns + turn  # ascending (row-major)
+    length = arrays.name_chars[run, tool]
     named = np.bincount(at, minlength=runs * turns)
+    shown = np.ones(at.size, dtype=bool)
+    many = np.flatnonzero(named[at] > MAX_NAMED_TOOLS)
+    if many.size:  # only there does the order of appearance pick the names printed
+        came = many[np.lexsort((arrays.name_order[run[many], turn[many], tool[many]], at[many]))]
+        rank = np.arange(came.size) - np.searchsorted(at[came], at[came])
+        shown[many] = False
+        shown[came[rank < MAX_NAMED_TOOLS]] = True
     wire = np.bincount(at[shown], weights=length[shown], minlength=runs * turns)
     wire = np.rint(wire).astype(np.int64) + 2 * np.maximum(
         np.minimum(named, MAX_NAMED_TOOLS) - 1, 0
