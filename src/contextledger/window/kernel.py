@@ -372,6 +372,8 @@ class _Advance:
         self.fact_limit = np.array([p.ledger_facts for p in engaging], dtype=np.int64)
         self.r_of = np.tile(np.arange(runs), max(self.engaging, 1))
         self.e_of = np.repeat(np.arange(max(self.engaging, 1)), runs)
+        self.ltr_ceiling = self.ltr_limit[self.e_of] if self.engaging else self.e_of
+        self.fact_ceiling = self.fact_limit[self.e_of] if self.engaging else self.e_of
         self.iteration_digits = _digits(arrays.iterations.T)
         self.known_rate = ~np.isnan(arrays.rate)
         self.rate0 = np.nan_to_num(arrays.rate)
@@ -397,10 +399,10 @@ class _Advance:
 
     # ── sets ──
 
-    def _highest(self, x: np.ndarray, limit: np.ndarray) -> np.ndarray:
-        """The highest ``limit[row]`` turns of each set of ``x`` (``[W, E, R]``)."""
+    def _highest(self, x: np.ndarray, ceiling: np.ndarray) -> np.ndarray:
+        """The highest ``ceiling[e * R + r]`` turns of each set of ``x`` (``[W, E, R]``)."""
         flat = x.reshape(self.words, -1)
-        return turn_sets.highest(flat, limit[self.e_of], self.narrow).reshape(x.shape)
+        return turn_sets.highest(flat, ceiling, self.narrow).reshape(x.shape)
 
     def _span_sums(self, gone: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Messages and chars of the turns ``gone`` holds: the run's prefix sums from its
@@ -531,14 +533,14 @@ class _Advance:
             )
             latest = np.bitwise_or.reduce(each, axis=1)
             contested[:, pinning] = (latest & cand[:, pinning]) * ~stand_ltr[pinning]
-        held_ltr = self._highest(contested, self.ltr_limit)
+        held_ltr = self._highest(contested, self.ltr_ceiling)
         ltr_held = turn_sets.count(held_ltr)
         ltr_yielded = turn_sets.count(contested) - ltr_held
         # the fact pin: turns standing `fact`, newest first
         facts_on = (self.fact_limit > 0)[:, None] & self.arrays.armed
         stand_fact = on & facts_on & self.blocked_any[0, rows] & self.blocked_any[1, rows]
         facts = (after_request & self.facts[:, None] & cand) * (facts_on & ~stand_fact)
-        held_fact = self._highest(facts, self.fact_limit)
+        held_fact = self._highest(facts, self.fact_ceiling)
         fact_held = turn_sets.count(held_fact)
         fact_yielded = turn_sets.count(facts) - fact_held
         refused = cand & (~plain | held_ltr | held_fact)

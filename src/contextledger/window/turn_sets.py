@@ -115,7 +115,7 @@ def span(low: np.ndarray, high: np.ndarray) -> np.ndarray:
 def _lowest_in_word(x: np.ndarray, m: np.ndarray, bits: int) -> np.ndarray:
     """The lowest ``m`` set bits of each word ``x`` (of ``bits`` bits): the bit position
     below which ``m`` bits are set, by binary search (``count(x & _LOW[p]) < m`` grows)."""
-    want = np.minimum(np.maximum(m, 0), WORD_BITS).astype(np.uint8)  # (fewer bytes a pass)
+    want = np.minimum(m, WORD_BITS).astype(np.uint8)  # (fewer bytes a pass; m >= 0)
     p = np.zeros(x.shape, dtype=np.uint8)
     for step in [1 << n for n in reversed(range(max(bits - 1, 0).bit_length()))]:
         trial = (p + np.uint8(step)).astype(np.intp)
@@ -131,7 +131,7 @@ def lowest(x: np.ndarray, m: np.ndarray, turns: int) -> np.ndarray:
         return _lowest_in_word(x[0], m, turns)[None]
     held = np.bitwise_count(x).astype(np.int64)
     wanted = np.asarray(m, dtype=np.int64)[None] - (np.cumsum(held, axis=0) - held)
-    return _lowest_in_word(x, wanted, WORD_BITS)
+    return _lowest_in_word(x, np.maximum(wanted, 0), WORD_BITS)
 
 
 def highest(x: np.ndarray, limit: np.ndarray, narrow: bool = False) -> np.ndarray:
