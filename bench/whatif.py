@@ -60,7 +60,7 @@ from contextledger.window.synthetic import (
     script_streams,
     tool_batches,
 )
-from contextledger.window.turn_arrays import FINAL_STANDINGS, TurnArrays
+from contextledger.window.turn_arrays import ABSENT, FINAL_STANDINGS, NEVER, TurnArrays
 from contextledger.window.whatif import whatif_table, whatif_table_exact
 
 POLICIES = (
@@ -106,9 +106,6 @@ def script_arrays(syn: Scripts) -> TurnArrays:
     results = per_turn(answered.astype(np.float64))
     asked = per_turn(np.ones(turn.size))
     facts = per_turn((answered & (syn.standing == 0)).astype(np.float64))
-    names_bits = np.zeros(size, dtype=np.uint64)
-    tool_bit = np.left_shift(np.uint64(1), syn.tool.astype(np.uint64))
-    np.bitwise_or.at(names_bits, turn[answered], tool_bit[answered])
     final = np.zeros(size * len(FINAL_STANDINGS), dtype=np.int64)
     standing_index = np.array([FINAL_STANDINGS.index(s) for s, _ in STANDINGS])
     np.add.at(
@@ -122,36 +119,35 @@ def script_arrays(syn: Scripts) -> TurnArrays:
     first_turn = first_key // names
     starts = np.flatnonzero(np.diff(first_turn, prepend=-1))
     rank = np.arange(first_key.size) - np.repeat(starts, np.diff([*starts, first_key.size]))
-    name_order = np.full(size * names, 127, dtype=np.int8)
+    name_order = np.full(size * names, ABSENT, dtype=np.int8)
     name_order[first_key] = rank
     chars = per_turn(np.where(answered, syn.chars, 0).astype(np.float64))
     chars[:, 0] = [len(request) for request in syn.requests]
-    msgs = (results + 1).astype(np.int16)
+    msgs = (results + 1).astype(np.int32)
     msgs[:, 0] = 1
     entered_chars = np.cumsum(chars, axis=1)  # turn t enters before call t + 1
     tokens = -(-entered_chars // 4)
-    fact_from = np.where(facts > 0, np.arange(calls) + 2, np.iinfo(np.int16).max)
+    fact_from = np.where(facts > 0, np.arange(calls) + 2, NEVER)
     return TurnArrays(
         run_ids=list(syn.run_ids),
-        calls=np.full(runs, calls, dtype=np.int16),
+        calls=np.full(runs, calls, dtype=np.int32),
         iterations=np.tile(np.arange(1, calls + 1, dtype=np.int32), (runs, 1)),
         msgs=msgs,
         chars=chars,
-        entered=np.tile(np.arange(1, calls + 1, dtype=np.int16), (runs, 1)),
+        entered=np.tile(np.arange(1, calls + 1, dtype=np.int32), (runs, 1)),
         user_head=np.tile(np.arange(calls) == 0, (runs, 1)),
         refuses=results < asked,
-        names=names_bits.reshape(shape),
-        results=results.astype(np.int16),
+        results=results.astype(np.int32),
         pinnable=results > 0,
         fact_from=fact_from.astype(np.int32),
-        final_counts=final.reshape(*shape, len(FINAL_STANDINGS)).astype(np.int16),
-        request=np.zeros(runs, dtype=np.int16),
+        final_counts=final.reshape(*shape, len(FINAL_STANDINGS)).astype(np.int32),
+        request=np.zeros(runs, dtype=np.int32),
         armed=np.ones(runs, dtype=bool),
         tokens=tokens,
         recorded_full=np.ones(shape, dtype=bool),
         rate=tokens.sum(1) / entered_chars.sum(1),
         name_chars=np.tile(np.array([len(t) for t in TOOLS], dtype=np.int32), (runs, 1)),
-        name_safe=np.full(runs, (1 << names) - 1, dtype=np.uint64),
+        name_safe=np.ones((runs, names), dtype=bool),
         name_order=name_order.reshape(*shape, names),
         system=np.zeros(shape, dtype=bool),
         windowed=np.zeros(runs, dtype=bool),
@@ -166,7 +162,7 @@ def run_lists(arrays: TurnArrays) -> list[dict[str, Any]]:
     table = {
         name: getattr(arrays, name).tolist()
         for name in (
-            "calls", "iterations", "msgs", "chars", "entered", "user_head", "refuses", "names",
+            "calls", "iterations", "msgs", "chars", "entered", "user_head", "refuses",
             "pinnable", "fact_from", "final_counts", "request", "armed", "tokens",
             "recorded_full", "rate", "name_chars", "name_safe", "name_order",
         )
@@ -189,7 +185,10 @@ def run_lists(arrays: TurnArrays) -> list[dict[str, Any]]:
                 "chars": table["chars"][r][:turns],
                 "user_head": table["user_head"][r][:turns],
                 "refuses": table["refuses"][r][:turns],
-                "names": table["names"][r][:turns],
+                "names": [  # each turn's tools, by number
+                    {b for b, order in enumerate(orders) if order < ABSENT}
+                    for orders in table["name_order"][r][:turns]
+                ],
                 "pinnable": table["pinnable"][r][:turns],
                 "fact_from": table["fact_from"][r][:turns],
                 "final": table["final_counts"][r][:turns],
@@ -211,9 +210,9 @@ def _wire(run: dict[str, Any], span: list[int]) -> tuple[int, int]:
     seen: list[int] = []
     for t in span:
         order = run["name_order"][t]
-        for bit in sorted((b for b in range(len(order)) if order[b] < 127), key=order.__getitem__):
-            if (run["name_safe"] >> bit) & 1 and bit not in seen:
-                seen.append(bit)
+        for tool in sorted(run["names"][t], key=order.__getitem__):
+            if run["name_safe"][tool] and tool not in seen:
+                seen.append(tool)
     shown = seen[:MAX_NAMED_TOOLS]
     chars = sum(run["name_chars"][b] for b in shown) + 2 * max(len(shown) - 1, 0)
     return len(seen), chars + (3 if len(seen) > len(shown) else 0)
@@ -258,12 +257,13 @@ def plain_replay(run: dict[str, Any], policy: Policy) -> dict[str, Any]:
             stand_fact = fact_limit > 0 and len(blocked) >= 2 and blocked[-1][1] and blocked[-2][1]
             held: set[int] = set()
             if policy.last_tool_results > 0 and not stand_ltr:
-                seen, pins = 0, []
+                seen: set[int] = set()
+                pins = []
                 for pos in range(size - 1, -1, -1):
                     t = window[pos]
                     if t < 0 or t < request:
                         continue
-                    if run["names"][t] & ~seen:
+                    if run["names"][t] - seen:
                         pins.append(pos)
                     seen |= run["names"][t]
                 contested = [pos for pos in pins if pos < candidates]

@@ -21,16 +21,16 @@ from contextledger.jobs.whatif import read_inputs
 from contextledger.window.kernel import (
     KERNEL_METRICS,
     VISIT_FIELDS,
-    _as_bits,
-    _runs_as_bits,
+    _Advance,
     advance,
-    refusal_rows,
 )
 from contextledger.window.policies import parse_policy
 from contextledger.window.replay import replay
 from contextledger.window.standings import StandingsTimeline, timelines
 from contextledger.window.synthetic import Batch, Result, Said, build_stream
-from contextledger.window.turn_arrays import MAX_TURNS, turn_arrays
+from contextledger.window.turn_arrays import turn_arrays
+from contextledger.window.turn_sets import as_sets
+from contextledger.window.visit_records import refusal_rows
 from contextledger.window.whatif import (
     parse_policies,
     whatif_row,
@@ -166,11 +166,35 @@ def test_a_run_whose_request_changes_falls_back_by_name():
     assert turn_arrays([stream]).fallback == {0: "the current request changes during the run"}
 
 
-def test_runs_longer_than_the_kernels_bit_width_are_refused():
-    steps = [[Batch((Result("look", 1),))] for _ in range(MAX_TURNS + 1)]
-    arrays = turn_arrays([build_stream("long", [Said("user", "go")], steps)])
-    with pytest.raises(ValueError, match="at most 64 turns"):
-        advance(arrays, [parse_policy("sliding:keep=2")])
+def long_run(run_id, turns, tools=7):
+    """A run of ``turns`` turns after a system and a user message: one to three results a
+    call over ``tools`` tools, sizes from tiny to huge, every 13th call never answered, a
+    user turn every 50th call."""
+    said = [Said("system", "rules"), Said("user", "go")]
+    steps = []
+    for n in range(turns - len(said)):
+        if n % 50 == 49:
+            steps.append([Said("user", f"and then {n}")])
+            continue
+        results = tuple(
+            Result(
+                f"t{(n * 3 + j) % tools}", None if n % 13 == 12 and j == 0 else 40 + 97 * n % 900
+            )
+            for j in range(1 + n % 3)
+        )
+        steps.append([Batch(results)])
+    steps.append([])
+    return build_stream(run_id, said, steps)
+
+
+@pytest.mark.parametrize("turns", [65, 500])
+def test_runs_longer_than_a_word_of_turns_replay_exactly(turns):
+    runs = [long_run(f"long-{turns}", turns), long_run("short", 40)]
+    arrays = turn_arrays(runs, labelled(runs))
+    assert arrays.msgs.shape[1] >= turns and arrays.fallback == {}
+    specs = [*POLICIES, "sliding:keep=80,last_tool_results=3,ledger_facts=4"]
+    found, compared = disagreements(runs, specs, labelled(runs))
+    assert found == [] and compared == 2 * len(specs)
 
 
 # ── whatif: the kernel's rows are the exact replay's ───────────────
@@ -267,7 +291,7 @@ def test_every_refusal_reason_and_a_notice_inside_the_keep_window():
 
 def test_runs_the_kernel_sets_aside_are_replayed_exactly_in_their_place():
     steps = [[Batch((Result("look", 300),))] for _ in range(8)]
-    long = [[Batch((Result("look", 30),))] for _ in range(MAX_TURNS + 2)]
+    long = [[Batch((Result("look", 30),))] for _ in range(66)]
     runs = [
         build_stream("first", [Said("user", "go")], steps),
         build_stream(
@@ -281,13 +305,13 @@ def test_runs_the_kernel_sets_aside_are_replayed_exactly_in_their_place():
         build_stream("no call", [Said("user", "go")], []),
         build_stream("nothing", [], []),
     ]
-    assert sorted(turn_arrays(runs).fallback) == [1, 2]
+    assert sorted(turn_arrays(runs).fallback) == [1]  # (a long run is the kernel's too)
     per_run = same_rows(runs, ["sliding:keep=3", "none", "token_budget:threshold=600"])
     assert per_run["run_id"].unique(maintain_order=True).to_list() == [r.run_id for r in runs]
 
 
 def test_runs_of_more_turns_than_a_float_holds_exactly():
-    steps = [[Batch((Result(f"t{n % 7}", 40 + 97 * n % 900),))] for n in range(MAX_TURNS - 3)]
+    steps = [[Batch((Result(f"t{n % 7}", 40 + 97 * n % 900),))] for n in range(61)]
     runs = [build_stream("long", [Said("user", "go")], steps)]
     assert turn_arrays(runs).msgs.shape[1] > 53  # the masks' high bits are found by shifts
     specs = ["sliding:keep=3", "sliding:keep=40,last_tool_results=3", "token_budget:threshold=900"]
@@ -346,26 +370,26 @@ def test_whatif_rows_match_the_exact_replay_on_random_histories(runs, specs):
 def test_facts_count_from_the_call_that_knows_them_in_any_call_order(sample_streams):
     arrays = turn_arrays(sample_streams, labelled(sample_streams))
     calls = arrays.iterations.shape[1]
+    made = (np.arange(1, calls + 1)[:, None] <= arrays.calls)[:, None, :]
 
-    def expected(iterations):
-        return [
-            _as_bits(arrays.pinnable & (arrays.fact_from <= iterations[:, k - 1][:, None]))
+    def expected(iterations):  # calls a run never made are never visited
+        known = [
+            as_sets(arrays.pinnable & (arrays.fact_from <= iterations[:, k - 1][:, None]))
             for k in range(1, calls + 1)
         ]
+        return np.where(made, np.stack(known), 0)
 
-    def valid(fact_by):  # calls a run never made are never visited
-        made = np.arange(1, calls + 1)[:, None] <= arrays.calls
-        return np.where(made, fact_by[1:], 0)
+    def kernel_facts():
+        state = _Advance(arrays, [parse_policy("none")])
+        found = []
+        for k in range(1, calls + 1):
+            state._facts_at(k)
+            found.append(state.facts.copy())
+        return np.where(made, np.stack(found), 0)
 
-    wanted = np.where(
-        np.arange(1, calls + 1)[:, None] <= arrays.calls, expected(arrays.iterations), 0
-    )
-    assert (valid(_runs_as_bits(arrays).fact_by) == wanted).all()
+    assert (kernel_facts() == expected(arrays.iterations)).all()
     arrays.iterations = arrays.iterations[:, ::-1].copy()  # iterations out of order
-    wanted = np.where(
-        np.arange(1, calls + 1)[:, None] <= arrays.calls, expected(arrays.iterations), 0
-    )
-    assert (valid(_runs_as_bits(arrays).fact_by) == wanted).all()
+    assert (kernel_facts() == expected(arrays.iterations)).all()
 
 
 def test_refusals_listed_in_chunks_are_the_same(sample_streams):

@@ -1,15 +1,16 @@
 """The window replay vectorized across runs: every run's window advances one call at a time.
 
 A replayed window only ever loses whole turns of the run's own conversation and
-gains at most one drop notice at its head, so its state is one bit per turn (a
-uint64: runs of up to 64 turns) plus a notice slot. :func:`advance` keeps that
+gains at most one drop notice at its head, so its state is one bit per turn (a set
+of turns, :mod:`~contextledger.window.turn_sets`: a word of 64 turns each, any number
+of them) plus a notice slot. :func:`advance` keeps that
 state for every (policy, run) in NumPy arrays over the runs laid out by
 :mod:`~contextledger.window.turn_arrays`, and applies ``window_visit``'s rules
 to all of them per call. It reproduces :func:`~contextledger.window.replay.replay`
 visit for visit on the runs :func:`~contextledger.window.turn_arrays.turn_arrays`
 accepts (its ``fallback`` names the others). Each engaged visit keeps what its
 record's refusals need (the window's turns, the candidates, the pins), and
-:func:`refusal_rows` lists them as ``window_visit`` does.
+:mod:`~contextledger.window.visit_records` lists them as ``window_visit`` does.
 """
 
 from __future__ import annotations
@@ -23,11 +24,13 @@ import numpy as np
 
 from contextledger.read.jsjson import utf16_length
 from contextledger.tables.schema import WHATIF_METRICS
+from contextledger.window import turn_sets
 from contextledger.window.notice import MAX_NAMED_TOOLS, drop_notice_text
 from contextledger.window.policies import Policy
-from contextledger.window.turn_arrays import MAX_TURNS, NEVER, TurnArrays
+from contextledger.window.turn_arrays import ABSENT, NEVER, TurnArrays
+from contextledger.window.turn_sets import ALL, ONE, ZERO
 
-_BIG = 1 << 20
+_BIG = np.iinfo(np.int64).max  # (ranks a tool that is not in a span after every one that is)
 
 # The notice's length is its fixed text plus what varies (JavaScript lengths).
 _PLAIN_FIXED = utf16_length(drop_notice_text(0, 0, "")) - 2
@@ -88,9 +91,9 @@ REFUSAL_REASONS = (
     "inside-keep-window",
     "replacement-not-smaller",
 )
-# ``KernelResult.visit_flags`` bits: the window held a notice before the visit, the notice
-# sat after the request (else first), the span was refused whole.
-_NOTICE, _SECOND, _REFUSED_WHOLE = 1, 2, 4
+#: ``KernelResult.visit_flags`` bits: the window held a notice before the visit, the notice
+#: sat after the request (else first), the span was refused whole.
+VISIT_NOTICE, VISIT_SECOND, VISIT_REFUSED_WHOLE = 1, 2, 4
 
 
 @dataclass
@@ -104,20 +107,20 @@ class KernelResult:
     input_tokens_known: np.ndarray  # [P, R]
     budget_recorded: np.ndarray  # [P, R]
     budget_estimated: np.ndarray  # [P, R]
-    answer_turns: np.ndarray  # [P, R] uint64: the turns served to the run's last call
+    answer_turns: np.ndarray  # [W, P, R] the set of turns served to the run's last call
     calls_max: int
     visit_policy: np.ndarray  # [V] index into ``policies``
     visit_run: np.ndarray  # [V]
     visit_call: np.ndarray  # [V] the call's position (0: the first call)
     visit_values: dict[str, np.ndarray]  # VISIT_FIELDS[1:] -> [V]
-    visit_present: np.ndarray  # [V] uint64: the run's turns in the window before the visit
-    visit_listed: np.ndarray  # [V] uint64: the candidates the record lists as refused
-    visit_listed_ltr: np.ndarray  # [V] uint64: ... held by the recency pin
-    visit_flags: np.ndarray  # [V] uint8: _NOTICE | _SECOND | _REFUSED_WHOLE
-    visit_fact_held: np.ndarray  # [V] uint64: the turns the ledger-fact pin admitted
+    visit_present: np.ndarray  # [W, V] the run's turns in the window before the visit
+    visit_listed: np.ndarray  # [W, V] the candidates the record lists as refused
+    visit_listed_ltr: np.ndarray  # [W, V] ... held by the recency pin
+    visit_flags: np.ndarray  # [V] uint8: VISIT_NOTICE | VISIT_SECOND | VISIT_REFUSED_WHOLE
+    visit_fact_held: np.ndarray  # [W, V] the turns the ledger-fact pin admitted
     visit_fact_yielded: np.ndarray  # [V] fact turns its ceiling turned away
     visit_fact_stand_down: np.ndarray  # [V] bool: the fact pin stood down
-    visit_gone: np.ndarray  # [V] uint64: the run's turns that left
+    visit_gone: np.ndarray  # [W, V] the run's turns that left
 
     @cached_property
     def visits(self) -> dict[str, np.ndarray]:
@@ -133,102 +136,65 @@ class KernelResult:
         return dense
 
 
-# ── turns as bits: bit t of a uint64 stands for turn t ─────────────
+# ── the runs as sets of turns (``turn_sets``: [W, ...] words of bits) ─
 
-_ALL = np.uint64(0xFFFF_FFFF_FFFF_FFFF)
-_ZERO = np.uint64(0)
-_ONE = np.uint64(1)
-_EXPONENT = np.uint64(0xFFF0_0000_0000_0000)
-#: ``_LOW[n]``: the bits below bit n.
-_LOW = np.array([(1 << n) - 1 for n in range(65)], dtype=np.uint64)
-#: Masks of up to this many turns convert to float64 exactly (``_high_bit``).
-_FLOAT_TURNS = 53
 # Sums of messages and chars packed into one int64 (a run's totals below the limits).
 _MSG_BITS = 20
 _MSG_LIMIT = 1 << _MSG_BITS
 _CHAR_LIMIT = 1 << (62 - _MSG_BITS)
 
 
-def _low_bit(x: np.ndarray) -> np.ndarray:
-    return x & (_ZERO - x)
+@dataclass
+class _Events:
+    """Turns joining a set call by call: at call k, ``bit[bounds[k]:bounds[k + 1]]`` is
+    or-ed in at ``at`` (``word * runs + run`` of the flattened ``[W, R]`` set; the turns
+    of one word joining at one call are given as one word, so each call's ``at`` are
+    distinct and one indexed ``|=`` adds them)."""
+
+    at: np.ndarray
+    bit: np.ndarray
+    bounds: np.ndarray
+
+    def add(self, into: np.ndarray, k: int) -> None:
+        lo, hi = self.bounds[k], self.bounds[k + 1]
+        if hi > lo:
+            into.reshape(-1)[self.at[lo:hi]] |= self.bit[lo:hi]
 
 
-def _high_bit(x: np.ndarray, wide: bool = True) -> np.ndarray:
-    """The highest set bit of each ``x`` (0 for 0); ``wide``: masks may exceed 53 bits."""
-    if not wide:  # the float holds x exactly: keep its exponent, clear its mantissa
-        exponent = x.astype(np.float64).view(np.uint64) & _EXPONENT
-        return exponent.view(np.float64).astype(np.uint64)
-    y = x | (x >> np.uint64(1))
-    for shift in (2, 4, 8, 16, 32):
-        y |= y >> np.uint64(shift)
-    return y ^ (y >> np.uint64(1))
-
-
-def _count(x: np.ndarray) -> np.ndarray:
-    return np.bitwise_count(x).astype(np.int64)
-
-
-def _bit_position(bit: np.ndarray) -> np.ndarray:
-    return np.bitwise_count(bit - _ONE).astype(np.intp)
-
-
-def _as_bits(flags: np.ndarray) -> np.ndarray:
-    """``[R, T]`` booleans (T <= 64) as one uint64 per run, bit t for column t."""
-    packed = np.packbits(flags, axis=1, bitorder="little")
-    wide = np.zeros((flags.shape[0], 8), dtype=np.uint8)
-    wide[:, : packed.shape[1]] = packed
-    return wide.view("<u8").reshape(-1).astype(np.uint64)
-
-
-def _unpack(bits: np.ndarray, turns: int) -> np.ndarray:
-    """``[N]`` uint64 as ``[N, turns]`` booleans (the inverse of ``_as_bits``)."""
-    as_bytes = bits.astype("<u8").view(np.uint8).reshape(-1, 8)
-    return np.unpackbits(as_bytes, axis=1, count=turns, bitorder="little").view(bool)
-
-
-def _lowest(x: np.ndarray, m: np.ndarray, turns: int) -> np.ndarray:
-    """The lowest ``m`` set bits of each ``x`` (of ``turns`` bits): the bit position below
-    which ``m`` bits are set, by binary search (``count(x & _LOW[p]) < m`` grows with p)."""
-    want = np.minimum(m, MAX_TURNS).astype(np.uint8)  # small types: fewer bytes per pass
-    p = np.zeros(x.shape, dtype=np.uint8)
-    for step in [1 << n for n in reversed(range(max(turns - 1, 0).bit_length()))]:
-        trial = (p + np.uint8(step)).astype(np.intp)
-        below = np.bitwise_count(x & _LOW.take(trial)) < want
-        p += below.view(np.uint8) * np.uint8(step)
-    return (x & _LOW.take(p.astype(np.intp) + 1)) * (want > 0)
-
-
-def _bit_sums(
-    columns: Sequence[np.ndarray], runs: np.ndarray, mask: np.ndarray
-) -> list[np.ndarray]:
-    """Each ``values[run, t]`` summed over the turns ``mask`` sets, one bit per round for
-    the entries that still have one (``mask`` has few bits)."""
-    totals = [np.zeros(mask.shape, dtype=np.int64) for _ in columns]
-    rest = mask.copy()
-    index = np.flatnonzero(rest != 0)
-    while index.size:
-        low = _low_bit(rest[index])
-        runs_now, turns = runs[index], _bit_position(low)
-        for total, values in zip(totals, columns, strict=True):
-            total[index] += values[runs_now, turns]
-        rest[index] ^= low
-        index = index[rest[index] != 0]
-    return totals
+def _events(runs: int, turns: np.ndarray, run: np.ndarray, slot: np.ndarray, slots: int) -> _Events:
+    """The turns ``turns[n]`` of runs ``run[n]`` joining at call ``slot[n]`` (of ``slots``),
+    given run by run, each run's turns in order: after a stable sort by call, the turns of
+    one word of one run joining at one call are neighbours."""
+    small = slot.astype(np.int16) if slots < np.iinfo(np.int16).max else slot
+    order = np.argsort(small, kind="stable")  # (a radix sort for 16-bit keys)
+    turns, run, slot = turns[order], run[order], slot[order]
+    at = (turns // turn_sets.WORD_BITS) * runs + run
+    bit = np.left_shift(ONE, (turns % turn_sets.WORD_BITS).astype(np.uint64))
+    first = np.flatnonzero((np.diff(slot, prepend=-1) != 0) | (np.diff(at, prepend=-1) != 0))
+    return _Events(
+        at=at[first],
+        bit=np.bitwise_or.reduceat(bit, first) if first.size else bit,
+        bounds=np.searchsorted(slot[first], np.arange(slots + 1)),
+    )
 
 
 @dataclass
 class _Runs:
-    """What the kernel reads about each run: turns as bits, and sums over turns."""
+    """What the kernel reads about each run: turns as sets, and sums over turns."""
 
-    entered_by: np.ndarray  # [K + 2, R] turns offered by call k
-    fact_by: np.ndarray  # [K + 1, R] turns standing `fact` at the visit before call k
+    entering: _Events  # turns offered from call k on (k = 0 .. K + 1)
+    facts_from: _Events  # turns standing `fact` from the visit before call k on
+    #: Fact turns of runs whose iterations go back: ``(at, bit, run, since)``, rechecked
+    #: at every call.
+    facts_rechecked: tuple[np.ndarray, ...]
+    offered: np.ndarray  # [W, R] turns offered by the run's last call
     enter_chars: np.ndarray  # [K + 2, R] chars entering before call k
     enter_turns: np.ndarray  # [K + 2, R]
-    user: np.ndarray  # [R] turns whose first message is a user message
-    plain: np.ndarray  # [R] turns that neither hold the request nor refuse
-    request: np.ndarray  # [R] the request's bit (0: none)
-    after_request: np.ndarray  # [R] turns a pin may hold (the request's and after)
-    tools: np.ndarray  # [B, R] turns holding a result of tool b
+    user: np.ndarray  # [W, R] turns whose first message is a user message
+    plain: np.ndarray  # [W, R] turns that neither hold the request nor refuse
+    request: np.ndarray  # [W, R] the request's turn (empty: none)
+    after_request: np.ndarray  # [W, R] turns a pin may hold (the request's and after)
+    tools: np.ndarray  # [W, B, R] turns holding a result of tool b
     safe: np.ndarray  # [B, R] tool b may be printed
     #: [R * (T + 1)] messages and chars of the turns before t, packed into one integer
     #: (``chars << _MSG_BITS | msgs``; both columns apart when a run is too large for that).
@@ -239,46 +205,62 @@ class _Runs:
     turn_wire: np.ndarray  # [R * T] chars of the names a notice for the turn alone prints
 
 
-def _runs_as_bits(arrays: TurnArrays) -> _Runs:
+def _fact_events(
+    arrays: TurnArrays, runs: int, calls_max: int
+) -> tuple[_Events, tuple[np.ndarray, ...]]:
+    """When each turn standing `fact` counts: from the first call whose iteration reached
+    its own. Where a run's iterations never go back that call is found once, by search;
+    a run whose iterations go back is rechecked call by call."""
+    fact_runs, fact_turns = np.nonzero(arrays.pinnable & (arrays.fact_from < NEVER))
+    since = arrays.fact_from[fact_runs, fact_turns].astype(np.int64)
+    iterations = arrays.iterations.astype(np.int64)
+    calls = arrays.calls.astype(np.int64)
+    valid = np.arange(calls_max)[None, :] < calls[:, None]
+    rising = (np.diff(iterations, axis=1) >= 0) | ~valid[:, 1:]
+    steady = np.asarray(rising.all(1) & ((iterations >= 0) | ~valid).all(1))
+    by_search = steady[fact_runs]
+    call_run, call_at = np.nonzero(valid & steady[:, None])  # in run order, then call order
+    key = call_run * (1 << 32) + iterations[call_run, call_at]
+    start = np.searchsorted(call_run, np.arange(runs))
+    wanted = fact_runs[by_search]
+    first = np.searchsorted(key, wanted * (1 << 32) + since[by_search]) - start[wanted]
+    found = _events(runs, fact_turns[by_search], wanted, first + 1, calls_max + 2)
+    again = ~by_search
+    turns = fact_turns[again]
+    rechecked = (
+        (turns // turn_sets.WORD_BITS) * runs + fact_runs[again],
+        np.left_shift(ONE, (turns % turn_sets.WORD_BITS).astype(np.uint64)),
+        fact_runs[again],
+        since[again],
+    )
+    return found, rechecked
+
+
+def _runs_as_sets(arrays: TurnArrays) -> _Runs:
     runs, turns = arrays.msgs.shape
+    words = turn_sets.words_for(turns)
     calls_max = arrays.iterations.shape[1]
-    one = np.left_shift(_ONE, np.arange(turns, dtype=np.uint64))
-    row = np.repeat(np.arange(runs), turns)
-    slot = row * (calls_max + 2) + np.minimum(arrays.entered, calls_max + 1).reshape(-1)
+    slot_of = np.minimum(arrays.entered, calls_max + 1).astype(np.int64)
+    slot = (np.arange(runs)[:, None] * (calls_max + 2) + slot_of).reshape(-1)
     size = runs * (calls_max + 2)
-    entering = np.zeros(size, dtype=np.uint64)
-    np.add.at(entering, slot, np.tile(one, runs))  # distinct bits: the sum is their union
 
     def per_call(values: np.ndarray) -> np.ndarray:
         summed = np.bincount(slot, weights=values.reshape(-1), minlength=size)
         return np.rint(summed).astype(np.int64).reshape(runs, calls_max + 2).T.copy()
 
-    entered_by = np.cumsum(entering.reshape(runs, calls_max + 2), axis=1).T.copy()
-    fact_by = np.zeros((calls_max + 1, runs), dtype=np.uint64)
-    fact_runs, fact_turns = np.nonzero(arrays.pinnable & (arrays.fact_from < NEVER))
-    if fact_runs.size:  # a turn counts from the first call whose iteration reached its own
-        since = arrays.fact_from[fact_runs, fact_turns]
-        reached = arrays.iterations.T[:, fact_runs] >= since
-        reached |= np.arange(calls_max)[:, None] >= arrays.calls[fact_runs]  # (no such call)
-        if not (reached[:-1] & ~reached[1:]).any():  # once reached, it stays: add it there
-            first = calls_max - reached.sum(0)  # the (0-based) call that first reaches it
-            counted = np.zeros(runs * (calls_max + 2), dtype=np.uint64)
-            np.add.at(counted, fact_runs * (calls_max + 2) + first + 1, one[fact_turns])
-            fact_by = np.cumsum(counted.reshape(runs, calls_max + 2), axis=1).T[:-1].copy()
-        else:
-            starts = np.flatnonzero(np.diff(fact_runs, prepend=-1))
-            held = reached * one[fact_turns]
-            fact_by[1:, fact_runs[starts]] = np.add.reduceat(held, starts, axis=1)
-    request = np.where(
-        arrays.request >= 0, _ONE << np.maximum(arrays.request, 0).astype(np.uint64), _ZERO
+    run_of, turn_of = np.divmod(np.arange(runs * turns), turns)
+    joins = slot_of.reshape(-1) <= calls_max  # (later: never in a window)
+    entering = _events(
+        runs, turn_of[joins], run_of[joins], slot_of.reshape(-1)[joins], calls_max + 2
     )
+    facts_from, facts_rechecked = _fact_events(arrays, runs, calls_max)
+    request = turn_sets.single(arrays.request, words)
     names = arrays.name_chars.shape[1]
-    tools = np.stack(
-        [_as_bits(((arrays.names >> np.uint64(b)) & _ONE).astype(bool)) for b in range(names)]
-    )
-    safe = np.stack(
-        [((arrays.name_safe >> np.uint64(b)) & _ONE).astype(bool) for b in range(names)]
-    )
+    has_tool = arrays.name_order < ABSENT  # [R, T, B]
+    tools = turn_sets.as_sets(
+        has_tool.transpose(2, 0, 1).reshape(names * runs, turns), words
+    ).reshape(words, names, runs)
+    safe = np.ascontiguousarray(arrays.name_safe.T)
     cum_msgs = np.zeros((runs, turns + 1), dtype=np.int64)
     cum_chars = np.zeros((runs, turns + 1), dtype=np.int64)
     np.cumsum(arrays.msgs, axis=1, out=cum_msgs[:, 1:])
@@ -292,22 +274,20 @@ def _runs_as_bits(arrays: TurnArrays) -> _Runs:
         per_turn: tuple[np.ndarray, ...] = (chars << _MSG_BITS | msgs,)
     else:
         cum, per_turn = (cum_msgs.reshape(-1), cum_chars.reshape(-1)), (msgs, chars)
-    holds = ((arrays.names.reshape(-1) >> np.arange(names, dtype=np.uint64)[:, None]) & _ONE) != 0
-    holds &= safe[:, np.repeat(np.arange(runs), turns)]
-    turn_named, turn_wire = _names_printed(
-        holds,
-        np.repeat(arrays.name_chars.T, turns, axis=1),
-        arrays.name_order.reshape(-1, names).T.astype(np.int64),
-    )
+    turn_named, turn_wire = _turn_names(arrays, has_tool)
     return _Runs(
-        entered_by=entered_by,
-        fact_by=fact_by,
+        entering=entering,
+        facts_from=facts_from,
+        facts_rechecked=facts_rechecked,
+        offered=turn_sets.as_sets(arrays.entered <= arrays.calls[:, None], words),
         enter_chars=per_call(arrays.chars.astype(np.float64)),
         enter_turns=per_call((arrays.msgs > 0).astype(np.float64)),
-        user=_as_bits(arrays.user_head),
-        plain=~(request | _as_bits(arrays.refuses)),
+        user=turn_sets.as_sets(arrays.user_head, words),
+        plain=~(request | turn_sets.as_sets(arrays.refuses, words)),
         request=request,
-        after_request=np.where(request == 0, _ALL, ~(request - _ONE)),
+        after_request=np.where(
+            turn_sets.nonempty(request), ~turn_sets.below(request), turn_sets.ALL
+        ),
         tools=tools,
         safe=safe,
         cum=cum,
@@ -315,6 +295,29 @@ def _runs_as_bits(arrays: TurnArrays) -> _Runs:
         turn_named=turn_named,
         turn_wire=turn_wire,
     )
+
+
+def _turn_names(arrays: TurnArrays, has_tool: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For each turn (``[R * T]``), the safe tool names a notice for it alone may print and
+    the length they take (:func:`_names_printed` of one turn), from its (turn, tool) pairs
+    alone: a run offering hundreds of tools costs what its results name."""
+    runs, turns, _ = arrays.name_order.shape
+    run, turn, tool = np.nonzero(has_tool & arrays.name_safe[:, None, :])
+    at = run * turns + turn  # ascending (row-major)
+    length = arrays.name_chars[run, tool]
+    named = np.bincount(at, minlength=runs * turns)
+    shown = np.ones(at.size, dtype=bool)
+    many = np.flatnonzero(named[at] > MAX_NAMED_TOOLS)
+    if many.size:  # only there does the order of appearance pick the names printed
+        came = many[np.lexsort((arrays.name_order[run[many], turn[many], tool[many]], at[many]))]
+        rank = np.arange(came.size) - np.searchsorted(at[came], at[came])
+        shown[many] = False
+        shown[came[rank < MAX_NAMED_TOOLS]] = True
+    wire = np.bincount(at[shown], weights=length[shown], minlength=runs * turns)
+    wire = np.rint(wire).astype(np.int64) + 2 * np.maximum(
+        np.minimum(named, MAX_NAMED_TOOLS) - 1, 0
+    )
+    return named, wire + _ELLIPSIS_EXTRA * (named > MAX_NAMED_TOOLS)
 
 
 def _names_printed(
@@ -337,8 +340,9 @@ def _names_printed(
 class _Advance:
     """Every (policy, run) window, advanced together one call at a time.
 
-    State arrays are ``[P, R]``, policies in the order sliding, token budget, none: the
-    visit reads the first ``engaging`` rows (a window under ``none`` never changes).
+    State arrays are ``[P, R]`` (sets of turns ``[W, P, R]``), policies in the order
+    sliding, token budget, none: the visit reads the first ``engaging`` rows (a window
+    under ``none`` never changes).
     """
 
     def __init__(self, arrays: TurnArrays, policies: Sequence[Policy]) -> None:
@@ -349,11 +353,12 @@ class _Advance:
         self.arrays = arrays
         self.policies = list(policies)
         self.runs, self.turns = runs, turns
+        self.words = turn_sets.words_for(turns)
         self.calls_max = arrays.iterations.shape[1]
         self.sliding = sum(p.kind == "sliding" for p in ordered)
         self.engaging = sum(p.kind != "none" for p in ordered)
-        self.wide = turns > _FLOAT_TURNS
-        self.bits = _runs_as_bits(arrays)
+        self.narrow = turns <= turn_sets.FLOAT_BITS
+        self.bits = _runs_as_sets(arrays)
 
         def column(values: Sequence[float], dtype: type) -> np.ndarray:
             return np.asarray(values, dtype=dtype)[:, None]
@@ -367,13 +372,17 @@ class _Advance:
         self.fact_limit = np.array([p.ledger_facts for p in engaging], dtype=np.int64)
         self.r_of = np.tile(np.arange(runs), max(self.engaging, 1))
         self.e_of = np.repeat(np.arange(max(self.engaging, 1)), runs)
+        self.ltr_ceiling = self.ltr_limit[self.e_of] if self.engaging else self.e_of
+        self.fact_ceiling = self.fact_limit[self.e_of] if self.engaging else self.e_of
         self.iteration_digits = _digits(arrays.iterations.T)
         self.known_rate = ~np.isnan(arrays.rate)
         self.rate0 = np.nan_to_num(arrays.rate)
         self.tokens = arrays.tokens.T.copy()
         self.recorded_full = arrays.recorded_full.T.copy()
         shape = (len(policies), runs)
-        self.alive = np.full(shape, _ALL)
+        self.alive = np.full((self.words, *shape), ALL)
+        self.entered = np.zeros((self.words, runs), dtype=np.uint64)  # by the current call
+        self.facts = np.zeros((self.words, runs), dtype=np.uint64)  # standing `fact` now
         self.notice = np.zeros(shape, dtype=bool)
         self.second = np.zeros(shape, dtype=bool)
         self.notice_chars = np.zeros(shape, dtype=np.int64)
@@ -388,51 +397,33 @@ class _Advance:
         self.budget_estimated = np.zeros(shape, dtype=bool)
         self.recorded: list[tuple[np.ndarray, ...]] = []
 
-    # ── bits ──
+    # ── sets ──
 
-    def _high_bit(self, x: np.ndarray) -> np.ndarray:
-        return _high_bit(x, self.wide)
-
-    def _lowest(self, x: np.ndarray, m: np.ndarray) -> np.ndarray:
-        return _lowest(x, m, self.turns)
-
-    def _highest(self, x: np.ndarray, limit: np.ndarray) -> np.ndarray:
-        """The highest ``limit[row]`` set bits of each ``x`` (a pin ceiling: small), one bit
-        per round over the entries that have any."""
-        flat = x.reshape(-1)
-        index = np.flatnonzero(flat != 0)
-        taken = np.zeros(flat.shape, dtype=np.uint64)
-        if index.size:
-            rest = flat.take(index)
-            ceiling = limit[self.e_of[index]]
-            held = np.zeros(index.shape, dtype=np.uint64)
-            for round_ in range(int(ceiling.max())):
-                top = self._high_bit(rest)
-                held |= top * (ceiling > round_)
-                rest ^= top
-                if not rest.any():
-                    break
-            taken[index] = held
-        return taken.reshape(x.shape)
+    def _highest(self, x: np.ndarray, ceiling: np.ndarray) -> np.ndarray:
+        """The highest ``ceiling[e * R + r]`` turns of each set of ``x`` (``[W, E, R]``)."""
+        flat = x.reshape(self.words, -1)
+        return turn_sets.highest(flat, ceiling, self.narrow).reshape(x.shape)
 
     def _span_sums(self, gone: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Messages and chars of the turns ``gone`` sets: the run's prefix sums from its
-        lowest to its highest bit, less the turns between that left before."""
-        flat = gone.reshape(-1)
-        index = np.flatnonzero(flat != 0)
-        totals = [np.zeros(flat.shape, dtype=np.int64) for _ in self.bits.cum]
+        """Messages and chars of the turns ``gone`` holds: the run's prefix sums from its
+        lowest to its highest turn, less the turns between that left before."""
+        flat = gone.reshape(self.words, -1)
+        index = np.flatnonzero(turn_sets.nonempty(flat))
+        totals = [np.zeros(flat.shape[1], dtype=np.int64) for _ in self.bits.cum]
         if index.size:
-            span = flat.take(index)
+            span = flat.take(index, axis=1)
             runs = self.r_of.take(index)
-            low, high = _low_bit(span), self._high_bit(span)
+            low, high = turn_sets.low_bit(span), turn_sets.high_bit(span, self.narrow)
             base = runs * (self.turns + 1)
-            start = base + _bit_position(low)
-            end = base + _bit_position(high) + 1
+            start = base + turn_sets.position(low)
+            end = base + turn_sets.position(high) + 1
             sums = [cum.take(end) - cum.take(start) for cum in self.bits.cum]
-            holes = ((high - low) + high) & ~span
-            inside = np.flatnonzero(holes != 0)
+            holes = turn_sets.span(low, high) & ~span
+            inside = np.flatnonzero(turn_sets.nonempty(holes))
             if inside.size:
-                left = _bit_sums(self.bits.per_turn, runs[inside], holes[inside])
+                left = turn_sets.sums(
+                    list(self.bits.per_turn), runs[inside], holes.take(inside, axis=1)
+                )
                 for total, hole in zip(sums, left, strict=True):
                     total[inside] -= hole
             for total, values in zip(totals, sums, strict=True):
@@ -441,29 +432,41 @@ class _Advance:
             msgs, chars = totals[0] & (_MSG_LIMIT - 1), totals[0] >> _MSG_BITS
         else:
             msgs, chars = totals
-        return msgs.reshape(gone.shape), chars.reshape(gone.shape)
+        return msgs.reshape(gone.shape[1:]), chars.reshape(gone.shape[1:])
 
     def _wire_chars(self, gone: np.ndarray, runs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(safe tool names in each span, length of the names a notice prints); a span of
-        one turn reads them from the turn."""
-        one = (gone & (gone - _ONE)) == 0
-        turn = np.minimum(_bit_position(gone), self.turns - 1)
+        """(safe tool names in each span of ``gone`` (``[W, N]``), length of the names a
+        notice prints); a span of one turn reads them from the turn."""
+        one = turn_sets.count(gone) <= 1
+        turn = np.minimum(turn_sets.position(gone), self.turns - 1)
         at = runs * self.turns + turn
-        some = gone != 0
+        some = turn_sets.nonempty(gone)
         named = self.bits.turn_named.take(at) * some
         wire = self.bits.turn_wire.take(at) * some
         several = np.flatnonzero(~one)
         if several.size:
-            span, runs = gone[several], runs[several]
-            tools = self.bits.tools[:, runs] & span
-            holds = (tools != 0) & self.bits.safe[:, runs]
-            t = _bit_position(_low_bit(tools))
-            b = np.arange(tools.shape[0])[:, None]
+            span, runs = gone.take(several, axis=1), runs[several]
+            tools = self.bits.tools[:, :, runs] & span[:, None, :]
+            holds = turn_sets.nonempty(tools) & self.bits.safe[:, runs]
+            t = turn_sets.position(turn_sets.low_bit(tools))
+            b = np.arange(tools.shape[1])[:, None]
             order = self.arrays.name_order[runs[None, :], np.minimum(t, self.turns - 1), b]
             named[several], wire[several] = _names_printed(
                 holds, self.arrays.name_chars.T[:, runs], t * 128 + order.astype(np.int64)
             )
         return named, wire
+
+    def _facts_at(self, k: int) -> None:
+        """The turns standing `fact` at the visit before call k."""
+        self.bits.facts_from.add(self.facts, k)
+        at, bit, run, since = self.bits.facts_rechecked
+        if at.size:  # a run whose iterations go back: its facts as of this call
+            self.facts[:, np.unique(run)] = ZERO
+            calls = self.arrays.calls.astype(np.int64)[run]
+            reached = (k - 1 >= calls) | (
+                self.arrays.iterations[run, min(k - 1, self.calls_max - 1)] >= since
+            )
+            np.add.at(self.facts.reshape(-1), at[reached], bit[reached])
 
     # ── the calls ──
 
@@ -473,7 +476,10 @@ class _Advance:
         sliding, budgets = slice(0, self.sliding), slice(self.sliding, self.engaging)
         served_before = np.zeros_like(self.chars[budgets])
         same_before = np.zeros(served_before.shape, dtype=bool)
+        bits.entering.add(self.entered, 0)
         for k in range(1, self.calls_max + 1):
+            bits.entering.add(self.entered, k)
+            self._facts_at(k)
             active = calls >= k
             self.chars += bits.enter_chars[k]
             self.window_turns += bits.enter_turns[k]
@@ -504,54 +510,63 @@ class _Advance:
 
     def _visit(self, k: int, on: np.ndarray) -> None:
         """One window-stage visit, the rules of ``window_visit``, computed for every engaging
-        (policy, run) at once; only those ``on`` (whose strategy engaged) change."""
-        bits, rows = self.bits, slice(0, self.engaging)
-        alive, notice, second = self.alive[rows], self.notice[rows], self.second[rows]
+        (policy, run) at once; only those ``on`` (whose strategy engaged) change. Sets of
+        turns are ``[W, E, R]``; a run's own sets enter as ``[W, 1, R]``."""
+        bits, rows, words = self.bits, slice(0, self.engaging), self.words
+        alive, notice, second = self.alive[:, rows], self.notice[rows], self.second[rows]
         turns_before, chars_before = self.window_turns[rows], self.chars[rows]
         notice_chars = self.notice_chars[rows]
-        present = alive & bits.entered_by[k]
+        plain = bits.plain[:, None]
+        present = alive & self.entered[:, None]
         candidates = np.maximum(turns_before - self.keep, 0)
         notice_removable = on & notice & (second < candidates)
-        cand = self._lowest(present, (candidates - notice_removable) * on)
-        after_request = present & bits.after_request
+        cand = turn_sets.lowest(present, (candidates - notice_removable) * on, self.turns)
+        after_request = present & bits.after_request[:, None]
         # the recency pin: each tool's latest result after the request, one pin per turn
         ltr = (self.ltr_limit > 0)[:, None]
         stand_ltr = on & ltr & self.blocked_ltr[0, rows] & self.blocked_ltr[1, rows]
         contested = np.zeros(present.shape, dtype=np.uint64)
         pinning = self.ltr_rows
         if pinning.size:  # only the policies with a recency pin
-            each = self._high_bit(after_request[pinning][None] & bits.tools[:, None, :])
-            latest = np.bitwise_or.reduce(each, axis=0)
-            contested[pinning] = (latest & cand[pinning]) * ~stand_ltr[pinning]
-        held_ltr = self._highest(contested, self.ltr_limit)
-        ltr_held = _count(held_ltr)
-        ltr_yielded = _count(contested) - ltr_held
+            each = turn_sets.high_bit(
+                after_request[:, None, pinning] & bits.tools[:, :, None, :], self.narrow
+            )
+            latest = np.bitwise_or.reduce(each, axis=1)
+            contested[:, pinning] = (latest & cand[:, pinning]) * ~stand_ltr[pinning]
+        held_ltr = self._highest(contested, self.ltr_ceiling)
+        ltr_held = turn_sets.count(held_ltr)
+        ltr_yielded = turn_sets.count(contested) - ltr_held
         # the fact pin: turns standing `fact`, newest first
         facts_on = (self.fact_limit > 0)[:, None] & self.arrays.armed
         stand_fact = on & facts_on & self.blocked_any[0, rows] & self.blocked_any[1, rows]
-        facts = (after_request & bits.fact_by[k] & cand) * (facts_on & ~stand_fact)
-        held_fact = self._highest(facts, self.fact_limit)
-        fact_held = _count(held_fact)
-        fact_yielded = _count(facts) - fact_held
-        refused = cand & (~bits.plain | held_ltr | held_fact)
+        facts = (after_request & self.facts[:, None] & cand) * (facts_on & ~stand_fact)
+        held_fact = self._highest(facts, self.fact_ceiling)
+        fact_held = turn_sets.count(held_fact)
+        fact_yielded = turn_sets.count(facts) - fact_held
+        refused = cand & (~plain | held_ltr | held_fact)
         # the span: from the oldest removable turn (or the notice) to the next refusal
-        first_turn = _low_bit(cand ^ refused) * ~notice_removable
-        has_span = notice_removable | (first_turn != 0)
-        lowest_present = _low_bit(present)
-        rank = _count(present & (first_turn - _ONE))  # turns before the span's first
+        first_turn = turn_sets.low_bit(cand ^ refused) * ~notice_removable
+        before_first_turn = turn_sets.below(first_turn)
+        has_span = notice_removable | turn_sets.nonempty(first_turn)
+        lowest_present = turn_sets.low_bit(present)
+        rank = turn_sets.count(present & before_first_turn)  # turns before the span's first
         notice_first = notice & ~second
         at_0 = (notice_removable & ~second) | (~notice_removable & (rank == 0) & ~notice_first)
         at_1 = (notice_removable & second) | (
             ~notice_removable & (((rank == 1) & ~notice) | ((rank == 0) & notice_first))
         )
         lead = lowest_present * (notice_removable & second)
-        above = present & ~(lead | ((first_turn | (first_turn - _ONE)) * ~notice_removable))
-        stop = _low_bit(refused & above)
-        gone = cand & (above | first_turn) & (stop - _ONE)
+        above = present & ~(lead | ((first_turn | before_first_turn) * ~notice_removable))
+        stop = turn_sets.low_bit(refused & above)
+        gone = cand & (above | first_turn) & turn_sets.below(stop)
         span_msgs, span_chars = self._span_sums(gone)
         span_msgs += notice_removable
         span_chars += notice_chars * notice_removable
-        request_first = (bits.request != 0) & (bits.request == lowest_present) & ~notice_first
+        request_first = (
+            turn_sets.nonempty(bits.request)
+            & turn_sets.equal(bits.request[:, None], lowest_present)
+            & ~notice_first
+        )
         kept = has_span & at_1 & request_first
         at_head = has_span & (at_0 | kept)
         inserted = np.zeros(on.shape, dtype=bool)
@@ -560,35 +575,41 @@ class _Advance:
         notice_gone = notice_removable.copy()
         heads = np.flatnonzero(at_head)
         if heads.size:  # the notice: rich if it fits, else plain, else none
-            runs, flat = self.r_of[heads], (lambda a: a.reshape(-1)[heads])
-            plain = (
+            runs = self.r_of[heads]
+
+            def flat(a: np.ndarray) -> np.ndarray:
+                return a.reshape(-1)[heads]
+
+            plain_chars = (
                 _PLAIN_FIXED
                 + _digits(flat(span_msgs))
                 + self.iteration_digits[k - 1, runs]
                 + self.strategy_chars[self.e_of[heads]]
                 + flat(kept) * _KEPT_EXTRA
             )
-            span = flat(gone)
+            span = gone.reshape(words, -1).take(heads, axis=1)
             named, wire = self._wire_chars(span, runs)
-            rich = plain + _NAMES_EXTRA + wire
+            rich = plain_chars + _NAMES_EXTRA + wire
             fits = flat(span_chars)
             use_rich = (named > 0) & (rich < fits)
-            use_plain = ~use_rich & (plain < fits)
+            use_plain = ~use_rich & (plain_chars < fits)
             written = use_rich | use_plain
             inserted.reshape(-1)[heads] = written
-            new_chars.reshape(-1)[heads] = rich * use_rich + plain * use_plain
-            next_head = _low_bit(flat(above) & ~span)
-            head_is_user = (next_head & bits.user[runs]) != 0
+            new_chars.reshape(-1)[heads] = rich * use_rich + plain_chars * use_plain
+            next_head = turn_sets.low_bit(above.reshape(words, -1).take(heads, axis=1) & ~span)
+            head_is_user = turn_sets.nonempty(next_head & bits.user.take(runs, axis=1))
             whole = ~written & flat(at_0) & ~head_is_user
             if whole.any():  # replacement-not-smaller: nothing leaves
                 back = heads[whole]
-                for values in (refused_whole, gone, notice_gone, span_msgs, span_chars):
-                    values.reshape(-1)[back] = 0 if values is not refused_whole else 1
+                gone.reshape(words, -1)[:, back] = ZERO
+                for values in (notice_gone, span_msgs, span_chars):
+                    values.reshape(-1)[back] = 0
+                refused_whole.reshape(-1)[back] = True
         # what the record names, for the next visits' stand-down
-        before_first = lead | ((first_turn - _ONE) * ~notice_removable)
+        before_first = lead | (before_first_turn * ~notice_removable)
         listed = cand & (before_first | stop) & refused
-        named_ltr = (listed & held_ltr & bits.plain) != 0
-        named_fact = (listed & held_fact & ~held_ltr & bits.plain) != 0
+        named_ltr = turn_sets.nonempty(listed & held_ltr & plain)
+        named_fact = turn_sets.nonempty(listed & held_fact & ~held_ltr & plain)
         nothing = span_msgs == 0
         for blocked, named_now in (
             (self.blocked_ltr, named_ltr),
@@ -597,7 +618,7 @@ class _Advance:
             last = blocked[0, rows].copy()
             blocked[0, rows] = (on & nothing & named_now) | (~on & last)
             blocked[1, rows] = (on & last) | (~on & blocked[1, rows])
-        turns_after = turns_before - _count(gone) - notice_gone + inserted
+        turns_after = turns_before - turn_sets.count(gone) - notice_gone + inserted
         chars_after = chars_before - span_chars + new_chars
         index = np.flatnonzero(on)
 
@@ -605,25 +626,28 @@ class _Advance:
             out = values.reshape(-1).take(index)
             return out if dtype is None else out.astype(dtype)
 
+        def taken_set(values: np.ndarray) -> np.ndarray:
+            return values.reshape(words, -1).take(index, axis=1)
+
         self.recorded.append(
             (
                 index.astype(np.int64),
-                np.full(index.size, k - 1, dtype=np.int16),
+                np.full(index.size, k - 1, dtype=np.int32),
                 taken(span_msgs, np.int32),
-                taken(turns_before, np.int16),
-                taken(turns_after, np.int16),
+                taken(turns_before, np.int32),
+                taken(turns_after, np.int32),
                 taken(chars_before),
                 taken(chars_after),
-                taken(present),
-                taken(listed),
-                taken(listed & held_ltr),
+                taken_set(present),
+                taken_set(listed),
+                taken_set(listed & held_ltr),
                 taken(notice, np.uint8)
                 | taken(second, np.uint8) << 1
                 | taken(refused_whole, np.uint8) << 2,
-                taken(held_fact),
+                taken_set(held_fact),
                 taken(fact_yielded, np.int32),
                 taken(stand_fact),
-                taken(gone),
+                taken_set(gone),
             )
         )
         # apply (every change below is zero for the states not ``on``)
@@ -645,8 +669,8 @@ class _Advance:
 
     def _result(self) -> KernelResult:
         arrays, bits, metric = self.arrays, self.bits, self.metric
-        runs, turns = self.runs, self.turns
-        offered_by = bits.entered_by[arrays.calls.astype(np.intp), np.arange(runs)]
+        runs, turns, words = self.runs, self.turns, self.words
+        offered_by = bits.offered
         # per turn: messages, chars, results, then results by final standing
         values = np.concatenate(
             [
@@ -660,13 +684,13 @@ class _Advance:
         )
 
         def sums(turns_of: np.ndarray) -> np.ndarray:  # exact: every sum is below 2**53
-            held = _unpack(turns_of, turns).astype(np.float64)[:, None, :]
+            held = turn_sets.unpack(turns_of, turns).astype(np.float64)[:, None, :]
             return np.rint(np.matmul(held, values)[:, 0, :]).astype(np.int64)
 
         entered = sums(offered_by)
         columns = ("fact", "open", "noise", "ruled_out", "undeclared")
-        for p in range(self.alive.shape[0]):
-            served = sums(self.alive[p] & offered_by)
+        for p in range(self.alive.shape[1]):
+            served = sums(self.alive[:, p] & offered_by)
             left = entered - served
             metric["answer_message_count"][p] = served[:, 0] + self.notice[p]
             metric["answer_content_chars"][p] = served[:, 1] + self.notice_chars[p] * self.notice[p]
@@ -678,14 +702,15 @@ class _Advance:
         back = np.argsort(self.order)  # given policy p is row back[p]
         if self.recorded:
             state, call, *fields = (
-                np.concatenate(part) for part in zip(*self.recorded, strict=True)
+                np.concatenate(part, axis=-1) for part in zip(*self.recorded, strict=True)
             )
         else:
-            state, call = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int16)
-            fields = [np.zeros(0, dtype=np.int64)] * 5 + [np.zeros(0, dtype=np.uint64)] * 3
+            no_sets = np.zeros((words, 0), dtype=np.uint64)
+            state, call = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int32)
+            fields = [np.zeros(0, dtype=np.int64)] * 5 + [no_sets] * 3
             fields.append(np.zeros(0, dtype=np.uint8))
-            fields += [np.zeros(0, dtype=np.uint64), np.zeros(0, dtype=np.int32)]
-            fields += [np.zeros(0, dtype=bool), np.zeros(0, dtype=np.uint64)]
+            fields += [no_sets, np.zeros(0, dtype=np.int32)]
+            fields += [np.zeros(0, dtype=bool), no_sets]
         order = np.asarray(self.order, dtype=np.int64)
         return KernelResult(
             policies=self.policies,
@@ -693,7 +718,7 @@ class _Advance:
             input_tokens_known=self.tokens_known[back],
             budget_recorded=self.budget_recorded[back],
             budget_estimated=self.budget_estimated[back],
-            answer_turns=(self.alive & offered_by)[back],
+            answer_turns=(self.alive & offered_by[:, None])[:, back],
             calls_max=self.calls_max,
             visit_policy=order[state // runs],
             visit_run=state % runs,
@@ -713,6 +738,9 @@ class _Advance:
 def advance(arrays: TurnArrays, policies: Sequence[Policy]) -> KernelResult:
     """Replay every policy over every run, all (policy, run) windows advancing together.
 
+    Runs of any length: sets of turns take a word of 64 turns each, so a batch costs what
+    its longest run needs (``whatif`` batches runs by length).
+
     >>> from contextledger.window.policies import parse_policy
     >>> from contextledger.window.synthetic import Batch, Result, Said, build_stream
     >>> steps = [[Batch((Result("look", 300),))] for _ in range(6)]
@@ -722,172 +750,4 @@ def advance(arrays: TurnArrays, policies: Sequence[Policy]) -> KernelResult:
     >>> result.metrics["removed_messages"].tolist(), result.metrics["answer_message_count"].tolist()
     ([[6]], [[5]])
     """
-    turns = arrays.msgs.shape[1]
-    if turns > MAX_TURNS:
-        msg = f"the kernel replays runs of at most {MAX_TURNS} turns; one has {turns}"
-        raise ValueError(msg)
     return _Advance(arrays, policies).run()
-
-
-@dataclass
-class Refusals:
-    """Every engaged visit's refusals, visits in ``KernelResult`` order: ``counts[v]`` rows
-    for visit v, each a ``reason`` (an index into ``REFUSAL_REASONS``), ``turn_index`` and
-    ``message_index``."""
-
-    counts: np.ndarray
-    reason: np.ndarray
-    turn_index: np.ndarray
-    message_index: np.ndarray
-
-
-def refusal_rows(arrays: TurnArrays, result: KernelResult, chunk: int = 1 << 15) -> Refusals:
-    """The refusals each engaged visit's record lists, as ``window_visit`` files them.
-
-    ``replacement-not-smaller`` when a span was refused whole, then the candidates that
-    refused (oldest first, up to the one that ended the span), then the turns inside the
-    keep window; indexes are the window's before the visit, where a drop notice is a turn
-    of one message.
-
-    >>> from contextledger.window.policies import parse_policy
-    >>> from contextledger.window.synthetic import Batch, Result, Said, build_stream
-    >>> steps = [[Batch((Result("look", 300),))] for _ in range(3)]
-    >>> from contextledger.window.turn_arrays import turn_arrays
-    >>> arrays = turn_arrays([build_stream("r", [Said("user", "go")], steps)])
-    >>> result = advance(arrays, [parse_policy("sliding:keep=1,last_tool_results=0")])
-    >>> rows = refusal_rows(arrays, result)
-    >>> rows.counts.tolist(), [REFUSAL_REASONS[n] for n in rows.reason[:2]]
-    ([2, 2], ['current-request', 'inside-keep-window'])
-    """
-    parts = [
-        _refusal_chunk(arrays, result, slice(start, start + chunk))
-        for start in range(0, max(result.visit_run.size, 1), chunk)
-    ]  # in chunks: a VM pays for every page a large temporary touches
-    return Refusals(
-        *(
-            np.concatenate([getattr(part, name) for part in parts])
-            for name in Refusals.__dataclass_fields__
-        )
-    )
-
-
-def _refusal_chunk(arrays: TurnArrays, result: KernelResult, visits: slice) -> Refusals:
-    turns = arrays.msgs.shape[1]
-    runs, present = result.visit_run[visits], result.visit_present[visits]
-    flags = result.visit_flags[visits]
-    notice = (flags & _NOTICE) != 0
-    second = (flags & _SECOND) != 0
-    whole = (flags & _REFUSED_WHOLE) != 0
-    keeps = np.array([p.keep_recent_turns for p in result.policies], dtype=np.int64)
-    before_visit = result.visit_values["turns_before"][visits]
-    candidates = np.maximum(before_visit - keeps[result.visit_policy[visits]], 0)
-    notice_kept = notice & (second >= candidates)
-    chosen = _lowest(present, candidates - (notice & ~notice_kept), turns)
-    listed_refused, listed_ltr = result.visit_listed[visits], result.visit_listed_ltr[visits]
-    listed = listed_refused | (present & ~chosen)
-    # every turn in the window before each visit, visit by visit, oldest first
-    visit, turn = np.nonzero(_unpack(present, turns))
-    in_window = _count(present)
-    first = np.cumsum(in_window) - in_window
-    msgs = arrays.msgs[runs[visit], turn].astype(np.int64)
-    before = np.cumsum(msgs) - msgs
-    # the ones the record lists
-    shown = np.flatnonzero((listed[visit] >> turn.astype(np.uint64)) & _ONE)
-    of, turn, start_of = visit[shown], turn[shown], first[visit[shown]]
-    rank = shown - start_of
-    notice_before = notice[of] & (~second[of] | (rank >= 1))
-    turn_index = rank + notice_before
-    message_index = before[shown] - before[start_of] + notice_before
-    bit = np.left_shift(_ONE, turn.astype(np.uint64))
-    request = np.where(
-        arrays.request >= 0, _ONE << np.maximum(arrays.request, 0).astype(np.uint64), _ZERO
-    )
-    system = np.zeros_like(arrays.refuses) if arrays.system is None else arrays.system
-    reasons = (  # the order ``refusal_for`` asks in
-        request,
-        _as_bits(system),
-        _as_bits(arrays.refuses & ~system),
-    )
-    run_of = runs[of]
-    code = np.select(
-        [(masks[run_of] & bit) != 0 for masks in reasons] + [(listed_ltr[of] & bit) != 0],
-        [0, 1, 2, 3],
-        4,
-    )
-    code = np.where((listed_refused[of] & bit) != 0, code, 5)
-    listed_count = _count(listed)
-    counts = whole + listed_count + notice_kept
-    start = np.cumsum(counts) - counts
-    notice_at = second.astype(np.int64)
-    position = (
-        start[of]
-        + whole[of]
-        + np.arange(shown.size)
-        - (np.cumsum(listed_count) - listed_count)[of]
-        + (notice_kept[of] & (turn_index > notice_at[of]))
-    )
-    total = int(counts.sum())
-    reason = np.zeros(total, dtype=np.uint8)
-    turn_out = np.zeros(total, dtype=np.int32)
-    message_out = np.zeros(total, dtype=np.int32)
-    reason[position] = code
-    turn_out[position] = turn_index
-    message_out[position] = message_index
-    kept = np.flatnonzero(notice_kept)
-    if kept.size:  # the notice, inside the keep window at the head
-        lowest = _low_bit(present[kept])
-        after_first = second[kept] & ((listed[kept] & lowest) != 0)
-        head = np.minimum(_bit_position(lowest), turns - 1)
-        at = start[kept] + whole[kept] + after_first
-        reason[at] = REFUSAL_REASONS.index("inside-keep-window")
-        turn_out[at] = second[kept]
-        message_out[at] = arrays.msgs[runs[kept], head] * second[kept]
-    refused = np.flatnonzero(whole)
-    reason[start[refused]] = REFUSAL_REASONS.index("replacement-not-smaller")
-    return Refusals(counts, reason, turn_out, message_out)
-
-
-@dataclass
-class FactPins:
-    """Every engaged visit's ``ledgerFacts.pinned``, visits in ``KernelResult`` order:
-    ``counts[v]`` pins for visit v, newest first, each its run's ``turn`` (the turn the
-    kernel knows it by) and its ``turn_index`` in the window before the visit."""
-
-    counts: np.ndarray
-    turn: np.ndarray
-    turn_index: np.ndarray
-
-
-def fact_pin_rows(arrays: TurnArrays, result: KernelResult) -> FactPins:
-    """The turns each visit's ledger-fact pin held, as ``window_visit`` names them: newest
-    first, indexed in the window before the visit (a drop notice counts as a turn)."""
-    turns = arrays.msgs.shape[1]
-    held = result.visit_fact_held
-    visit, turn = np.nonzero(_unpack(held, turns))
-    order = np.lexsort((-turn, visit))  # within a visit, newest first
-    visit, turn = visit[order], turn[order]
-    below = _LOW.take(turn)
-    rank = _count(result.visit_present[visit] & below)
-    flags = result.visit_flags[visit]
-    notice, second = (flags & _NOTICE) != 0, (flags & _SECOND) != 0
-    turn_index = rank + (notice & (~second | (rank >= 1)))
-    counts = np.bincount(visit, minlength=held.size).astype(np.int64)
-    return FactPins(counts, turn.astype(np.int64), turn_index.astype(np.int64))
-
-
-def dropped_results(arrays: TurnArrays, result: KernelResult) -> tuple[np.ndarray, np.ndarray]:
-    """``(visit, result)`` for every tool result that left at a visit of an armed run, visits
-    in ``KernelResult`` order and results in stream order (``result`` indexes
-    ``arrays.result_ids``): what the record's ``droppedStandings`` lists."""
-    armed = arrays.armed[result.visit_run] & (result.visit_gone != 0)
-    visits = np.flatnonzero(armed)
-    runs = len(arrays.run_ids)
-    starts = np.searchsorted(arrays.result_run, np.arange(runs + 1))
-    first, last = starts[result.visit_run[visits]], starts[result.visit_run[visits] + 1]
-    sizes = last - first
-    visit = np.repeat(visits, sizes)
-    offset = np.arange(sizes.sum()) - np.repeat(np.cumsum(sizes) - sizes, sizes)
-    which = np.repeat(first, sizes) + offset
-    bit = _ONE << arrays.result_turn[which].astype(np.uint64)
-    left = (result.visit_gone[visit] & bit) != 0
-    return visit[left], which[left]

@@ -8,6 +8,7 @@ counts from the visit after the iteration that declared it; the last row per
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -27,6 +28,7 @@ class StandingsTimeline:
     def __init__(self, rows: Iterable[tuple[str, str, int]]) -> None:
         self._rows = sorted(rows, key=lambda row: row[2])
         self._cache: dict[int, dict[str, str]] = {}
+        self._by_id: dict[str, tuple[list[int], list[str]]] | None = None
 
     def __bool__(self) -> bool:
         return bool(self._rows)
@@ -43,6 +45,24 @@ class StandingsTimeline:
             known = {call_id: standing for call_id, standing, at in self._rows if at < iteration}
             self._cache[iteration] = known
         return known
+
+    def standing_at(self, call_id: str, iteration: int) -> str | None:
+        """``at(iteration).get(call_id)`` without building every standing in force: one
+        search among the rows of ``call_id`` (the kernel asks this per dropped result).
+
+        >>> timeline = StandingsTimeline([("c1", "open", 2), ("c1", "fact", 5)])
+        >>> timeline.standing_at("c1", 2), timeline.standing_at("c1", 3)
+        (None, 'open')
+        """
+        if self._by_id is None:
+            self._by_id = {}
+            for filed_id, standing, at in self._rows:  # in iteration order
+                ats, standings = self._by_id.setdefault(filed_id, ([], []))
+                ats.append(at)
+                standings.append(standing)
+        filed_at, filed = self._by_id.get(call_id, ([], []))
+        before = bisect.bisect_left(filed_at, iteration)  # rows declared before the visit
+        return filed[before - 1] if before else None
 
     def final(self) -> dict[str, str]:
         """The last standing filed for each result, whenever it was filed."""

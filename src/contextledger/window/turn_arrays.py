@@ -5,7 +5,7 @@
 its chars, its results and their standings, the request, the recorded tokens) and
 names in ``fallback`` the runs the kernel cannot hold: a request that changes, a
 turn entering over several calls, an answer or a name in another turn, a fact
-re-filed as something else, more than 64 turns; and in ``windowed`` the runs
+re-filed as something else; and in ``windowed`` the runs
 recorded with a window (a windowed policy over them is not comparable). ``whatif``
 replays those exactly. :func:`turn_arrays_from_tables` gives the same arrays straight
 from an archive's stored columns, with array operations over a whole batch of runs.
@@ -31,10 +31,12 @@ from contextledger.window.standings import StandingsTimeline
 
 #: Final standings, in the order of ``TurnArrays.final_counts``' last axis.
 FINAL_STANDINGS = ("fact", "open", "noise", "ruled-out", None)
-#: The call index of a turn that never enters (or never leaves) a window.
-NEVER = np.iinfo(np.int16).max
-#: Most turns a run may have for the kernel (one bit each).
-MAX_TURNS = 64
+#: The call index of a turn that never enters (or never leaves) a window. Counts of
+#: calls, turns and messages are int32: a run's messages are indexed by int32 in every
+#: table (``schema.MESSAGES.message_index``), so none of them can exceed it.
+NEVER = np.iinfo(np.int32).max
+#: ``TurnArrays.name_order`` of a tool with no result in the turn.
+ABSENT = 127
 
 
 @dataclass
@@ -49,7 +51,6 @@ class TurnArrays:
     entered: np.ndarray  # [R, T] the first call it is offered to (NEVER: none)
     user_head: np.ndarray  # [R, T] its first message is a user message
     refuses: np.ndarray  # [R, T] a system message, or a call never answered
-    names: np.ndarray  # [R, T] uint64: bit b set when a result of tool b is in it
     results: np.ndarray  # [R, T] tool results with an id
     pinnable: np.ndarray  # [R, T] a named result with an id (a fact pin may hold it)
     fact_from: np.ndarray  # [R, T] first iteration whose visit knows it as a fact
@@ -60,8 +61,11 @@ class TurnArrays:
     recorded_full: np.ndarray  # [R, K] the call was served everything the run appended
     rate: np.ndarray  # [R] recorded tokens / recorded chars (nan: no counts)
     name_chars: np.ndarray  # [R, B] length of tool b's name
-    name_safe: np.ndarray  # [R] uint64: bits of names a notice may print
-    name_order: np.ndarray  # [R, T, B] position of tool b's first result in the turn
+    name_safe: np.ndarray  # [R, B] bool: tool b's name is one a notice may print
+    #: [R, T, B] int8: position of tool b's first result in the turn (at most 126: a
+    #: notice prints four names; ABSENT: no result of tool b). B is the run's own count of
+    #: tool names, any number of them.
+    name_order: np.ndarray
     #: [R, T] a system message is in it (of ``refuses``, the ``system-envelope`` ones).
     system: np.ndarray | None = None
     #: [R, T] object: the tool a ledger-fact pin on the turn is named for (its newest named
@@ -287,16 +291,13 @@ def _lay_out_tables(
     out.rate[rated] = run_tokens[rated] / run_chars[rated]
 
     # what the tool calls and results found
-    for name in ("names", "results", "pinnable", "fact_from", "final_counts", "pin_names"):
+    for name in ("results", "pinnable", "fact_from", "final_counts", "pin_names"):
         getattr(out, name)[tools.at] = getattr(tools, name)
     out.refuses[at] = system[at]
     out.refuses[tools.refused] = True
     out.name_order[tools.order_at] = np.minimum(tools.order, 126)
     for r, names in enumerate(names_of):
-        for b, name in enumerate(names):
-            out.name_chars[r, b] = utf16_length(name)
-            if _SAFE_TOOL_NAME.fullmatch(name):
-                out.name_safe[r] |= np.uint64(1 << b)
+        _name_tools(out, r, names)
     out.result_ids = tools.result_ids
     out.result_run = np.asarray(tools.result_run, dtype=np.int64)
     out.result_turn = np.asarray(tools.result_turn, dtype=np.int64)
@@ -309,11 +310,6 @@ def _lay_out_tables(
     for r, (turn, why) in tools.fallback.items():  # a later turn's reason, or this turn's
         if turn >= apart_turn[r]:
             fallback[r] = why
-    for r, names in enumerate(names_of):
-        if len(names) > 63:
-            fallback[r] = "more than 63 tool names"
-    for r in np.nonzero(per_run > MAX_TURNS)[0].tolist():
-        fallback[r] = f"more than {MAX_TURNS} turns"
     out.fallback = {r: why for r, why in enumerate(fallback) if why}
     return out
 
@@ -323,7 +319,6 @@ class _ToolTurns:
     """What :func:`_tool_turns` found: per (run, turn) with a tool result, at ``at``."""
 
     at: tuple[np.ndarray, np.ndarray]
-    names: np.ndarray
     results: np.ndarray
     pinnable: np.ndarray
     fact_from: np.ndarray
@@ -361,15 +356,12 @@ def _assemble(run_ids: list[str], per_run: Sequence[dict[str, Any]]) -> TurnArra
         out.rate[r] = np.nan if laid["rate"] is None else laid["rate"]
         out.request[r] = laid["request"]
         out.armed[r] = laid["armed"]
-        for b, name in enumerate(laid["names"]):
-            out.name_chars[r, b] = utf16_length(name)
-            if _SAFE_TOOL_NAME.fullmatch(name):
-                out.name_safe[r] |= np.uint64(1 << b)
+        _name_tools(out, r, laid["names"])
         turns = laid["turns"]
         count = len(turns)
         for key in ("msgs", "chars", "entered", "user_head", "refuses", "results", "system"):
             getattr(out, key)[r, :count] = [turn[key] for turn in turns]
-        for key in ("names", "pinnable", "fact_from", "final_counts"):
+        for key in ("pinnable", "fact_from", "final_counts"):
             if count:  # (an empty list has no row width)
                 getattr(out, key)[r, :count] = [turn[key] for turn in turns]
         for t, turn in enumerate(turns):
@@ -385,7 +377,8 @@ def _assemble(run_ids: list[str], per_run: Sequence[dict[str, Any]]) -> TurnArra
 
 
 def take_runs(arrays: TurnArrays, rows: Sequence[int]) -> TurnArrays:
-    """The runs ``rows`` of ``arrays`` (in that order), turns trimmed to the longest of them.
+    """The runs ``rows`` of ``arrays`` (in that order), turns and calls trimmed to the
+    longest of them.
 
     >>> from contextledger.window.synthetic import Batch, Result, Said, build_stream
     >>> short = build_stream("a", [Said("user", "go")], [[]])
@@ -396,6 +389,7 @@ def take_runs(arrays: TurnArrays, rows: Sequence[int]) -> TurnArrays:
     """
     index = np.asarray(rows, dtype=np.int64)
     turns = max(1, int((arrays.msgs[index] > 0).sum(1).max(initial=0)))
+    calls = max(1, int(arrays.calls[index].max(initial=0)))
     if arrays.result_run.size:
         position = np.full(len(arrays.run_ids), -1, dtype=np.int64)
         position[index] = np.arange(index.size)
@@ -411,21 +405,20 @@ def take_runs(arrays: TurnArrays, rows: Sequence[int]) -> TurnArrays:
     return TurnArrays(
         run_ids=[arrays.run_ids[r] for r in index],
         calls=arrays.calls[index],
-        iterations=arrays.iterations[index],
+        iterations=arrays.iterations[index, :calls],
         msgs=per_turn(arrays.msgs),
         chars=per_turn(arrays.chars),
         entered=per_turn(arrays.entered),
         user_head=per_turn(arrays.user_head),
         refuses=per_turn(arrays.refuses),
-        names=per_turn(arrays.names),
         results=per_turn(arrays.results),
         pinnable=per_turn(arrays.pinnable),
         fact_from=per_turn(arrays.fact_from),
         final_counts=per_turn(arrays.final_counts),
         request=arrays.request[index],
         armed=arrays.armed[index],
-        tokens=arrays.tokens[index],
-        recorded_full=arrays.recorded_full[index],
+        tokens=arrays.tokens[index, :calls],
+        recorded_full=arrays.recorded_full[index, :calls],
         rate=arrays.rate[index],
         name_chars=arrays.name_chars[index],
         name_safe=arrays.name_safe[index],
@@ -441,6 +434,13 @@ def take_runs(arrays: TurnArrays, rows: Sequence[int]) -> TurnArrays:
         result_run=position[arrays.result_run[kept]] if kept.size else kept,
         result_turn=arrays.result_turn[kept],
     )
+
+
+def _name_tools(out: TurnArrays, run: int, names: Sequence[str]) -> None:
+    """Fill in the lengths of ``run``'s tool names and which of them a notice may print."""
+    for b, name in enumerate(names):
+        out.name_chars[run, b] = utf16_length(name)
+        out.name_safe[run, b] = _SAFE_TOOL_NAME.fullmatch(name) is not None
 
 
 def _fact_from(rows: list[tuple[str, int]]) -> int | None:
@@ -475,7 +475,7 @@ def _tool_turns(
 ) -> _ToolTurns:
     """The tool calls and results of every run (the messages with either, in stream
     order), as :func:`_lay_out_stream` finds them turn by turn; ``names_of`` gets each
-    run's tool names in the order their bits are given."""
+    run's tool names in the order they are numbered."""
     listed = rows["tool_calls"].combine_chunks()
     offsets = _numpy(listed.offsets)
     relevant = np.nonzero(is_tool | (np.diff(offsets) > 0))[0]
@@ -500,11 +500,10 @@ def _tool_turns(
     bounds = np.nonzero(np.diff(owners))[0] + 1
     found = _ToolTurns(
         at=(np.zeros(0, np.int64), np.zeros(0, np.int64)),
-        names=np.zeros(0, np.uint64),
-        results=np.zeros(0, np.int16),
+        results=np.zeros(0, np.int32),
         pinnable=np.zeros(0, bool),
         fact_from=np.zeros(0, np.int32),
-        final_counts=np.zeros((0, len(FINAL_STANDINGS)), np.int16),
+        final_counts=np.zeros((0, len(FINAL_STANDINGS)), np.int32),
         pin_names=np.zeros(0, object),
         refused=(np.zeros(0, np.int64), np.zeros(0, np.int64)),
         order_at=(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64)),
@@ -549,6 +548,7 @@ def _tool_turns(
                 answer_turns.setdefault(answers, set()).add(t)
         found.facts_declared[r] = sum(final.get(call_id) == "fact" for call_id in judged)
         names = names_of[r]
+        numbered = {name: b for b, name in enumerate(names)}
         state_of: dict[int, list[Any]] = {}
         event: tuple[int, str] | None = None
         for k in range(lo, hi):
@@ -570,48 +570,46 @@ def _tool_turns(
                     event = (t, "a result's name depends on another turn")
                 name = next((n for i, n in turn_calls.get(t, ()) if i == answers and n), None)
             state = state_of.get(t)
-            if state is None:  # names, results, pinnable, fact_from, counts, pin name, order
-                state = [0, 0, False, NEVER, [0] * len(FINAL_STANDINGS), None, {}]
+            if state is None:  # results, pinnable, fact_from, counts, pin name, order
+                state = [0, False, NEVER, [0] * len(FINAL_STANDINGS), None, {}]
                 state_of[t] = state
                 at_run.append(r)
                 at_turn.append(t)
                 states.append(state)
             if name:
-                if name not in names:
+                bit = numbered.setdefault(name, len(names))
+                if bit == len(names):
                     names.append(name)
-                bit = names.index(name)
-                state[0] |= 1 << bit
-                order = state[6]
+                order = state[5]
                 if bit not in order:
                     order[bit] = len(order)
                     order_rtb.append((r, t, bit))
                     order_value.append(order[bit])
             if settles[k] or not answers:
                 continue
-            state[1] += 1
+            state[0] += 1
             found.result_ids.append(answers)
             found.result_run.append(r)
             found.result_turn.append(t)
-            state[2] = state[2] or name is not None
-            state[5] = name or state[5]
-            state[4][FINAL_STANDINGS.index(final.get(answers))] += 1
+            state[1] = state[1] or name is not None
+            state[4] = name or state[4]
+            state[3][FINAL_STANDINGS.index(final.get(answers))] += 1
             try:
                 since = _fact_from(rows_by_id.get(answers, []))
             except ValueError:
                 event = (t, "a fact is re-filed as something else")
                 since = None
             if since is not None:
-                state[3] = min(state[3], since)
+                state[2] = min(state[2], since)
         if event is not None:
             found.fallback[r] = event
     if states:
         found.at = (np.array(at_run, dtype=np.int64), np.array(at_turn, dtype=np.int64))
-        found.names = np.array([state[0] for state in states], dtype=np.uint64)
-        found.results = np.array([state[1] for state in states], dtype=np.int16)
-        found.pinnable = np.array([state[2] for state in states], dtype=bool)
-        found.fact_from = np.array([state[3] for state in states], dtype=np.int32)
-        found.final_counts = np.array([state[4] for state in states], dtype=np.int16)
-        found.pin_names = np.array([state[5] for state in states] + [None], dtype=object)[:-1]
+        found.results = np.array([state[0] for state in states], dtype=np.int32)
+        found.pinnable = np.array([state[1] for state in states], dtype=bool)
+        found.fact_from = np.array([state[2] for state in states], dtype=np.int32)
+        found.final_counts = np.array([state[3] for state in states], dtype=np.int32)
+        found.pin_names = np.array([state[4] for state in states] + [None], dtype=object)[:-1]
     found.refused = (np.array(refused_run, dtype=np.int64), np.array(refused_turn, dtype=np.int64))
     if order_rtb:
         where = np.array(order_rtb, dtype=np.int64)
@@ -662,26 +660,25 @@ def _blank(
     shape = (runs, turns_max)
     return TurnArrays(
         run_ids=run_ids,
-        calls=calls.astype(np.int16),
+        calls=calls.astype(np.int32),
         iterations=np.zeros((runs, calls_max), dtype=np.int32),
-        msgs=np.zeros(shape, dtype=np.int16),
+        msgs=np.zeros(shape, dtype=np.int32),
         chars=np.zeros(shape, dtype=np.int64),
-        entered=np.full(shape, NEVER, dtype=np.int16),
+        entered=np.full(shape, NEVER, dtype=np.int32),
         user_head=np.zeros(shape, dtype=bool),
         refuses=np.zeros(shape, dtype=bool),
-        names=np.zeros(shape, dtype=np.uint64),
-        results=np.zeros(shape, dtype=np.int16),
+        results=np.zeros(shape, dtype=np.int32),
         pinnable=np.zeros(shape, dtype=bool),
         fact_from=np.full(shape, NEVER, dtype=np.int32),
-        final_counts=np.zeros((*shape, len(FINAL_STANDINGS)), dtype=np.int16),
-        request=np.full(runs, -1, dtype=np.int16),
+        final_counts=np.zeros((*shape, len(FINAL_STANDINGS)), dtype=np.int32),
+        request=np.full(runs, -1, dtype=np.int32),
         armed=np.zeros(runs, dtype=bool),
         tokens=np.zeros((runs, calls_max), dtype=np.int64),
         recorded_full=np.zeros((runs, calls_max), dtype=bool),
         rate=np.full(runs, np.nan),
         name_chars=np.zeros((runs, names_max), dtype=np.int32),
-        name_safe=np.zeros(runs, dtype=np.uint64),
-        name_order=np.full((*shape, names_max), 127, dtype=np.int8),
+        name_safe=np.zeros((runs, names_max), dtype=bool),
+        name_order=np.full((*shape, names_max), ABSENT, dtype=np.int8),
         system=np.zeros(shape, dtype=bool),
         pin_names=np.full(shape, None, dtype=object),
         windowed=np.zeros(runs, dtype=bool),
@@ -723,6 +720,7 @@ def _lay_out_stream(stream: RunMessages, timeline: StandingsTimeline | None) -> 
     results = {m.tool_call_id for m in stream.messages if is_result(m) and m.tool_call_id}
     laid["facts_declared"] = sum(final.get(call_id) == "fact" for call_id in results)
     names: list[str] = laid["names"]
+    numbered: dict[str, int] = {}
     for t, (start, end) in enumerate(bounds):
         members = conversation[start:end]
         first = members[0].first_call
@@ -735,7 +733,6 @@ def _lay_out_stream(stream: RunMessages, timeline: StandingsTimeline | None) -> 
             "user_head": members[0].role == "user",
             "refuses": any(m.role == "system" for m in members),
             "system": any(m.role == "system" for m in members),
-            "names": 0,
             "results": 0,
             "pinnable": False,
             "fact_from": NEVER,
@@ -768,10 +765,9 @@ def _lay_out_stream(stream: RunMessages, timeline: StandingsTimeline | None) -> 
                     None,
                 )
             if name:
-                if name not in names:
+                bit = numbered.setdefault(name, len(names))
+                if bit == len(names):
                     names.append(name)
-                bit = names.index(name)
-                turn["names"] |= 1 << bit
                 turn["order"].setdefault(bit, len(turn["order"]))
             if not is_result(m) or not m.tool_call_id:
                 continue
@@ -788,9 +784,5 @@ def _lay_out_stream(stream: RunMessages, timeline: StandingsTimeline | None) -> 
             if since is not None:
                 turn["fact_from"] = min(turn["fact_from"], since)
         laid["turns"].append(turn)
-    if len(names) > 63:
-        laid["fallback"] = "more than 63 tool names"
-    if len(laid["turns"]) > MAX_TURNS:
-        laid["fallback"] = f"more than {MAX_TURNS} turns"
     laid["request"] = turn_of.get(request_at, -1)
     return laid

@@ -26,22 +26,17 @@ import pyarrow as pa
 
 from contextledger.read.messages import RunMessages
 from contextledger.tables import schema
+from contextledger.window import turn_sets
 from contextledger.window.frameworks import refuse_framework_spec
-from contextledger.window.kernel import (
-    REFUSAL_REASONS,
-    VISIT_FIELDS,
-    KernelResult,
-    advance,
-    dropped_results,
-    fact_pin_rows,
-    refusal_rows,
-)
+from contextledger.window.kernel import REFUSAL_REASONS, VISIT_FIELDS, KernelResult, advance
 from contextledger.window.policies import Policy, parse_policy
 from contextledger.window.refusals import is_result
 from contextledger.window.replay import Replay, replay, same_window, window_key
 from contextledger.window.standings import StandingsTimeline, timelines
 from contextledger.window.turn_arrays import TurnArrays, take_runs, turn_arrays
+from contextledger.window.turn_sets import WORD_BITS, words_for
 from contextledger.window.turns import segment_turns, window_chars
+from contextledger.window.visit_records import dropped_results, fact_pin_rows, refusal_rows
 
 #: Column name suffix per standing, for ``results_dropped_*``.
 _STANDING_COLUMN = {
@@ -106,18 +101,18 @@ def whatif_arrays(
     tables: list[pa.Table] = []
     keys: list[np.ndarray] = []
     exact: list[tuple[int, int]] = [(r, p) for r in arrays.fallback for p in range(count)]
-    if rows:
-        laid = arrays if len(rows) == total else take_runs(arrays, rows)
+    for group in kernel_groups(arrays, rows):
+        laid = arrays if len(group) == total else take_runs(arrays, group)
         timeline_of = [by_run.get(run_id) for run_id in laid.run_ids]
         table = _kernel_rows(labels, laid, advance(laid, parsed), timeline_of)
-        comparable = np.ones((len(rows), count), dtype=bool)
-        windowed = laid.windowed if laid.windowed is not None else np.zeros(len(rows), bool)
+        comparable = np.ones((len(group), count), dtype=bool)
+        windowed = laid.windowed if laid.windowed is not None else np.zeros(len(group), bool)
         for p, policy in enumerate(parsed):
             if policy.kind != "none":
                 comparable[:, p] = ~windowed
-        exact += [(rows[n], p) for n, p in zip(*np.nonzero(~comparable), strict=True)]
+        exact += [(group[n], p) for n, p in zip(*np.nonzero(~comparable), strict=True)]
         tables.append(table.filter(pa.array(comparable.reshape(-1))))
-        key = np.asarray(rows, dtype=np.int64)[:, None] * count + np.arange(count)
+        key = np.asarray(group, dtype=np.int64)[:, None] * count + np.arange(count)
         keys.append(key.reshape(-1)[comparable.reshape(-1)])
     if exact:
         wanted = sorted({r for r, _ in exact})
@@ -133,9 +128,41 @@ def whatif_arrays(
     if not tables:
         return pl.from_arrow(schema.WHATIF_RUNS.empty_table())  # type: ignore[return-value]
     combined, key = pa.concat_tables(tables), np.concatenate(keys)
-    if (np.diff(key) < 0).any():  # some runs were replayed exactly: put them in their place
+    if (np.diff(key) < 0).any():  # runs replayed apart: put them in their place
         combined = combined.take(np.argsort(key, kind="stable"))
     return pl.from_arrow(combined.combine_chunks())  # type: ignore[return-value]
+
+
+#: Sets of turns (runs x words x calls) a kernel batch of long runs holds at most: what
+#: each visit keeps grows with it (``KernelResult.visit_*``).
+KERNEL_BATCH_WORDS = 1 << 21
+
+
+def kernel_groups(arrays: TurnArrays, rows: Sequence[int]) -> list[list[int]]:
+    """``rows`` in batches for the kernel: a batch costs what its longest run needs (a word
+    of 64 turns per set, every call), so runs of up to 64 turns (the common case) go
+    together in their order, and longer ones by length, each batch bounded by
+    :data:`KERNEL_BATCH_WORDS`.
+
+    >>> from contextledger.window.synthetic import Batch, Result, Said, build_stream
+    >>> from contextledger.window.turn_arrays import turn_arrays
+    >>> run = lambda turns: build_stream("r", [], [[Said("user", "go")]] * turns)
+    >>> kernel_groups(turn_arrays([run(3), run(300), run(70), run(5)]), [0, 1, 2, 3])
+    [[0, 3], [2, 1]]
+    """
+    turns = (arrays.msgs[rows] > 0).sum(1) if rows else np.zeros(0, dtype=np.int64)
+    short = [row for row, held in zip(rows, turns.tolist(), strict=True) if held <= WORD_BITS]
+    groups = [short] if short else []
+    long = np.flatnonzero(turns > WORD_BITS)
+    long = long[np.argsort(turns[long], kind="stable")]
+    batch: list[int] = []
+    for at in long.tolist():  # longest last: a batch's cost is its last run's
+        cost = (len(batch) + 1) * words_for(int(turns[at])) * int(arrays.calls[rows[at]])
+        if batch and cost > KERNEL_BATCH_WORDS:
+            groups.append(batch)
+            batch = []
+        batch.append(rows[at])
+    return [*groups, batch] if batch else groups
 
 
 def whatif_table_exact(
@@ -236,7 +263,7 @@ def _kernel_visits(
     order = np.argsort(row, kind="stable")  # visits are in call order: keep it within a row
     result = dataclasses.replace(
         result,
-        **{name: getattr(result, name)[order] for name in _PER_VISIT},
+        **{name: getattr(result, name)[..., order] for name in _PER_VISIT},
         visit_values={name: values[order] for name, values in result.visit_values.items()},
     )
     found = refusal_rows(arrays, result)
@@ -324,7 +351,7 @@ def _kernel_dropped_standings(
         result.visit_run[visit].tolist(), iterations.tolist(), ids, strict=True
     ):
         timeline = timelines[v_run]
-        standings.append(timeline.at(iteration).get(call_id) if timeline else None)
+        standings.append(timeline.standing_at(call_id, iteration) if timeline else None)
     counts = np.bincount(visit, minlength=result.visit_run.size)
     rows = pa.StructArray.from_arrays(
         [pa.array(ids, type=pa.string()), pa.array(standings, type=pa.string())],
@@ -335,9 +362,9 @@ def _kernel_dropped_standings(
 
 def _kernel_answers(arrays: TurnArrays, result: KernelResult, calls: np.ndarray) -> pa.Array:
     """The window served to each row's last call: its size and the results it held verbatim."""
-    count, runs = result.answer_turns.shape
-    held = (result.answer_turns[:, arrays.result_run] >> arrays.result_turn.astype(np.uint64)) & 1
-    policy, which = np.nonzero(held.astype(bool))  # by policy, then stream order
+    count, runs = result.answer_turns.shape[1:]
+    held = turn_sets.contains(result.answer_turns[:, :, arrays.result_run], arrays.result_turn)
+    policy, which = np.nonzero(held)  # by policy, then stream order
     row = arrays.result_run[which] * count + policy
     order = np.argsort(row, kind="stable")
     offsets = np.zeros(count * runs + 1, dtype=np.int32)
