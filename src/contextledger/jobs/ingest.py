@@ -50,14 +50,8 @@ from contextledger.read.identity import (
 )
 from contextledger.read.snapshot import ReadProblem, display_path, find_snapshot_files
 from contextledger.tables import schema
-from contextledger.tables.build import (
-    ACCOUNTING_MODES,
-    FileRead,
-    RunRead,
-    RunTables,
-    TableBuilder,
-    read_file,
-)
+from contextledger.tables.build import ACCOUNTING_MODES, RunTables, TableBuilder
+from contextledger.tables.files import FileRead, RunRead, read_chunk
 from contextledger.tables.windows import RunWindow, messages_from_columns
 
 #: Commit a batch once it holds this many runs, or after this many seconds.
@@ -356,15 +350,6 @@ def local_reader(workers: int | None = None) -> Reader:
         return _read_in_order(sources, sidecar, workers)
 
     return read
-
-
-def read_chunk(paths: Sequence[str], sidecar: Mapping[str, Sequence[str]]) -> list[FileRead]:
-    """``paths`` read as every ingest reads them: both accountings, a digest of each
-    run's document, its message stream; what a worker (a process, an executor) returns."""
-    return [
-        read_file(Path(p), ACCOUNTING_MODES, sidecar, False, digest=True, windows=True)
-        for p in paths
-    ]
 
 
 def _read_in_order(

@@ -29,13 +29,8 @@ from contextledger.read.snapshot import (
     find_snapshot_files,
 )
 from contextledger.tables import schema
-from contextledger.tables.build import (
-    ACCOUNTING_MODES,
-    FileRead,
-    RunTables,
-    read_accountings,
-    read_file,
-)
+from contextledger.tables.build import ACCOUNTING_MODES, RunTables, read_accountings
+from contextledger.tables.files import FileRead, read_file
 from contextledger.tables.standings import load_standings
 from contextledger.tables.windows import streams_from_tables
 from contextledger.window.policies import Policy

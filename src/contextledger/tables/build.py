@@ -22,32 +22,11 @@ import pyarrow as pa
 
 from contextledger.processes import worker_pool
 from contextledger.read.facts import RunFacts
-from contextledger.read.findings import standings_from_snapshot
-from contextledger.read.identity import DUPLICATES, RunIdentity, content_digest, unmatched_ids
-from contextledger.read.messages import RunMessages, rebuild_messages
-from contextledger.read.reference import record_run
-from contextledger.read.snapshot import (
-    TOO_DEEP,
-    ReadError,
-    ReadProblem,
-    Run,
-    RunSource,
-    decode_run,
-    find_snapshot_files,
-    iter_documents,
-)
-from contextledger.tables import ACCOUNTING_MODES, schema
-
-
-def _accounting(mode: str) -> Callable[[Run, Sequence[str]], RunFacts]:
-    if mode == "reference":
-        return lambda run, names: record_run(run.snapshot, names)
-    if mode == "corrected":
-        from contextledger.read.corrected import meter_run
-
-        return meter_run
-    msg = f"unknown accounting mode {mode!r}: choose one of {', '.join(ACCOUNTING_MODES)}"
-    raise ValueError(msg)
+from contextledger.read.identity import DUPLICATES, RunIdentity, unmatched_ids
+from contextledger.read.snapshot import ReadError, ReadProblem, RunSource, find_snapshot_files
+from contextledger.tables import ACCOUNTING_MODES as ACCOUNTING_MODES  # re-exported
+from contextledger.tables import schema
+from contextledger.tables.files import FileRead, RunRead, accounting, read_for_tables
 
 
 @dataclass
@@ -125,182 +104,6 @@ def distinct_labels(outcomes: pa.Table) -> pa.Table:
     return frame.to_arrow().cast(schema.OUTCOMES)
 
 
-@dataclass(frozen=True)
-class RunRead:
-    """What a worker sends back for one run: small, so no snapshot crosses processes.
-
-    ``facts`` holds the run under each accounting mode it was read in; ``digest`` is a
-    hash of the document's bytes when the reader was asked for one (the archive uses it
-    to tell a run that arrives again from a different run under the same id).
-    """
-
-    run_id: str
-    source: RunSource
-    runner_kind: str | None
-    static_tool_names_from: str
-    static_tool_name_count: int
-    facts: dict[str, RunFacts]
-    digest: str | None = None
-    #: The run's message stream as table rows (``read_file(windows=True)``), for archives.
-    window: Any = None
-    #: Its snapshot's footprintjs ``runId`` (:attr:`~contextledger.read.snapshot.Run.execution_id`).
-    execution_id: str | None = None
-
-
-@dataclass
-class FileRead:
-    """One file read under one or more accounting modes.
-
-    ``problems`` pairs each problem with the mode it is confined to (None: every mode,
-    the document itself could not be read).
-    """
-
-    runs: list[RunRead] = field(default_factory=list)
-    problems: list[tuple[str | None, ReadProblem]] = field(default_factory=list)
-    #: Every decoded run's message stream (``read_file(streams=True)``), for what-ifs.
-    streams: list[RunStream] = field(default_factory=list)
-
-
-@dataclass(frozen=True)
-class RunStream:
-    """One run's message stream and the standings its snapshot files, as ``whatif``
-    replays them (folded whether or not an accounting could meter the run)."""
-
-    run_id: str
-    source: RunSource
-    messages: RunMessages
-    standings: list[dict[str, Any]]
-    execution_id: str | None = None
-
-
-def _static_names(run: Run, sidecar: Mapping[str, Sequence[str]]) -> tuple[list[str], str]:
-    if run.run_id in sidecar:
-        return list(sidecar[run.run_id]), "sidecar"
-    if run.static_tool_names is not None:
-        return list(run.static_tool_names), "wrapper"
-    return [], "none"
-
-
-#: What a snapshot that decodes but whose values break the fold raises.
-FOLD_ERRORS = (TypeError, ValueError, KeyError, AttributeError, RecursionError)
-
-
-def fold_failure(error: Exception) -> str:
-    """The reason a problem gives for a run that could not be folded (the reading
-    layer's own reason for nesting too deep, so every path words it the same)."""
-    if isinstance(error, RecursionError):
-        return TOO_DEEP
-    return f"unreadable snapshot content ({type(error).__name__}: {error})"
-
-
-def read_file(
-    path: Path,
-    modes: Sequence[str],
-    sidecar: Mapping[str, Sequence[str]],
-    strict: bool,
-    *,
-    digest: bool = False,
-    windows: bool = False,
-    streams: bool = False,
-) -> FileRead:
-    """Read one snapshot file under each accounting in ``modes`` (each document decoded once).
-
-    A document that cannot be read, or that one accounting cannot fold, becomes a
-    problem (``strict``: raises :class:`ReadError`); the rest of the file is still read.
-    ``windows``: also fold each run's message stream into table rows
-    (:class:`~contextledger.tables.windows.RunWindow`; a stream that cannot be folded is
-    a problem confined to ``whatif``). ``streams``: also fold every decoded run's
-    message stream for a what-if (:class:`RunStream`; the same confinement), so one
-    pass serves the accountings and the replay.
-
-    >>> read = read_file(Path("data/sample/s0003-loop.json.gz"), ACCOUNTING_MODES, {}, False)
-    >>> [(run.run_id, sorted(run.facts)) for run in read.runs], read.problems
-    ([('s0003-loop', ['corrected', 'reference'])], [])
-    """
-    meters = {mode: _accounting(mode) for mode in modes}
-    result = FileRead()
-    try:
-        for document in iter_documents(path):
-            try:
-                run = decode_run(document)
-                names, names_from = _static_names(run, sidecar)
-            except ReadError as error:
-                if strict:
-                    raise
-                result.problems.append((None, _problem(error.source, error.reason, error.run_id)))
-                continue
-            except FOLD_ERRORS as error:
-                if strict:
-                    raise ReadError(document.source, fold_failure(error)) from None
-                result.problems.append((None, _problem(document.source, fold_failure(error), None)))
-                continue
-            if streams:
-                try:
-                    stream = RunStream(
-                        run.run_id,
-                        run.source,
-                        rebuild_messages(run),
-                        standings_from_snapshot(run),
-                        run.execution_id,
-                    )
-                    result.streams.append(stream)
-                except FOLD_ERRORS as error:  # a stream no replay can hold
-                    problem = _problem(run.source, fold_failure(error), run.run_id)
-                    result.problems.append(("whatif", problem))
-            facts: dict[str, RunFacts] = {}
-            for mode, meter in meters.items():
-                try:
-                    facts[mode] = meter(run, names)
-                except FOLD_ERRORS as error:
-                    if strict:
-                        raise ReadError(document.source, fold_failure(error)) from None
-                    confined = mode if len(meters) > 1 else None
-                    problem = _problem(document.source, fold_failure(error), None)
-                    result.problems.append((confined, problem))
-            window = None
-            if facts and windows:
-                from contextledger.tables.windows import run_window
-
-                try:
-                    window = run_window(run)
-                except FOLD_ERRORS as error:
-                    problem = _problem(document.source, fold_failure(error), run.run_id)
-                    result.problems.append(("whatif", problem))
-            if facts:
-                result.runs.append(
-                    RunRead(
-                        run.run_id,
-                        run.source,
-                        run.runner_kind,
-                        names_from,
-                        len(names),
-                        facts,
-                        content_digest(document.payload) if digest else None,
-                        window,
-                        run.execution_id,
-                    )
-                )
-    except ReadError as error:
-        if strict:
-            raise
-        result.problems.append((None, _problem(error.source, error.reason, error.run_id)))
-    return result
-
-
-def _read_file(
-    path: Path,
-    modes: Sequence[str],
-    sidecar: Mapping[str, Sequence[str]],
-    strict: bool,
-    streams: bool,
-) -> FileRead:
-    return read_file(path, modes, sidecar, strict, streams=streams)
-
-
-def _problem(source: RunSource, reason: str, run_id: str | None) -> ReadProblem:
-    return ReadProblem(source.path, source.line, run_id, reason)
-
-
 def _read_all(
     files: Sequence[Path],
     modes: Sequence[str],
@@ -311,13 +114,13 @@ def _read_all(
 ) -> Iterable[FileRead]:
     if workers <= 1 or len(files) < 8:
         for path in files:
-            yield _read_file(path, modes, sidecar, strict, streams)
+            yield read_for_tables(path, modes, sidecar, strict, streams)
         return
     with worker_pool(workers) as pool:
         chunk = max(1, len(files) // (workers * 8))
         count = len(files)
         yield from pool.map(
-            _read_file,
+            read_for_tables,
             files,
             [modes] * count,
             [sidecar] * count,
@@ -389,7 +192,7 @@ def read_accountings(
     if isinstance(paths, str | Path):
         paths = [paths]
     for mode in modes:
-        _accounting(mode)  # fail fast on an unknown mode
+        accounting(mode)  # fail fast on an unknown mode
     found = find_snapshot_files(paths)
     files = found.files
     sidecar = dict(static_tools or {})
@@ -428,6 +231,7 @@ def read_accountings(
 class TableBuilder:
     """Collects runs (each with its ``run_order``) into the Arrow tables of one accounting.
 
+    >>> from contextledger.tables.files import read_file
     >>> read = read_file(Path("data/sample/s0003-loop.json.gz"), ["corrected"], {}, False)
     >>> builder = TableBuilder("corrected")
     >>> builder.add_run(read.runs[0], run_order=7)
