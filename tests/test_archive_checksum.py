@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from contextledger.archive import Archive, verify_archive
+from contextledger.archive import Archive, ArchiveDamaged, ArchiveTables, verify_archive
 from contextledger.cli import main
 from contextledger.cli.common import EXIT_UNREADABLE_INPUT, EXIT_USAGE
+from contextledger.ledger.compute import compute_ledger
 
 from .conftest import SAMPLE
 
@@ -63,10 +64,10 @@ def assert_named(result: Result, damaged: Path) -> None:
 
 
 #: Which commands read each table (and so must name it): the ledger from stored totals
-#: reads neither later offers nor the window tables.
+#: reads no window table, and lists the offers though it reads only their totals.
 READERS = {
     "runs": ("ledger", "sql", "gates", "whatif", "compare", "report"),
-    "offers": ("sql", "report"),
+    "offers": ("ledger", "sql", "report"),
     "piece_totals": ("ledger", "sql", "gates", "outcomes", "whatif", "compare", "report"),
     "label_credit": ("ledger", "sql", "outcomes", "report"),
     "streams": ("sql", "whatif", "compare", "report"),
@@ -129,19 +130,52 @@ def test_an_archive_without_checksums_still_reads(pristine, tmp_path):
     assert verify_archive(archive) == []
 
 
-def test_damage_found_after_a_read_is_a_named_refusal(pristine, tmp_path):
-    """Later offers are not checked before the ledger starts; the command reads them
-    (the offers table) after it reported what it had found: it refuses, naming the
-    file (exit 1), rather than leave the commit out unsaid."""
+@pytest.mark.parametrize("seq", [1, 3], ids=["first commit", "last commit"])
+@pytest.mark.parametrize("table", ["offers", "uses"])
+def test_damaged_later_rows_leave_their_commit_out_of_the_ledger(pristine, tmp_path, table, seq):
+    """The ledger lists the later offers and uses (not their piece's first in a run) though
+    it reads only their totals: a part of them changed in place was found only then, and
+    the ledger refused, saying both "nothing was answered" and "commit N is left out".
+    Now it is checked first: the commit is left out and named, the rest answered, exit 1,
+    as when the same part is cut short."""
+    archive = copy(pristine, tmp_path / "later")
+    damaged = next((archive / table).rglob(f"first_in_run=false/part-{seq:08d}-*.parquet"))
+    flip(damaged)
+    cut = copy(pristine, tmp_path / "cut")
+    truncate(next((cut / table).rglob(f"first_in_run=false/part-{seq:08d}-*.parquet")))
+    ledger = invoke("ledger", str(archive), "--format", "csv")
+    assert_named(ledger, damaged)
+    assert "nothing was answered" not in ledger.stderr
+    assert f"commit {seq} (ingest date " in ledger.stderr
+    expected = invoke("ledger", str(cut), "--format", "csv")
+    assert expected.exit_code == EXIT_UNREADABLE_INPUT
+    assert ledger.stdout == expected.stdout != ""
+    assert str(damaged) in invoke("check", str(archive)).stderr
+
+
+def test_damage_found_after_a_read_is_one_true_refusal(pristine, tmp_path):
+    """A caller that reads an archive's tables before the ledger lists its later offers
+    still gets a refusal (what was read cannot be taken back), and it says one thing:
+    nothing was answered, naming the file and the commit holding it, not that the
+    commit "is left out" of an answer never given."""
     archive = copy(pristine, tmp_path / "later")
     damaged = next((archive / "offers").rglob("first_in_run=false/part-00000002-*.parquet"))
     flip(damaged)
-    ledger = invoke("ledger", str(archive), "--format", "csv")
-    assert ledger.exit_code == EXIT_UNREADABLE_INPUT
-    assert isinstance(ledger.exception, SystemExit)
-    assert str(damaged) in ledger.stderr and "nothing was answered" in ledger.stderr
-    assert ledger.stdout == ""
-    assert str(damaged) in invoke("check", str(archive)).stderr
+    tables = ArchiveTables(Archive.open(archive), "corrected")
+    assert tables.runs.num_rows == 14  # read before the damage is found
+    with pytest.raises(ArchiveDamaged) as refused:
+        compute_ledger(tables)
+    head, line = refused.value.lines
+    assert head.endswith(
+        "is damaged, found only once part of it had been read, so nothing was answered "
+        "(restore these files from a backup, or ingest the snapshots into a new archive):"
+    )
+    assert line == (
+        f"  {damaged}: its bytes differ from those its commit recorded (changed in place) "
+        "(in commit 2, ingest date "
+        + Archive.open(pristine).commits[1].ingest_date
+        + ", with 5 run(s))"
+    )
 
 
 def test_a_part_no_checksum_covers_that_the_engines_cannot_decode_is_one_line(pristine, tmp_path):

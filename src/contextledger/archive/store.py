@@ -145,9 +145,27 @@ class ArchiveProblem:
     ingest_date: str | None = None
     commit: int | None = None
     runs: int | None = None
+    #: What is wrong with the file alone, without what leaving its commit out costs
+    #: (None: ``reason`` says no more): what a refusal says, having left nothing out.
+    cause: str | None = field(default=None, compare=False)
 
     def __str__(self) -> str:
         return f"{self.path}: {self.reason}"
+
+    def unanswered(self) -> str:
+        """The problem as a refusal says it: the file, why, and the commit holding it;
+        no commit was left out of an answer, since none was given.
+
+        >>> problem = ArchiveProblem("p", "changed: commit 2 is left out", "2026-11-02", 2, 5,
+        ...                          cause="changed")
+        >>> problem.unanswered()
+        'p: changed (in commit 2, ingest date 2026-11-02, with 5 run(s))'
+        """
+        if self.cause is None or self.commit is None:
+            return str(self)
+        runs = f", with {self.runs} run(s)" if self.runs is not None else ""
+        held = f"in commit {self.commit}, ingest date {self.ingest_date}{runs}"
+        return f"{self.path}: {self.cause} ({held})"
 
 
 class ArchiveDamaged(ArchiveError):
@@ -167,7 +185,7 @@ class ArchiveDamaged(ArchiveError):
         self.lines = [
             f"{root} is damaged, {said} (restore these files from a "
             "backup, or ingest the snapshots into a new archive):",
-            *(f"  {problem}" for problem in self.problems),
+            *(f"  {problem if written else problem.unanswered()}" for problem in self.problems),
         ]
         super().__init__("\n".join(self.lines))
 
@@ -381,6 +399,7 @@ class Archive:
             commit.ingest_date,
             commit.seq,
             commit.run_count,
+            cause=why,
         )
 
     def verify_content(self, files: Sequence[DataFile]) -> list[ArchiveProblem]:

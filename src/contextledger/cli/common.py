@@ -274,11 +274,13 @@ def _read_inputs(
     strict: bool,
     *,
     every_table: bool = False,
+    listed: Sequence[str] = (),
 ) -> RunTables:
     """The runs under ``paths`` (snapshots, or an archive and its selection), each
     unreadable input, skipped file, duplicate and unmatched label named on stderr.
     ``every_table``: an archive's every selected file is checked first (SQL may read
-    any), not only what the ledger reads."""
+    any), not only what the ledger reads; ``listed``: these tables' files too (what the
+    command lists beyond that), so damage in them leaves its commit out, said here."""
     from contextledger.tables.build import load_outcomes, load_static_tools, read_runs
 
     try:
@@ -294,8 +296,8 @@ def _read_inputs(
 
     try:  # an archive DIR (DIR?since=...&until=...&label=...&run_id=...) is read lazily
         archived = archive_tables(paths, mode)
-        if archived is not None and every_table:
-            archived.check_all()
+        if archived is not None and (every_table or listed):
+            archived.check_tables(None if every_table else listed)
         tables = archived or read_runs(paths, mode=mode, static_tools=sidecar, strict=strict)
     except ReadError as error:
         _warn(f"{error.source}: {error.reason} (stopped: --strict)")

@@ -133,7 +133,9 @@ def ledger(
     from contextledger.ledger.compute import compute_ledger, merge_ledgers
 
     on_spark = _spark_engine(engine, paths)
-    tables = _read_inputs(paths, mode, static_tools_file, outcomes_file, strict)
+    # compute_ledger lists an archive's offers and uses whatever it reads: checked first
+    listed = ("offers", "uses")
+    tables = _read_inputs(paths, mode, static_tools_file, outcomes_file, strict, listed=listed)
     result = on_spark("ledger", tables) if on_spark else compute_ledger(tables)
     try:
         merged = [ledgerjson.load(path) for path in merge_files]
