@@ -392,12 +392,16 @@ def _name_unmatched(what: str, ids: Sequence[str], run_ids: Any) -> None:
 def _summary(tables: RunTables) -> str:
     import polars as pl
 
+    from contextledger.read.identity import is_conflict
+
     runs = pl.DataFrame(tables.runs)
     metered = int(runs["metered"].sum()) if runs.height else 0
     refused = runs.filter(~pl.col("metered"))
+    conflicts = sum(map(is_conflict, tables.problems.column("reason").to_pylist()))
+    copies = f", {conflicts} conflicting copy(ies) not counted" if conflicts else ""
     line = (
-        f"{metered} run(s) metered, {refused.height} refused "
-        f"({tables.mode} accounting; {tables.problems.num_rows} input(s) unreadable)"
+        f"{metered} run(s) metered, {refused.height} refused ({tables.mode} accounting; "
+        f"{tables.problems.num_rows - conflicts} input(s) unreadable{copies})"
     )
     reasons = refused.group_by("refused_reason").agg(
         runs=pl.len(), examples=pl.col("run_id").head(3)

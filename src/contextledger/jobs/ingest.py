@@ -317,6 +317,7 @@ def retire_deleted_sources(
         for path, before in known.items()
         if before.kind == "snapshots"
         and not before.clean
+        and before.status != "deleted"  # retired already: once is enough
         and path not in skip
         and Path(path).is_absolute()
         and not Path(path).exists()

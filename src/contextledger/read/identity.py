@@ -59,6 +59,22 @@ def _payload_at(source: RunSource) -> bytes | None:
     return None
 
 
+#: How a conflict's reason ends (:func:`is_conflict` reads it back).
+CONFLICT_NOTE = "with different content; this copy was not counted (the first copy is kept)"
+
+
+def is_conflict(reason: str) -> bool:
+    """Whether a problem's ``reason`` is a conflicting copy's (read, and not counted: a run
+    id that other content already holds), not an unreadable input's.
+
+    >>> is_conflict(f"run_id r already read from a.json {CONFLICT_NOTE}")
+    True
+    >>> is_conflict("invalid JSON: truncated")
+    False
+    """
+    return reason.startswith("run_id ") and reason.endswith(CONFLICT_NOTE)
+
+
 @dataclass
 class _Copy:
     """One copy of a run: where it is, and its digests once computed."""
@@ -147,10 +163,7 @@ class RunIdentity:
         if copy.same_run_as(earlier):
             self._duplicate(copy, earlier)
         else:
-            reason = (
-                f"run_id {run_id} already read from {earlier.source} with different content; "
-                "this copy was not counted (the first copy is kept)"
-            )
+            reason = f"run_id {run_id} already read from {earlier.source} {CONFLICT_NOTE}"
             self.conflicts.append(ReadProblem(source.path, source.line, run_id, reason))
         return False
 
