@@ -1,7 +1,11 @@
 """What counts as a run: one rule, used by every path that reads runs.
 
-A run is its ``run_id``. The first copy read is kept. A later copy with the same
-content (its JSON, insignificant whitespace aside, hashes the same) is a
+A run is its ``run_id``. The first copy read is kept, unless a later copy of the
+same recording has more identity: a wrapper's ``run_id`` (the corpus wrapper, which
+also carries the static tool names), where the first took its id from its file's
+name. That copy takes the first one's place, whatever the file order, and the first
+becomes the duplicate (a copy already archived stays: an archive is append-only). A
+later copy with the same content (its JSON, insignificant whitespace aside, hashes the same) is a
 *duplicate*: counted once and named. A later copy with other content is a
 *conflict*: not counted, named as a problem, so the exit status says something
 was wrong. Reading folders that overlap, a file beside its copy or its JSON Lines
@@ -25,11 +29,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import pyarrow as pa
 
 from contextledger.read.digest import content_digest, recording_digest
 from contextledger.read.snapshot import ReadError, ReadProblem, RunSource, iter_documents
+
+T = TypeVar("T")
 
 #: One row per copy that was not counted because an earlier copy was the same run.
 DUPLICATES = pa.schema(
@@ -75,7 +82,7 @@ def is_conflict(reason: str) -> bool:
     return reason.startswith("run_id ") and reason.endswith(CONFLICT_NOTE)
 
 
-@dataclass
+@dataclass(eq=False)
 class _Copy:
     """One copy of a run: where it is, and its digests once computed."""
 
@@ -84,6 +91,19 @@ class _Copy:
     snapshot: str | None = None
     #: The run id it was read under.
     run_id: str = ""
+    #: Whether its document names its run (a wrapper's ``run_id``), not its file's name.
+    named: bool = False
+    #: Its place among the runs counted (None: not counted here, or an archived copy).
+    slot: int | None = None
+    #: The copy that took its place (a copy of the same recording with more identity).
+    replaced_by: _Copy | None = None
+
+    def kept(self) -> _Copy:
+        """The copy counted for this one's recording now."""
+        found = self
+        while found.replaced_by is not None:
+            found = found.replaced_by
+        return found
 
     def content(self) -> str | None:
         if self.digest is None and (payload := _payload_at(self.source)) is not None:
@@ -106,30 +126,75 @@ class _Copy:
         mine, theirs = self.recording(), other.recording()
         return mine is not None and mine == theirs
 
+    def outranks(self, other: _Copy) -> bool:
+        """Whether this copy should be counted in ``other``'s place: it names its run and
+        ``other``, counted in this read, took its id from a file name."""
+        return self.named and not other.named and other.slot is not None
+
 
 @dataclass
 class RunIdentity:
-    """Decides, run by run in reading order, which copy of each ``run_id`` counts.
+    """Decides, run by run in reading order, which copy of each ``run_id`` counts, and
+    where: :meth:`place` gives each counted copy a slot, the order runs were first read.
 
     ``known`` seeds it with runs already counted elsewhere (an archive's runs:
     ``run_id -> (content digest, path, line)``); ``known_executions`` with their
     execution ids (``execution id -> (run_id, content digest, path, line)``).
 
     >>> identity = RunIdentity()
-    >>> identity.admit("r1", RunSource("a.json"), "d1")
-    True
-    >>> identity.admit("r1", RunSource("b.json"), "d1"), identity.admit("r1", RunSource("c"), "d2")
-    (False, False)
+    >>> identity.place("r1", RunSource("a.json"), "d1")
+    0
+    >>> identity.place("r1", RunSource("b.json"), "d1"), identity.place("r1", RunSource("c"), "d2")
+    (None, None)
     >>> len(identity.duplicates), len(identity.conflicts)
     (1, 1)
     """
 
     known: Mapping[str, tuple[str, str, int | None]] = field(default_factory=dict)
     known_executions: Mapping[str, tuple[str, str, str, int | None]] = field(default_factory=dict)
-    duplicates: list[dict[str, object]] = field(default_factory=list)
     conflicts: list[ReadProblem] = field(default_factory=list)
     _seen: dict[str, _Copy] = field(default_factory=dict, repr=False)
     _executions: dict[str, list[_Copy]] = field(default_factory=dict, repr=False)
+    #: (the copy not counted, the copy it was counted as), in the order found.
+    _copies: list[tuple[_Copy, _Copy]] = field(default_factory=list, repr=False)
+    _slots: int = field(default=0, repr=False)
+
+    def place(
+        self,
+        run_id: str,
+        source: RunSource,
+        digest: str | None = None,
+        execution_id: str | None = None,
+        *,
+        named: bool = False,
+    ) -> int | None:
+        """Where this copy of ``run_id`` counts: a new slot the first time its recording
+        is seen, the slot of an earlier copy it takes the place of (it outranks it: see
+        the module docstring), or None when it does not count.
+
+        A copy not counted is recorded as a duplicate or a conflict (see the module
+        docstring). ``digest``: the copy's :func:`content_digest`, when the caller has it;
+        ``execution_id``: its snapshot's ``runId`` (:attr:`Run.execution_id`); ``named``:
+        its document names its run (:attr:`Run.named`).
+        """
+        earlier = self._seen.get(run_id)
+        if earlier is None and run_id in self.known:
+            known_digest, known_path, known_line = self.known[run_id]
+            earlier = _Copy(RunSource(known_path, known_line), known_digest, run_id=run_id)
+            self._seen[run_id] = earlier
+        copy = _Copy(source, digest, run_id=run_id, named=named)
+        if earlier is None:
+            twin = self._twin(copy, execution_id)
+            if twin is None:
+                copy.slot, self._slots = self._slots, self._slots + 1
+                self._count(copy, execution_id)
+                return copy.slot
+            return self._settle(copy, twin.kept(), execution_id)
+        if copy.same_run_as(earlier):
+            return self._settle(copy, earlier.kept(), execution_id)
+        reason = f"run_id {run_id} already read from {earlier.source} {CONFLICT_NOTE}"
+        self.conflicts.append(ReadProblem(source.path, source.line, run_id, reason))
+        return None
 
     def admit(
         self,
@@ -138,34 +203,29 @@ class RunIdentity:
         digest: str | None = None,
         execution_id: str | None = None,
     ) -> bool:
-        """Whether this copy of ``run_id`` counts: True the first time the id is seen,
-        unless it is a recording already counted under another id.
+        """Whether this copy counts, for a caller that keeps the first copy whatever
+        comes later (:meth:`place` without ``named``: no copy ever takes another's place).
 
-        A later copy is recorded as a duplicate or a conflict (see the module docstring).
-        ``digest``: the copy's :func:`content_digest`, when the caller has it;
-        ``execution_id``: its snapshot's ``runId`` (:attr:`Run.execution_id`).
+        >>> RunIdentity().admit("r1", RunSource("a.json"))
+        True
         """
-        earlier = self._seen.get(run_id)
-        if earlier is None and run_id in self.known:
-            known_digest, known_path, known_line = self.known[run_id]
-            earlier = _Copy(RunSource(known_path, known_line), known_digest, run_id=run_id)
-            self._seen[run_id] = earlier
-        copy = _Copy(source, digest, run_id=run_id)
-        if earlier is None:
-            twin = self._twin(copy, execution_id)
-            if twin is not None:
-                self._duplicate(copy, twin)
-                return False
-            self._seen[run_id] = copy
-            if execution_id is not None:
-                self._executions.setdefault(execution_id, []).append(copy)
-            return True
-        if copy.same_run_as(earlier):
-            self._duplicate(copy, earlier)
-        else:
-            reason = f"run_id {run_id} already read from {earlier.source} {CONFLICT_NOTE}"
-            self.conflicts.append(ReadProblem(source.path, source.line, run_id, reason))
-        return False
+        return self.place(run_id, source, digest, execution_id) is not None
+
+    def _settle(self, copy: _Copy, kept: _Copy, execution_id: str | None) -> int | None:
+        """``copy`` holds the recording ``kept`` is counted for: it takes ``kept``'s
+        slot if it outranks it, else it is a duplicate of it."""
+        if not copy.outranks(kept):
+            self._copies.append((copy, kept))
+            return None
+        copy.slot, kept.slot, kept.replaced_by = kept.slot, None, copy
+        self._count(copy, execution_id)
+        self._copies.append((kept, copy))
+        return copy.slot
+
+    def _count(self, copy: _Copy, execution_id: str | None) -> None:
+        self._seen.setdefault(copy.run_id, copy)
+        if execution_id is not None:
+            self._executions.setdefault(execution_id, []).append(copy)
 
     def _twin(self, copy: _Copy, execution_id: str | None) -> _Copy | None:
         """The copy counted under another id that holds the same recording, if any."""
@@ -177,21 +237,44 @@ class RunIdentity:
             counted.append(_Copy(RunSource(path, line), known_digest, run_id=run_id))
         return next((c for c in counted if copy.same_run_as(c)), None)
 
-    def _duplicate(self, copy: _Copy, kept: _Copy) -> None:
-        self.duplicates.append(
-            {
-                "run_id": copy.run_id,
-                "path": copy.source.path,
-                "line": copy.source.line,
-                "kept_path": kept.source.path,
-                "kept_line": kept.source.line,
-                "kept_run_id": kept.run_id,
-            }
-        )
+    @property
+    def duplicates(self) -> list[dict[str, object]]:
+        """Each copy not counted because another copy of its run counts, and where that
+        one is (the copy counted in the end, when one took another's place)."""
+        rows = []
+        for copy, counted in self._copies:
+            kept = counted.kept()
+            rows.append(
+                {
+                    "run_id": copy.run_id,
+                    "path": copy.source.path,
+                    "line": copy.source.line,
+                    "kept_path": kept.source.path,
+                    "kept_line": kept.source.line,
+                    "kept_run_id": kept.run_id,
+                }
+            )
+        return rows
 
     def duplicate_table(self) -> pa.Table:
         """The duplicates recorded so far, as a table of ``DUPLICATES``."""
         return pa.Table.from_pylist(self.duplicates, schema=DUPLICATES)
+
+
+def put_in_slot(slots: list[T], slot: int, item: T) -> None:
+    """Set ``slots[slot]``: a new slot at the end, or an earlier one taken over
+    (:meth:`RunIdentity.place`).
+
+    >>> counted: list[str] = []
+    >>> for slot, run in [(0, "loop:1"), (1, "s0001"), (0, "s0003-loop")]:
+    ...     put_in_slot(counted, slot, run)
+    >>> counted
+    ['s0003-loop', 's0001']
+    """
+    if slot == len(slots):
+        slots.append(item)
+    else:
+        slots[slot] = item
 
 
 def describe_duplicates(duplicates: pa.Table, *, limit: int = 5) -> list[str]:

@@ -216,6 +216,9 @@ class Run:
     snapshot: Snapshot
     static_tool_names: list[str] | None = None
     runner_kind: str | None = None
+    #: Whether the document names its run (a wrapper's ``run_id``); else ``run_id`` is
+    #: its file's name, and another copy that names the run is counted instead.
+    named: bool = False
 
     @property
     def execution_id(self) -> str | None:
@@ -544,4 +547,5 @@ def decode_run(document: Document) -> Run:
         snapshot=snapshot,
         static_tool_names=decoded.static_tool_names,
         runner_kind=decoded.runner_kind,
+        named=bool(decoded.run_id),
     )

@@ -22,7 +22,7 @@ import pyarrow as pa
 
 from contextledger.processes import worker_pool
 from contextledger.read.facts import RunFacts
-from contextledger.read.identity import DUPLICATES, RunIdentity, unmatched_ids
+from contextledger.read.identity import DUPLICATES, RunIdentity, put_in_slot, unmatched_ids
 from contextledger.read.snapshot import ReadError, ReadProblem, RunSource, find_snapshot_files
 from contextledger.tables import ACCOUNTING_MODES as ACCOUNTING_MODES  # re-exported
 from contextledger.tables import schema
@@ -199,6 +199,7 @@ def read_accountings(
     worker_count = workers if workers is not None else (os.cpu_count() or 1)
     builders = {mode: TableBuilder(mode) for mode in modes}
     identities = {mode: RunIdentity() for mode in modes}
+    counted: dict[str, list[RunRead]] = {mode: [] for mode in modes}  # by slot
     reads = _read_all(files, modes, sidecar, strict, worker_count, each_file is not None)
     for result in reads:
         for confined, problem in result.problems:
@@ -206,15 +207,20 @@ def read_accountings(
                 if confined in (None, mode):
                     builder.add_problem(problem)
         for row in result.runs:
-            for mode, builder in builders.items():
-                if mode in row.facts and identities[mode].admit(
-                    row.run_id, row.source, row.digest, row.execution_id
-                ):
-                    builder.add_run(row, builder.run_count)
+            for mode in modes:
+                if mode not in row.facts:
+                    continue
+                slot = identities[mode].place(
+                    row.run_id, row.source, row.digest, row.execution_id, named=row.named
+                )
+                if slot is not None:
+                    put_in_slot(counted[mode], slot, row)
         if each_file is not None:
             each_file(result)
     out = {}
     for mode, builder in builders.items():
+        for run_order, row in enumerate(counted[mode]):
+            builder.add_run(row, run_order)
         identity = identities[mode]
         if strict and identity.conflicts:
             conflict = identity.conflicts[0]

@@ -61,6 +61,8 @@ class RunRead:
     window: Any = None
     #: Its snapshot's footprintjs ``runId`` (:attr:`~contextledger.read.snapshot.Run.execution_id`).
     execution_id: str | None = None
+    #: Whether its document names it (:attr:`~contextledger.read.snapshot.Run.named`).
+    named: bool = False
 
 
 @dataclass
@@ -87,6 +89,7 @@ class RunStream:
     messages: RunMessages
     standings: list[dict[str, Any]]
     execution_id: str | None = None
+    named: bool = False
 
 
 def _static_names(run: Run, sidecar: Mapping[str, Sequence[str]]) -> tuple[list[str], str]:
@@ -158,6 +161,7 @@ def read_file(
                         rebuild_messages(run),
                         standings_from_snapshot(run),
                         run.execution_id,
+                        run.named,
                     )
                     result.streams.append(stream)
                 except FOLD_ERRORS as error:  # a stream no replay can hold
@@ -194,6 +198,7 @@ def read_file(
                         content_digest(document.payload) if digest else None,
                         window,
                         run.execution_id,
+                        run.named,
                     )
                 )
     except ReadError as error:
