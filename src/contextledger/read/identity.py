@@ -241,7 +241,7 @@ class RunIdentity:
     def duplicates(self) -> list[dict[str, object]]:
         """Each copy not counted because another copy of its run counts, and where that
         one is (the copy counted in the end, when one took another's place)."""
-        rows = []
+        rows: list[dict[str, object]] = []
         for copy, counted in self._copies:
             kept = counted.kept()
             rows.append(
