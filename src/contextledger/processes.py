@@ -34,8 +34,9 @@ PR_SET_PDEATHSIG = 1
 START_METHOD = "forkserver"
 
 #: What the forkserver imports before it forks a worker, so no worker imports it again:
-#: the snapshot reader the pools run (msgspec and the reading layer; no engine, no Arrow).
-PRELOAD = ("contextledger.tables.files",)
+#: the snapshot reader the pools run (msgspec and the reading layer; no engine, no Arrow)
+#: and this module (each worker is started as one of its classes).
+PRELOAD = ("contextledger.tables.files", "contextledger.processes")
 
 
 def worker_pool(max_workers: int) -> ProcessPoolExecutor:
