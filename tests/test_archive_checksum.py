@@ -6,14 +6,18 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import time
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner, Result
 
 from contextledger.archive import Archive, ArchiveDamaged, ArchiveTables, verify_archive
+from contextledger.archive.location import Location
+from contextledger.archive.verified import VerifiedParts
 from contextledger.cli import main
 from contextledger.cli.common import EXIT_UNREADABLE_INPUT, EXIT_USAGE
+from contextledger.jobs.ingest import ingest
 from contextledger.ledger.compute import compute_ledger
 
 from .conftest import SAMPLE
@@ -205,3 +209,66 @@ def test_labels_of_runs_a_damaged_commit_took_out_are_not_said_to_match_no_run(p
     assert result.exit_code == EXIT_UNREADABLE_INPUT
     assert "match no run the archive holds" not in result.stderr
     assert "match no run read from the archive's intact commits" in result.stderr
+
+
+def aged(root: Path, seconds: int = 60) -> None:
+    """Date every file of ``root`` back, as if written a while ago (a part modified within
+    two seconds of a check is not remembered: a change in the same tick could hide)."""
+    then = time.time_ns() - seconds * 1_000_000_000
+    for path in root.rglob("*"):
+        if path.is_file():
+            os.utime(path, ns=(then, then))
+
+
+def test_ingest_reads_each_committed_part_for_its_checksum_once(pristine, tmp_path, monkeypatch):
+    """Every ingest read every committed part to check its CRC-32 before writing (about
+    0.4 s at 1M runs, growing with the archive). Now a part checked once, and unchanged
+    since by its size and mtime, is not read again; one changed in place is (its mtime
+    moved), and refuses the ingest; ``check`` still reads every byte."""
+    archive = copy(pristine, tmp_path / "archive")
+    aged(archive)
+    nothing = tmp_path / "nothing"
+    nothing.mkdir()
+    read: list[str] = []
+    real = Location.read_bytes
+
+    def counted(self: Location, relative: str) -> bytes:
+        if relative.endswith(".parquet"):
+            read.append(relative)
+        return real(self, relative)
+
+    monkeypatch.setattr(Location, "read_bytes", counted)
+    parts = [f.path for c in Archive.open(archive).commits for f in c.files if f.crc32]
+    ingest([nothing], archive, workers=1)
+    assert sorted(read) == sorted(parts)
+    for _ in range(2):
+        read.clear()
+        ingest([nothing], archive, workers=1)
+        assert read == []
+    damaged = part(archive, "offers", seq=3)
+    flip(damaged)
+    read.clear()
+    refused = invoke("ingest", str(nothing), "--archive", str(archive))
+    assert refused.exit_code == EXIT_USAGE and str(damaged) in refused.stderr
+    assert read == [damaged.relative_to(archive).as_posix()]
+    read.clear()
+    assert [p.path for p in verify_archive(archive)] == [str(damaged)]
+    intact = [f.path for c in Archive.open(pristine).commits[:2] for f in c.files if f.crc32]
+    assert set(intact) < set(read)  # check trusts nothing remembered
+
+
+def test_a_part_just_written_is_checked_again_by_the_next_ingest(pristine, tmp_path):
+    """A part's mtime within two seconds of its check is not remembered: a change in the
+    same clock tick could keep that mtime. So the parts an ingest just wrote are read
+    once more by the next one, and then no more."""
+    archive = copy(pristine, tmp_path / "archive")
+    aged(archive, seconds=0)  # as an ingest leaves the parts it wrote
+    nothing = tmp_path / "nothing"
+    nothing.mkdir()
+    ingest([nothing], archive, workers=1)  # fresh mtimes: checked, not remembered
+    remembered = VerifiedParts.load(archive).parts
+    assert remembered == {}
+    aged(archive)
+    ingest([nothing], archive, workers=1)
+    parts = {f.path for c in Archive.open(archive).commits for f in c.files if f.crc32}
+    assert set(VerifiedParts.load(archive).parts) == parts
