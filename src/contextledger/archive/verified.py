@@ -104,9 +104,12 @@ class VerifiedParts:
         """Write the list if it changed (the writer's, under the archive's lock)."""
         if self.root is None or not self.changed:
             return
-        from contextledger.archive.store import write_atomically
-
         listing = {path: list(entry) for path, entry in sorted(self.parts.items())}
         text = json.dumps({"version": 1, "parts": listing}, separators=(",", ":"))
-        write_atomically(self.root / VERIFIED, text.encode())
+        # renamed into place, never synced: lost in a crash, it is only rebuilt
+        target = self.root / VERIFIED
+        target.parent.mkdir(parents=True, exist_ok=True)
+        temporary = target.with_name(f".{target.name}.tmp")
+        temporary.write_text(text, encoding="utf-8")
+        os.replace(temporary, target)
         self.changed = False

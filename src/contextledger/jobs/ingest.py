@@ -53,7 +53,8 @@ from contextledger.read.snapshot import ReadProblem, display_path, find_snapshot
 from contextledger.tables import schema
 from contextledger.tables.build import ACCOUNTING_MODES, RunTables, TableBuilder
 from contextledger.tables.files import FileRead, RunRead, read_chunk
-from contextledger.tables.windows import RunWindow, messages_from_columns
+from contextledger.tables.window_rows import RunWindow
+from contextledger.tables.windows import messages_from_columns
 
 #: Commit a batch once it holds this many runs, or after this many seconds.
 BATCH_RUNS = 5000

@@ -179,7 +179,7 @@ def read_file(
                     result.problems.append((confined, problem))
             window = None
             if facts and windows:
-                from contextledger.tables.windows import run_window
+                from contextledger.tables.window_rows import run_window
 
                 try:
                     window = run_window(run)
