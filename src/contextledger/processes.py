@@ -52,9 +52,18 @@ def worker_pool(max_workers: int) -> ProcessPoolExecutor:
     return ProcessPoolExecutor(
         max_workers=max_workers,
         mp_context=context,
-        initializer=die_with_parent,
-        initargs=(os.getpid(),),
+        initializer=_start_worker,
+        initargs=(os.getpid(), dict(os.environ)),
     )
+
+
+def _start_worker(parent: int, environ: dict[str, str]) -> None:
+    """Give this worker its pool owner's environment as it is now (the forkserver holds
+    the one it started with, and settings such as ``--max-document-mb`` travel in it, as
+    they did to forked workers), then :func:`die_with_parent`."""
+    os.environ.clear()
+    os.environ.update(environ)
+    die_with_parent(parent)
 
 
 _MAIN_SWAP = threading.Lock()
