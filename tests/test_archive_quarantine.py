@@ -66,7 +66,7 @@ def test_a_deleted_quarantined_file_leaves_the_quarantine_at_the_next_ingest(sna
     assert quarantined(root) == []
     assert exit_code(str(root)) == 0
     assert ArchiveTables(Archive.open(root), "corrected").runs.num_rows == 14
-    assert ingest([elsewhere], root, workers=1).commits == 0  # retired once
+    assert ingest([elsewhere], root, workers=1).sources_retired == 0  # retired once
     # Back again, still bad: read and quarantined again.
     (snapshots / "invalid.json").write_text("{not json", encoding="utf-8")
     assert ingest([snapshots], root, workers=1).files_read == 1
@@ -130,3 +130,55 @@ def test_a_quarantined_input_counts_only_when_the_selection_includes_it(snapshot
         "?label=y": EXIT_UNREADABLE_INPUT,
     }
     assert {query: exit_code(f"{root}{query}") for query in cases} == cases
+
+
+@pytest.fixture
+def conflicting(tmp_path: Path) -> Path:
+    """The sample, and a copy of s0003-loop cut short: the same run id, other content."""
+    folder = tmp_path / "runs"
+    shutil.copytree(SAMPLE, folder)
+    document = json.loads(gzip.decompress((SAMPLE / "s0003-loop.json.gz").read_bytes()))
+    document["snapshot"]["commitLog"] = document["snapshot"]["commitLog"][:5]
+    (folder / "zz-conflict.json").write_text(json.dumps(document), encoding="utf-8")
+    return folder
+
+
+def test_a_known_conflict_is_reported_alike_by_every_later_command(conflicting, tmp_path):
+    """A conflicting copy is read, not counted: the ledger said "1 input(s) unreadable"
+    of it. Every later ledger now says the same, as a conflict, and every later ingest
+    keeps it quarantined, as over the folder itself."""
+    root = tmp_path / "archive"
+    runner = CliRunner()
+    first = runner.invoke(main, ["ingest", str(conflicting), "--archive", str(root)])
+    assert first.exit_code == EXIT_UNREADABLE_INPUT, first.output
+    summary = "(corrected accounting; 0 input(s) unreadable, 1 conflicting copy(ies) not counted)"
+    answers = []
+    for _ in range(2):
+        ledger = runner.invoke(main, ["ledger", str(root)])
+        assert ledger.exit_code == EXIT_UNREADABLE_INPUT
+        assert summary in ledger.stdout
+        answers.append((ledger.stdout, ledger.stderr))
+        again = runner.invoke(main, ["ingest", str(conflicting), "--archive", str(root)])
+        assert again.exit_code == 0 and "left the quarantine" not in again.stdout
+        assert quarantined(root) == ["zz-conflict.json"]
+    assert answers[0] == answers[1]
+    folder = runner.invoke(main, ["ledger", str(conflicting)])
+    assert folder.exit_code == EXIT_UNREADABLE_INPUT and summary in folder.stdout
+
+
+def test_a_deleted_conflicting_copy_leaves_the_quarantine_once(conflicting, tmp_path):
+    """Deleting the copy (how a user settles the conflict) retired it from the quarantine
+    at the next ingest, and again at every ingest after: "1 quarantined file(s) since
+    deleted left the quarantine", a commit each time, over an empty quarantine."""
+    root = tmp_path / "archive"
+    ingest([conflicting], root, workers=1)
+    (conflicting / "zz-conflict.json").unlink()
+    retired = ingest([conflicting], root, workers=1)
+    assert retired.sources_retired == 1 and quarantined(root) == []
+    commits = len(Archive.open(root).commits)
+    for _ in range(2):
+        later = ingest([conflicting], root, workers=1)
+        assert later.sources_retired == 0
+        assert "left the quarantine" not in later.summary()
+        assert len(Archive.open(root).commits) == commits
+        assert exit_code(str(root)) == 0

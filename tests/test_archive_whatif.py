@@ -28,9 +28,10 @@ from contextledger.jobs.synth_model import synth_streams
 from contextledger.jobs.whatif import whatif, whatif_archive
 from contextledger.ledger.compute import compute_ledger
 from contextledger.read.snapshot import ReadProblem
-from contextledger.tables import schema
+from contextledger.tables import schema, window_rows
 from contextledger.tables import windows as window_tables
-from contextledger.tables.windows import messages_table, stream_row
+from contextledger.tables.window_rows import stream_row
+from contextledger.tables.windows import messages_table
 from contextledger.window.whatif import parse_policies, whatif_table
 
 from .conftest import REPO, SAMPLE, require_corpus
@@ -284,12 +285,12 @@ def test_a_run_whose_stream_cannot_be_folded_is_named_and_the_rest_replayed(tmp_
 
 
 def test_a_run_archived_without_a_stream_and_no_reason_is_named_too(tmp_path, monkeypatch):
-    folded = window_tables.run_window
+    folded = window_rows.run_window
 
     def lost(run):  # as if ingest had stored no stream for this run, and said nothing
         return None if run.run_id == "s0003-loop" else folded(run)
 
-    monkeypatch.setattr(window_tables, "run_window", lost)
+    monkeypatch.setattr(window_rows, "run_window", lost)
     files = [SAMPLE / "s0001-fact-bench.json.gz", SAMPLE / "s0003-loop.json.gz"]
     root = tmp_path / "archive"
     assert ingest(files, root, workers=1).problems == []

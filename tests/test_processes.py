@@ -148,3 +148,50 @@ def test_every_process_pool_comes_from_the_helper():
             if name in ("ProcessPoolExecutor", "Pool", "Process"):
                 builders.append(f"{path.relative_to(PACKAGE)}:{node.lineno}")
     assert builders == []
+
+
+WORKERS_AFTER_THE_ENGINES_RAN = """
+import os, sys
+import duckdb, polars as pl
+from contextledger.processes import worker_pool
+
+pl.DataFrame({"k": range(100_000)}).group_by(pl.col("k") % 7).len()  # its pool, running
+duckdb.sql("SELECT sum(i) FROM range(100000) t(i)").fetchall()
+with worker_pool(2) as pool:
+    found = pool.submit(eval, "sorted({'polars', 'duckdb'} & set(__import__('sys').modules))")
+    print(found.result(), pool.submit(os.getppid).result() != os.getpid())
+"""
+
+
+def test_workers_inherit_no_engine_from_a_parent_that_ran_them():
+    """A worker forked from a process running Polars' and DuckDB's thread pools inherited
+    their half-held locks: one segfaulted under load (``BrokenProcessPool``). Workers
+    now come from a forkserver that never imported an engine."""
+    process = subprocess.run(
+        [sys.executable, "-c", WORKERS_AFTER_THE_ENGINES_RAN],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert process.returncode == 0, process.stderr
+    assert process.stdout.split("\n") == ["[] True", ""]
+
+
+def test_a_script_without_a_main_guard_reads_with_workers_once(tmp_path):
+    """Under ``spawn`` and ``forkserver`` multiprocessing runs the parent's script again in
+    every worker, so a script with no ``if __name__ == "__main__"`` guard (what reading
+    runs needed under ``fork``) started pools inside its workers and broke; ours are
+    started without it."""
+    script = tmp_path / "read.py"
+    script.write_text(
+        "from contextledger.tables.build import read_runs\n"
+        "print('script body', flush=True)\n"
+        f"print(read_runs({str(REPO / 'data' / 'sample')!r}, workers=2).runs.num_rows)\n",
+        encoding="utf-8",
+    )
+    process = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, check=False
+    )
+    assert process.returncode == 0, process.stderr
+    assert process.stdout.split("\n") == ["script body", "14", ""]
+    assert process.stderr == ""

@@ -35,6 +35,7 @@ from contextledger.report import (
 from contextledger.report.differences import DIFFERENCES, markdown_table
 from contextledger.report.frames import accounting_comparison
 from contextledger.tables import build
+from contextledger.tables import files as table_files
 from contextledger.tables.build import ACCOUNTING_MODES, read_runs
 from contextledger.tables.windows import messages_table
 from contextledger.window.audit import wire_check
@@ -287,13 +288,13 @@ def test_the_report_reads_each_snapshot_once(tmp_path: Path, monkeypatch):
     for path in names:
         shutil.copy(path, folder)
     opened: list[Path] = []
-    real = build.iter_documents
+    real = table_files.iter_documents
 
     def counted(path: Path):
         opened.append(path)
         return real(path)
 
-    monkeypatch.setattr(build, "iter_documents", counted)
+    monkeypatch.setattr(table_files, "iter_documents", counted)  # where files are read
     data = collect([folder], policies=["none"])
     assert sorted(p.name for p in opened) == [p.name for p in names]
     assert data.reference is not None and data.reference.runs.num_rows == 5

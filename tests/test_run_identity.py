@@ -337,7 +337,7 @@ def test_the_command_line_and_the_archive_name_one_recording_under_two_ids(
     assert result.exit_code == 0, result.stderr
     assert result.stdout == run_cli("ledger", str(bare_runs), "--format", "csv").stdout
     link = bare_messy / "a" / "zlink.json"
-    kept = bare_messy / "a" / "s0003-loop.json"
+    kept = bare_messy / "c" / "s0003-loop.json.gz"  # the wrapped copy: it names its run
     line = f"duplicate {link} (run zlink): the same recording as {kept} (run s0003-loop)"
     assert f"{line}, counted once" in result.stderr
     root = tmp_path / "archive"
@@ -373,3 +373,58 @@ def test_an_archive_written_before_execution_ids_were_kept_still_takes_new_runs(
     later = ingest([renamed], root, workers=1)
     assert (later.runs_added, later.runs_already_archived) == (1, 1)  # by id only
     assert run_cli("check", str(root)).exit_code == 0
+
+
+# ── which copy of one recording is kept ────────────────────────────
+def with_a_bare_twin(tmp_path: Path, twin_name: str) -> Path:
+    """The sample, with s0003-loop also as a bare JSON Lines twin: its id is the file's
+    (``TWIN:1``), and it lacks the wrapper's static tool names."""
+    folder = tmp_path / twin_name
+    shutil.copytree(SAMPLE, folder)
+    (folder / f"{twin_name}.jsonl").write_text(json.dumps(bare(LOOP)) + "\n", encoding="utf-8")
+    return folder
+
+
+def by_piece(ledger: pl.DataFrame) -> pl.DataFrame:
+    """The rows in a fixed order (where the kept run sits moves ties between rows)."""
+    return ledger.sort("kind", "id")
+
+
+@pytest.mark.parametrize("twin", ["a-twin", "z-twin"], ids=["twin read first", "twin read last"])
+def test_the_copy_that_names_its_run_is_kept_whatever_the_file_order(tmp_path, twin):
+    """The copy kept was the first read: a twin named ``a-twin:1`` read before the
+    wrapped s0003-loop was counted under its file's name, without the static tool names
+    the wrapper carries. Now the wrapped copy is kept in both orders, from the folder and
+    through ingest, and the twin is its duplicate."""
+    folder = with_a_bare_twin(tmp_path, twin)
+    clean = read_runs(SAMPLE)
+    tables = read_runs(folder)
+    assert sorted(tables.runs["run_id"].to_pylist()) == sorted(clean.runs["run_id"].to_pylist())
+    [duplicate] = tables.duplicates.to_pylist()
+    assert (duplicate["run_id"], duplicate["kept_run_id"]) == (f"{twin}:1", "s0003-loop")
+    assert duplicate["kept_path"] == str(folder / LOOP.name)
+    expected = by_piece(compute_ledger(clean).rows())
+    assert_frame_equal(by_piece(compute_ledger(tables).rows()), expected, check_exact=True)
+    streams = read_inputs(folder).streams
+    assert sorted(s.run_id for s in streams) == sorted(
+        s.run_id for s in read_inputs(SAMPLE).streams
+    )
+    root = tmp_path / "archive"
+    report = ingest([folder], root, workers=1)
+    assert (report.runs_added, report.runs_already_archived) == (14, 1)
+    archived = ArchiveTables(Archive.open(root), "corrected")
+    assert sorted(archived.runs["run_id"].to_pylist()) == sorted(clean.runs["run_id"].to_pylist())
+    assert_frame_equal(by_piece(compute_ledger(archived).rows()), expected, check_exact=True)
+
+
+def test_a_named_copy_takes_its_twins_place_in_the_run_order(tmp_path):
+    """The copy kept sits where its recording was first read: the runs come in the same
+    order as they would with the twin alone, and later duplicates point at the kept one."""
+    identity = RunIdentity()
+    assert identity.place("twin:1", RunSource("a/twin.jsonl", 1), "d1", "x") == 0
+    assert identity.place("other", RunSource("b/other.json"), "d2", "y") == 1
+    assert identity.place("twin:1", RunSource("c/twin.jsonl", 1), "d1", "x") is None
+    assert identity.place("loop", RunSource("d/loop.json.gz"), "d1", "x", named=True) == 0
+    assert identity.place("copy", RunSource("e/copy.json"), "d1", "x") is None
+    kept = {(row["path"], row["kept_run_id"]) for row in identity.duplicates}
+    assert kept == {("c/twin.jsonl", "loop"), ("a/twin.jsonl", "loop"), ("e/copy.json", "loop")}

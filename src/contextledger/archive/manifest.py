@@ -26,6 +26,8 @@ class KnownSource:
     content_hash: str | None
     clean: bool  # read, and nothing in it was quarantined
     kind: str = "snapshots"
+    #: ``read``, ``unreadable``, or ``deleted`` (a quarantined file since deleted, retired).
+    status: str = "read"
 
 
 def committed_sources(archive: Archive) -> dict[str, KnownSource]:
@@ -47,6 +49,7 @@ def committed_sources(archive: Archive) -> dict[str, KnownSource]:
             row["content_hash"],
             row["status"] == "read" and row["problem_count"] == 0,
             row["kind"],
+            row["status"],
         )
         for row in latest.iter_rows(named=True)
     }

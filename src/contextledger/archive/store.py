@@ -73,6 +73,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from contextledger.archive.location import ArchiveError, Location, local_root, locate
+from contextledger.archive.verified import VerifiedParts
 from contextledger.tables import schema
 
 FORMAT = "contextledger-archive"
@@ -145,9 +146,27 @@ class ArchiveProblem:
     ingest_date: str | None = None
     commit: int | None = None
     runs: int | None = None
+    #: What is wrong with the file alone, without what leaving its commit out costs
+    #: (None: ``reason`` says no more): what a refusal says, having left nothing out.
+    cause: str | None = field(default=None, compare=False)
 
     def __str__(self) -> str:
         return f"{self.path}: {self.reason}"
+
+    def unanswered(self) -> str:
+        """The problem as a refusal says it: the file, why, and the commit holding it;
+        no commit was left out of an answer, since none was given.
+
+        >>> problem = ArchiveProblem("p", "changed: commit 2 is left out", "2026-11-02", 2, 5,
+        ...                          cause="changed")
+        >>> problem.unanswered()
+        'p: changed (in commit 2, ingest date 2026-11-02, with 5 run(s))'
+        """
+        if self.cause is None or self.commit is None:
+            return str(self)
+        runs = f", with {self.runs} run(s)" if self.runs is not None else ""
+        held = f"in commit {self.commit}, ingest date {self.ingest_date}{runs}"
+        return f"{self.path}: {self.cause} ({held})"
 
 
 class ArchiveDamaged(ArchiveError):
@@ -167,7 +186,7 @@ class ArchiveDamaged(ArchiveError):
         self.lines = [
             f"{root} is damaged, {said} (restore these files from a "
             "backup, or ingest the snapshots into a new archive):",
-            *(f"  {problem}" for problem in self.problems),
+            *(f"  {problem if written else problem.unanswered()}" for problem in self.problems),
         ]
         super().__init__("\n".join(self.lines))
 
@@ -241,6 +260,8 @@ class Archive:
     location: Location = field(default=None)  # type: ignore[assignment]
     #: The files whose bytes :meth:`verify_content` found as their commit recorded them.
     _verified: set[str] = field(default_factory=set, repr=False)
+    #: The parts checked by an earlier ingest and unchanged since (:mod:`.verified`).
+    _remembered: VerifiedParts = field(default_factory=lambda: VerifiedParts(None), repr=False)
 
     def __post_init__(self) -> None:
         if self.location is None:
@@ -372,6 +393,9 @@ class Archive:
         self.commits = intact
         self.damage = damage
         self._verified = set()
+        self._remembered = VerifiedParts.load(
+            Path(self.location.root) if self.location.is_local else None
+        )
 
     def _file_problem(self, file: DataFile, commit: Commit, why: str) -> ArchiveProblem:
         """Damage to one of ``commit``'s files, said with what leaving the commit out costs."""
@@ -381,9 +405,12 @@ class Archive:
             commit.ingest_date,
             commit.seq,
             commit.run_count,
+            cause=why,
         )
 
-    def verify_content(self, files: Sequence[DataFile]) -> list[ArchiveProblem]:
+    def verify_content(
+        self, files: Sequence[DataFile], *, remembered: bool = True
+    ) -> list[ArchiveProblem]:
         """Check the bytes of ``files`` against the CRC-32 their commit recorded, and
         leave out (into :attr:`damage`) each intact commit one of them belongs to whose
         content differs: the damage a size check cannot see (a byte changed, a file
@@ -393,7 +420,9 @@ class Archive:
         are about to read (:class:`~contextledger.archive.tables.ArchiveTables`),
         ``ingest`` and :func:`verify_archive` every file. Each file is read once per
         opening; a file written before checksums were recorded is passed over (a
-        damaged one is found by its reader, and named then).
+        damaged one is found by its reader, and named then). ``remembered``: a part an
+        earlier ingest checked and that is unchanged since, by its size and mtime, is not
+        read again (:mod:`~contextledger.archive.verified`); ``check`` reads every byte.
         """
         owner = {file.path: commit for commit in self.commits for file in commit.files}
         found: list[ArchiveProblem] = []
@@ -404,6 +433,9 @@ class Archive:
                 continue
             if commit.seq in lost:
                 continue
+            if remembered and self._remembered.holds(file.path, file.crc32):
+                self._verified.add(file.path)
+                continue
             try:
                 checksum = zlib.crc32(self.location.read_bytes(file.path))
             except OSError as error:
@@ -411,6 +443,7 @@ class Archive:
             else:
                 if checksum == file.crc32:
                     self._verified.add(file.path)
+                    self._remembered.record(file.path, checksum)
                     continue
                 why = "its bytes differ from those its commit recorded (changed in place)"
             lost.add(commit.seq)
@@ -489,9 +522,12 @@ class Archive:
         """
         with _locked(self.root):
             self.reload()
-            self.verify_content([file for commit in self.commits for file in commit.files])
+            listed = [file for commit in self.commits for file in commit.files]
+            self.verify_content(listed)  # reads only what no earlier ingest checked
             if self.damage:
                 raise ArchiveDamaged(self.root, self.damage)
+            self._remembered.keep_only({file.path for file in listed})
+            self._remembered.save()
             yield self.remove_uncommitted()
 
     def remove_uncommitted(self) -> int:
@@ -672,7 +708,8 @@ def verify_archive(root: str | Path | Location | Archive) -> list[ArchiveProblem
     except ArchiveError as error:
         named = location if isinstance(location, Location) else locate(location)
         return [ArchiveProblem(named.name("archive.json"), str(error))]
-    archive.verify_content([file for commit in archive.commits for file in commit.files])
+    every_file = [file for commit in archive.commits for file in commit.files]
+    archive.verify_content(every_file, remembered=False)
     problems = list(archive.damage)
     modes = {file.accounting for file in archive.files("runs")}
     where = archive.location

@@ -305,11 +305,13 @@ def _read_inputs(
     strict: bool,
     *,
     every_table: bool = False,
+    listed: Sequence[str] = (),
 ) -> RunTables:
     """The runs under ``paths`` (snapshots, or an archive and its selection), each
     unreadable input, skipped file, duplicate and unmatched label named on stderr.
     ``every_table``: an archive's every selected file is checked first (SQL may read
-    any), not only what the ledger reads."""
+    any), not only what the ledger reads; ``listed``: these tables' files too (what the
+    command lists beyond that), so damage in them leaves its commit out, said here."""
     from contextledger.tables.build import load_outcomes, load_static_tools, read_accountings
 
     try:
@@ -322,7 +324,7 @@ def _read_inputs(
         _fail(str(error))
         raise  # unreachable: _fail exits
     try:  # an archive DIR (DIR?since=...&until=...&label=...&run_id=...) is read lazily
-        archived = _archive_tables(paths, mode, every_table=every_table)
+        archived = _archive_tables(paths, mode, every_table=every_table, listed=listed)
         tables = (
             archived
             or read_accountings(  # read_runs', without its warnings: said here
@@ -365,18 +367,21 @@ def _refuse_if_nothing_read(runs: int, unreadable: int) -> None:
         sys.exit(EXIT_UNREADABLE_INPUT)
 
 
-def _archive_tables(paths: Sequence[str], mode: str, *, every_table: bool) -> ArchiveTables | None:
+def _archive_tables(
+    paths: Sequence[str], mode: str, *, every_table: bool, listed: Sequence[str]
+) -> ArchiveTables | None:
     """The archive ``paths`` name (``archive_tables``), every selected file checked first
-    when ``every_table``; None, without importing the archive's Parquet stack (0.07 s of
-    CPU), when no path could name one: no ``?``, no URI scheme, no ``archive.json``."""
+    when ``every_table`` (else the files of the ``listed`` tables); None, without
+    importing the archive's Parquet stack (0.07 s of CPU), when no path could name one:
+    no ``?``, no URI scheme, no ``archive.json``."""
     if not any(":" in path or "?" in path or Path(path, "archive.json").exists() for path in paths):
         return None
     from contextledger.archive import ArchiveError, archive_tables
 
     try:
         archived = archive_tables(paths, mode)
-        if archived is not None and every_table:
-            archived.check_all()
+        if archived is not None and (every_table or listed):
+            archived.check_tables(None if every_table else listed)
         return archived
     except ArchiveError as error:
         _fail(str(error))
@@ -453,12 +458,16 @@ def _name_unmatched(what: str, ids: Sequence[str], run_ids: Any) -> None:
 def _summary(tables: RunTables) -> str:
     import polars as pl
 
+    from contextledger.read.identity import is_conflict
+
     runs = pl.DataFrame(tables.runs)
     metered = int(runs["metered"].sum()) if runs.height else 0
     refused = runs.filter(~pl.col("metered"))
+    conflicts = sum(map(is_conflict, tables.problems.column("reason").to_pylist()))
+    copies = f", {conflicts} conflicting copy(ies) not counted" if conflicts else ""
     line = (
-        f"{metered:,} run(s) metered, {refused.height:,} refused "
-        f"({tables.mode} accounting; {tables.problems.num_rows:,} input(s) unreadable)"
+        f"{metered:,} run(s) metered, {refused.height:,} refused ({tables.mode} accounting; "
+        f"{tables.problems.num_rows - conflicts:,} input(s) unreadable{copies})"
     )
     reasons = refused.group_by("refused_reason").agg(
         runs=pl.len(), examples=pl.col("run_id").head(3)

@@ -163,7 +163,9 @@ def ledger(
         _fail(_unopened(error))
     except ValueError as error:
         _fail(str(error))
-    tables = _read_inputs(paths, mode, static_tools_file, outcomes_file, strict)
+    # compute_ledger lists an archive's offers and uses whatever it reads: checked first
+    listed = ("offers", "uses")
+    tables = _read_inputs(paths, mode, static_tools_file, outcomes_file, strict, listed=listed)
     result = on_spark("ledger", tables) if on_spark else compute_ledger(tables)
     if merge_files:
         try:

@@ -47,19 +47,14 @@ from contextledger.read.identity import (
     RunIdentity,
     describe_duplicates,
     describe_unmatched,
+    put_in_slot,
 )
 from contextledger.read.snapshot import ReadProblem, display_path, find_snapshot_files
 from contextledger.tables import schema
-from contextledger.tables.build import (
-    ACCOUNTING_MODES,
-    FileRead,
-    RunRead,
-    RunTables,
-    TableBuilder,
-    TraceInputs,
-    read_file,
-)
-from contextledger.tables.windows import RunWindow, messages_from_columns
+from contextledger.tables.build import ACCOUNTING_MODES, RunTables, TableBuilder, TraceInputs
+from contextledger.tables.files import FileRead, RunRead, read_chunk
+from contextledger.tables.window_rows import RunWindow
+from contextledger.tables.windows import messages_from_columns
 
 #: Commit a batch once it holds this many runs, or after this many seconds.
 BATCH_RUNS = 5000
@@ -348,6 +343,7 @@ def retire_deleted_sources(
         for path, before in known.items()
         if before.kind == "snapshots"
         and not before.clean
+        and before.status != "deleted"  # retired already: once is enough
         and path not in skip
         and Path(path).is_absolute()
         and not Path(path).exists()
@@ -381,15 +377,6 @@ def local_reader(workers: int | None = None) -> Reader:
         return _read_in_order(sources, sidecar, workers)
 
     return read
-
-
-def read_chunk(paths: Sequence[str], sidecar: Mapping[str, Sequence[str]]) -> list[FileRead]:
-    """``paths`` read as every ingest reads them: both accountings, a digest of each
-    run's document, its message stream; what a worker (a process, an executor) returns."""
-    return [
-        read_file(Path(p), ACCOUNTING_MODES, sidecar, False, digest=True, windows=True)
-        for p in paths
-    ]
 
 
 def _read_in_order(
@@ -492,34 +479,44 @@ def write_batch(
     quarantine: list[dict[str, Any]] = []
     partitions: list[str] = []
     windows: dict[str, _WindowRows] = {}  # by partition
+    # which copy of each run counts, and where: a later copy may take an earlier's place
+    counted: list[RunRead] = []
+    conflicts: dict[int, list[ReadProblem]] = {}  # by id() of the copy
+    for _, read in reads:
+        for run in read.runs:
+            found = len(identity.conflicts)
+            slot = identity.place(
+                run.run_id, run.source, run.digest or "", run.execution_id, named=run.named
+            )
+            if slot is not None:
+                put_in_slot(counted, slot, run)
+            conflicts[id(run)] = identity.conflicts[found:]
+    kept = {id(run) for run in counted}
+    for run in counted:
+        order = batch.first_run_order + batch.run_count
+        batch.run_count += 1
+        partition = store.partition_value(
+            archive.partition_by, batch.ingest_date, run.runner_kind, run.source.path
+        )
+        partitions.append(partition)
+        if run.window is not None:
+            windows.setdefault(partition, _WindowRows()).add(run.window, order)
+        for mode, facts in run.facts.items():
+            builders[mode].add_run(run, order)
+            if not facts.metered:
+                report.refused[mode] += 1
+        _append_index(index, run, order, partition)
     for source, read in reads:
-        added: list[str] = []
-        already = conflicting = 0
         problems = [
             _quarantined(problem, mode, batch.ingest_date) for mode, problem in read.problems
         ]
+        added = [run.run_id for run in read.runs if id(run) in kept]
+        conflicting = 0
         for run in read.runs:
-            duplicates, conflicts = len(identity.duplicates), len(identity.conflicts)
-            if not identity.admit(run.run_id, run.source, run.digest or "", run.execution_id):
-                already += len(identity.duplicates) - duplicates
-                for problem in identity.conflicts[conflicts:]:
-                    conflicting += 1
-                    problems.append(_quarantined(problem, None, batch.ingest_date))
-                continue
-            order = batch.first_run_order + batch.run_count
-            batch.run_count += 1
-            added.append(run.run_id)
-            partition = store.partition_value(
-                archive.partition_by, batch.ingest_date, run.runner_kind, run.source.path
-            )
-            partitions.append(partition)
-            if run.window is not None:
-                windows.setdefault(partition, _WindowRows()).add(run.window, order)
-            for mode, facts in run.facts.items():
-                builders[mode].add_run(run, order)
-                if not facts.metered:
-                    report.refused[mode] += 1
-            _append_index(index, run, order, partition)
+            for problem in conflicts[id(run)]:
+                conflicting += 1
+                problems.append(_quarantined(problem, None, batch.ingest_date))
+        already = len(read.runs) - len(added) - conflicting
         quarantine.extend(problems)
         _append_source(sources, source, "snapshots", added, len(read.runs), already, conflicting)
         sources["problem_count"][-1] = len(problems)

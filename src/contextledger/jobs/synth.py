@@ -54,7 +54,8 @@ from contextledger.progress import Progress
 from contextledger.read.messages import RunMessages, collector_paused
 from contextledger.tables import schema
 from contextledger.tables.build import ACCOUNTING_MODES, RunTables
-from contextledger.tables.windows import message_columns, stream_row, with_turn_index
+from contextledger.tables.window_rows import message_columns, stream_row
+from contextledger.tables.windows import with_turn_index
 from contextledger.window.synthetic import (
     Scripts,
     script_streams,

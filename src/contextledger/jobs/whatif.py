@@ -29,14 +29,8 @@ from contextledger.read.snapshot import (
     find_snapshot_files,
 )
 from contextledger.tables import schema
-from contextledger.tables.build import (
-    ACCOUNTING_MODES,
-    FileRead,
-    RunTables,
-    TraceInputs,
-    read_accountings,
-    read_file,
-)
+from contextledger.tables.build import ACCOUNTING_MODES, RunTables, TraceInputs, read_accountings
+from contextledger.tables.files import FileRead, RunStream, read_file
 from contextledger.tables.standings import load_standings
 from contextledger.tables.windows import streams_from_tables
 from contextledger.window.policies import Policy
@@ -80,27 +74,66 @@ def read_inputs(paths_or_runs: Any, *, meter: Progress | None = None) -> WhatIfI
         else paths_or_runs
     )
     inputs = WhatIfInputs()
-    identity = RunIdentity()
+    taken = _Taken()
     traces = TraceInputs((), messages=True)
     for item in items:
         if isinstance(item, RunMessages):
-            inputs.streams.append(item)
+            taken.given(item)
         elif isinstance(item, Run):
-            _take(inputs, item, identity)
+            _take(taken, item)
         else:
             found = find_snapshot_files([item])
             inputs.skipped.extend(found.skipped)
             for done, path in enumerate(found.files):
                 if meter is not None and meter.due():
-                    meter.show(_reading_line(inputs, done, len(found.files), meter.elapsed))
-                _take_streams(
-                    inputs, identity, traces.take(read_file(path, (), {}, False, streams=True))
-                )
+                    meter.show(_reading_line(len(taken.runs), done, len(found.files), meter))
+                read = traces.take(read_file(path, (), {}, False, streams=True))
+                _take_streams(inputs, taken, read)
     if traces:  # a trace's spans may be in any file: its runs come once all are read
-        _take_streams(inputs, identity, traces.finish())
-    inputs.problems.extend(identity.conflicts)
-    inputs.duplicates = identity.duplicate_table()
+        _take_streams(inputs, taken, traces.finish())
+    taken.finish(inputs)
     return inputs
+
+
+@dataclass
+class _Taken:
+    """The runs taken so far, each where :meth:`RunIdentity.place` puts it: a later copy
+    of a recording with more identity takes the place of the copy taken first."""
+
+    identity: RunIdentity = field(default_factory=RunIdentity)
+    #: Each run's stream and standings, in the order taken.
+    runs: list[tuple[RunMessages, list[dict[str, Any]]]] = field(default_factory=list)
+    #: Where in ``runs`` each of the identity's slots is.
+    positions: list[int] = field(default_factory=list)
+
+    def take(
+        self,
+        run: Run | RunStream,
+        messages: RunMessages,
+        standings: list[dict[str, Any]],
+    ) -> None:
+        """Take ``run`` (its ``messages`` and ``standings``) if it is the copy that counts."""
+        slot = self.identity.place(
+            run.run_id, run.source, execution_id=run.execution_id, named=run.named
+        )
+        if slot is None:
+            return
+        if slot == len(self.positions):
+            self.positions.append(len(self.runs))
+            self.runs.append((messages, standings))
+        else:
+            self.runs[self.positions[slot]] = (messages, standings)
+
+    def given(self, messages: RunMessages) -> None:
+        """A stream given as it is (no file, no identity to compare)."""
+        self.runs.append((messages, []))
+
+    def finish(self, inputs: WhatIfInputs) -> None:
+        """Hand ``inputs`` the streams and standings taken, the conflicts and duplicates."""
+        inputs.streams = [messages for messages, _ in self.runs]
+        inputs.standings = [row for _, standings in self.runs for row in standings]
+        inputs.problems.extend(self.identity.conflicts)
+        inputs.duplicates = self.identity.duplicate_table()
 
 
 def read_with_tables(
@@ -120,33 +153,30 @@ def read_with_tables(
     True
     """
     inputs = WhatIfInputs()
-    identity = RunIdentity()
+    taken = _Taken()
     found = read_accountings(
         list(paths),
         modes,
         workers=workers,
-        each_file=lambda read: _take_streams(inputs, identity, read, each_file),
+        each_file=lambda read: _take_streams(inputs, taken, read, each_file),
     )
-    inputs.problems.extend(identity.conflicts)
-    inputs.duplicates = identity.duplicate_table()
+    taken.finish(inputs)
     inputs.skipped = list(next(iter(found.values())).skipped) if found else []
     return found, inputs
 
 
 def _take_streams(
     inputs: WhatIfInputs,
-    identity: RunIdentity,
+    taken: _Taken,
     read: FileRead,
     then: Callable[[FileRead], None] | None = None,
 ) -> None:
-    """A file's streams (the first readable copy of each run id) and the problems that
-    touch them (the document's own, or its stream's; not one accounting's)."""
+    """A file's streams (the copy of each run that counts) and the problems that touch
+    them (the document's own, or its stream's; not one accounting's)."""
     inputs.problems.extend(problem for confined, problem in read.problems if confined in _OURS)
-    identity.duplicates.extend(read.duplicates)
+    taken.identity.add_duplicates(read.duplicates)
     for stream in read.streams:
-        if identity.admit(stream.run_id, stream.source, execution_id=stream.execution_id):
-            inputs.streams.append(stream.messages)
-            inputs.standings.extend(stream.standings)
+        taken.take(stream, stream.messages, stream.standings)
     if then is not None:
         then(read)
 
@@ -155,10 +185,8 @@ def _take_streams(
 _OURS = (None, "whatif")
 
 
-def _reading_line(inputs: WhatIfInputs, done: int, files: int, elapsed: float) -> str:
-    return (
-        f"whatif: reading {done:,}/{files:,} files  {len(inputs.streams):,} runs  {elapsed:.0f} s"
-    )
+def _reading_line(runs: int, done: int, files: int, meter: Progress) -> str:
+    return f"whatif: reading {done:,}/{files:,} files  {runs:,} runs  {meter.elapsed:.0f} s"
 
 
 def _replaying_line(done: int, runs: int | None, elapsed: float) -> str:
@@ -187,12 +215,9 @@ def replay_streams(
     return pl.concat(frames) if frames else whatif_table(streams, policies, standings_rows)
 
 
-def _take(inputs: WhatIfInputs, run: Run, identity: RunIdentity) -> None:
-    """Fold ``run``'s stream; keep it if it is the first readable copy of its id."""
-    stream, standings = rebuild_messages(run), standings_from_snapshot(run)
-    if identity.admit(run.run_id, run.source, execution_id=run.execution_id):
-        inputs.streams.append(stream)
-        inputs.standings.extend(standings)
+def _take(taken: _Taken, run: Run) -> None:
+    """Fold ``run``'s stream; keep it if it is the copy of its run that counts."""
+    taken.take(run, rebuild_messages(run), standings_from_snapshot(run))
 
 
 def _standing_rows(standings: Any) -> list[dict[str, Any]]:

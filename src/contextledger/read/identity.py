@@ -1,7 +1,11 @@
 """What counts as a run: one rule, used by every path that reads runs.
 
-A run is its ``run_id``. The first copy read is kept. A later copy with the same
-content (its JSON, insignificant whitespace aside, hashes the same) is a
+A run is its ``run_id``. The first copy read is kept, unless a later copy of the
+same recording has more identity: a wrapper's ``run_id`` (the corpus wrapper, which
+also carries the static tool names), where the first took its id from its file's
+name. That copy takes the first one's place, whatever the file order, and the first
+becomes the duplicate (a copy already archived stays: an archive is append-only). A
+later copy with the same content (its JSON, insignificant whitespace aside, hashes the same) is a
 *duplicate*: counted once and named. A later copy with other content is a
 *conflict*: not counted, named as a problem, so the exit status says something
 was wrong. Reading folders that overlap, a file beside its copy or its JSON Lines
@@ -29,17 +33,16 @@ run does.
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
-import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TypeVar
 
-import msgspec
 import pyarrow as pa
 
+from contextledger.read.digest import content_digest, recording_digest
 from contextledger.read.snapshot import ReadError, ReadProblem, RunSource, iter_documents
+
+T = TypeVar("T")
 
 #: One row per copy that was not counted because an earlier copy was the same run.
 DUPLICATES = pa.schema(
@@ -53,74 +56,6 @@ DUPLICATES = pa.schema(
         pa.field("kept_run_id", pa.string(), nullable=False),
     ]
 )
-
-
-def content_digest(payload: bytes) -> str:
-    """blake2b-128 of a JSON document with insignificant whitespace removed (fast).
-
-    A pretty-printed snapshot and its one-line JSON Lines twin hash the same.
-
-    >>> content_digest(b'{"a": [1, 2]}\\n') == content_digest(b'{"a":[1,2]}')
-    True
-    """
-    try:
-        canonical = msgspec.json.format(payload, indent=-1)
-    except msgspec.DecodeError:  # not JSON: hash the bytes as they are
-        canonical = payload.strip()
-    return _hash(canonical)
-
-
-def recording_digest(payload: bytes) -> str:
-    """blake2b-128 of the snapshot a document carries, as a JSON value: escapes, number
-    spellings and key order aside (``"\\u00e9"`` and ``"é"``, ``1.50`` and ``1.5``,
-    ``jq -S``'s sorted keys hash the same), and the corpus wrapper around it aside (a bare
-    snapshot and the same snapshot wrapped with a ``run_id`` are one recording). Slower
-    than :func:`content_digest`; asked for only when two copies' content digests differ.
-
-    >>> escaped = b'{"commitLog": [], "name": "caf\\\\u00e9", "x": 1.50}'
-    >>> plain = '{"x":1.5,"name":"café","commitLog":[]}'.encode()
-    >>> recording_digest(escaped) == recording_digest(plain)
-    True
-    >>> wrapped = b'{"run_id": "r", "snapshot": ' + escaped + b'}'
-    >>> recording_digest(wrapped) == recording_digest(escaped)
-    True
-
-    A number is the double JavaScript reads, as ``JSON.parse`` does: ``1e24``,
-    ``1e+24`` and 25 spelled-out digits are one number, and so are ``1`` and ``1.0``.
-
-    >>> recording_digest(b'[1e24, 1]') == recording_digest(b'[1000000000000000000000000, 1.0]')
-    True
-    """
-    try:
-        value = msgspec.json.decode(payload)
-    except msgspec.MsgspecError:
-        return _hash(payload.strip())
-    if isinstance(value, dict) and "commitLog" not in value and "snapshot" in value:
-        value = value["snapshot"]
-    with contextlib.suppress(RecursionError):  # past Python's stack: compared as decoded
-        value = _as_javascript_reads(value)
-    return _hash(msgspec.json.encode(value, order="sorted"))
-
-
-def _as_javascript_reads(value: Any) -> Any:
-    """``value`` with every number the double JavaScript would hold (``-0`` as ``0``,
-    past the doubles as infinity, which encodes as ``null``, as JavaScript writes it)."""
-    if isinstance(value, bool) or value is None or isinstance(value, str):
-        return value
-    if isinstance(value, int | float):
-        try:
-            return float(value) + 0.0  # + 0.0 turns -0.0 into 0.0
-        except OverflowError:
-            return math.inf
-    if isinstance(value, list):
-        return [_as_javascript_reads(item) for item in value]
-    if isinstance(value, dict):
-        return {key: _as_javascript_reads(item) for key, item in value.items()}
-    return value
-
-
-def _hash(data: bytes) -> str:
-    return hashlib.blake2b(data, digest_size=16).hexdigest()
 
 
 def _payload_at(source: RunSource) -> bytes | None:
@@ -137,7 +72,23 @@ def _payload_at(source: RunSource) -> bytes | None:
     return None
 
 
-@dataclass
+#: How a conflict's reason ends (:func:`is_conflict` reads it back).
+CONFLICT_NOTE = "with different content; this copy was not counted (the first copy is kept)"
+
+
+def is_conflict(reason: str) -> bool:
+    """Whether a problem's ``reason`` is a conflicting copy's (read, and not counted: a run
+    id that other content already holds), not an unreadable input's.
+
+    >>> is_conflict(f"run_id r already read from a.json {CONFLICT_NOTE}")
+    True
+    >>> is_conflict("invalid JSON: truncated")
+    False
+    """
+    return reason.startswith("run_id ") and reason.endswith(CONFLICT_NOTE)
+
+
+@dataclass(eq=False)
 class _Copy:
     """One copy of a run: where it is, and its digests once computed."""
 
@@ -146,6 +97,19 @@ class _Copy:
     snapshot: str | None = None
     #: The run id it was read under.
     run_id: str = ""
+    #: Whether its document names its run (a wrapper's ``run_id``), not its file's name.
+    named: bool = False
+    #: Its place among the runs counted (None: not counted here, or an archived copy).
+    slot: int | None = None
+    #: The copy that took its place (a copy of the same recording with more identity).
+    replaced_by: _Copy | None = None
+
+    def kept(self) -> _Copy:
+        """The copy counted for this one's recording now."""
+        found = self
+        while found.replaced_by is not None:
+            found = found.replaced_by
+        return found
 
     def content(self) -> str | None:
         if self.digest is None and (payload := _payload_at(self.source)) is not None:
@@ -168,30 +132,77 @@ class _Copy:
         mine, theirs = self.recording(), other.recording()
         return mine is not None and mine == theirs
 
+    def outranks(self, other: _Copy) -> bool:
+        """Whether this copy should be counted in ``other``'s place: it names its run and
+        ``other``, counted in this read, took its id from a file name."""
+        return self.named and not other.named and other.slot is not None
+
 
 @dataclass
 class RunIdentity:
-    """Decides, run by run in reading order, which copy of each ``run_id`` counts.
+    """Decides, run by run in reading order, which copy of each ``run_id`` counts, and
+    where: :meth:`place` gives each counted copy a slot, the order runs were first read.
 
     ``known`` seeds it with runs already counted elsewhere (an archive's runs:
     ``run_id -> (content digest, path, line)``); ``known_executions`` with their
     execution ids (``execution id -> (run_id, content digest, path, line)``).
 
     >>> identity = RunIdentity()
-    >>> identity.admit("r1", RunSource("a.json"), "d1")
-    True
-    >>> identity.admit("r1", RunSource("b.json"), "d1"), identity.admit("r1", RunSource("c"), "d2")
-    (False, False)
+    >>> identity.place("r1", RunSource("a.json"), "d1")
+    0
+    >>> identity.place("r1", RunSource("b.json"), "d1"), identity.place("r1", RunSource("c"), "d2")
+    (None, None)
     >>> len(identity.duplicates), len(identity.conflicts)
     (1, 1)
     """
 
     known: Mapping[str, tuple[str, str, int | None]] = field(default_factory=dict)
     known_executions: Mapping[str, tuple[str, str, str, int | None]] = field(default_factory=dict)
-    duplicates: list[dict[str, object]] = field(default_factory=list)
     conflicts: list[ReadProblem] = field(default_factory=list)
     _seen: dict[str, _Copy] = field(default_factory=dict, repr=False)
     _executions: dict[str, list[_Copy]] = field(default_factory=dict, repr=False)
+    #: (the copy not counted, the copy it was counted as), in the order found.
+    _copies: list[tuple[_Copy, _Copy]] = field(default_factory=list, repr=False)
+    _slots: int = field(default=0, repr=False)
+    #: Duplicates found before a copy reached here (a trace's spans read twice).
+    _found: list[dict[str, object]] = field(default_factory=list, repr=False)
+
+    def place(
+        self,
+        run_id: str,
+        source: RunSource,
+        digest: str | None = None,
+        execution_id: str | None = None,
+        *,
+        named: bool = False,
+    ) -> int | None:
+        """Where this copy of ``run_id`` counts: a new slot the first time its recording
+        is seen, the slot of an earlier copy it takes the place of (it outranks it: see
+        the module docstring), or None when it does not count.
+
+        A copy not counted is recorded as a duplicate or a conflict (see the module
+        docstring). ``digest``: the copy's :func:`content_digest`, when the caller has it;
+        ``execution_id``: its snapshot's ``runId`` (:attr:`Run.execution_id`); ``named``:
+        its document names its run (:attr:`Run.named`).
+        """
+        earlier = self._seen.get(run_id)
+        if earlier is None and run_id in self.known:
+            known_digest, known_path, known_line = self.known[run_id]
+            earlier = _Copy(RunSource(known_path, known_line), known_digest, run_id=run_id)
+            self._seen[run_id] = earlier
+        copy = _Copy(source, digest, run_id=run_id, named=named)
+        if earlier is None:
+            twin = self._twin(copy, execution_id)
+            if twin is None:
+                copy.slot, self._slots = self._slots, self._slots + 1
+                self._count(copy, execution_id)
+                return copy.slot
+            return self._settle(copy, twin.kept(), execution_id)
+        if copy.same_run_as(earlier):
+            return self._settle(copy, earlier.kept(), execution_id)
+        reason = f"run_id {run_id} already read from {earlier.source} {CONFLICT_NOTE}"
+        self.conflicts.append(ReadProblem(source.path, source.line, run_id, reason))
+        return None
 
     def admit(
         self,
@@ -200,37 +211,29 @@ class RunIdentity:
         digest: str | None = None,
         execution_id: str | None = None,
     ) -> bool:
-        """Whether this copy of ``run_id`` counts: True the first time the id is seen,
-        unless it is a recording already counted under another id.
+        """Whether this copy counts, for a caller that keeps the first copy whatever
+        comes later (:meth:`place` without ``named``: no copy ever takes another's place).
 
-        A later copy is recorded as a duplicate or a conflict (see the module docstring).
-        ``digest``: the copy's :func:`content_digest`, when the caller has it;
-        ``execution_id``: its snapshot's ``runId`` (:attr:`Run.execution_id`).
+        >>> RunIdentity().admit("r1", RunSource("a.json"))
+        True
         """
-        earlier = self._seen.get(run_id)
-        if earlier is None and run_id in self.known:
-            known_digest, known_path, known_line = self.known[run_id]
-            earlier = _Copy(RunSource(known_path, known_line), known_digest, run_id=run_id)
-            self._seen[run_id] = earlier
-        copy = _Copy(source, digest, run_id=run_id)
-        if earlier is None:
-            twin = self._twin(copy, execution_id)
-            if twin is not None:
-                self._duplicate(copy, twin)
-                return False
-            self._seen[run_id] = copy
-            if execution_id is not None:
-                self._executions.setdefault(execution_id, []).append(copy)
-            return True
-        if copy.same_run_as(earlier):
-            self._duplicate(copy, earlier)
-        else:
-            reason = (
-                f"run_id {run_id} already read from {earlier.source} with different content; "
-                "this copy was not counted (the first copy is kept)"
-            )
-            self.conflicts.append(ReadProblem(source.path, source.line, run_id, reason))
-        return False
+        return self.place(run_id, source, digest, execution_id) is not None
+
+    def _settle(self, copy: _Copy, kept: _Copy, execution_id: str | None) -> int | None:
+        """``copy`` holds the recording ``kept`` is counted for: it takes ``kept``'s
+        slot if it outranks it, else it is a duplicate of it."""
+        if not copy.outranks(kept):
+            self._copies.append((copy, kept))
+            return None
+        copy.slot, kept.slot, kept.replaced_by = kept.slot, None, copy
+        self._count(copy, execution_id)
+        self._copies.append((kept, copy))
+        return copy.slot
+
+    def _count(self, copy: _Copy, execution_id: str | None) -> None:
+        self._seen.setdefault(copy.run_id, copy)
+        if execution_id is not None:
+            self._executions.setdefault(execution_id, []).append(copy)
 
     def _twin(self, copy: _Copy, execution_id: str | None) -> _Copy | None:
         """The copy counted under another id that holds the same recording, if any."""
@@ -242,21 +245,50 @@ class RunIdentity:
             counted.append(_Copy(RunSource(path, line), known_digest, run_id=run_id))
         return next((c for c in counted if copy.same_run_as(c)), None)
 
-    def _duplicate(self, copy: _Copy, kept: _Copy) -> None:
-        self.duplicates.append(
-            {
-                "run_id": copy.run_id,
-                "path": copy.source.path,
-                "line": copy.source.line,
-                "kept_path": kept.source.path,
-                "kept_line": kept.source.line,
-                "kept_run_id": kept.run_id,
-            }
-        )
+    def add_duplicates(self, rows: Iterable[dict[str, object]]) -> None:
+        """Record copies found not counted before they reached here (rows of
+        ``DUPLICATES``: the spans of a trace read twice, found as it is assembled)."""
+        self._found.extend(rows)
+
+    @property
+    def duplicates(self) -> list[dict[str, object]]:
+        """Each copy not counted because another copy of its run counts, and where that
+        one is (the copy counted in the end, when one took another's place), then those
+        :meth:`add_duplicates` recorded."""
+        rows: list[dict[str, object]] = []
+        for copy, counted in self._copies:
+            kept = counted.kept()
+            rows.append(
+                {
+                    "run_id": copy.run_id,
+                    "path": copy.source.path,
+                    "line": copy.source.line,
+                    "kept_path": kept.source.path,
+                    "kept_line": kept.source.line,
+                    "kept_run_id": kept.run_id,
+                }
+            )
+        return rows + self._found
 
     def duplicate_table(self) -> pa.Table:
         """The duplicates recorded so far, as a table of ``DUPLICATES``."""
         return pa.Table.from_pylist(self.duplicates, schema=DUPLICATES)
+
+
+def put_in_slot(slots: list[T], slot: int, item: T) -> None:
+    """Set ``slots[slot]``: a new slot at the end, or an earlier one taken over
+    (:meth:`RunIdentity.place`).
+
+    >>> counted: list[str] = []
+    >>> for slot, run in [(0, "loop:1"), (1, "s0001"), (0, "s0003-loop")]:
+    ...     put_in_slot(counted, slot, run)
+    >>> counted
+    ['s0003-loop', 's0001']
+    """
+    if slot == len(slots):
+        slots.append(item)
+    else:
+        slots[slot] = item
 
 
 def describe_duplicates(duplicates: pa.Table, *, limit: int = 5) -> list[str]:

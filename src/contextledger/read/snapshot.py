@@ -232,6 +232,9 @@ class Run:
     #: Read as ``JSON.parse`` reads a lone surrogate (:mod:`jsparse`): a string in it may
     #: hold one, which UTF-8 (Arrow, Parquet) cannot.
     lone_surrogates: bool = False
+    #: Whether the document names its run (a wrapper's ``run_id``); else ``run_id`` is
+    #: its file's name, and another copy that names the run is counted instead.
+    named: bool = False
 
     @property
     def execution_id(self) -> str | None:
@@ -613,4 +616,5 @@ def decode_run(document: Document) -> Run:
         static_tool_names=decoded.static_tool_names,
         runner_kind=decoded.runner_kind,
         lone_surrogates=tolerant,
+        named=bool(decoded.run_id),
     )

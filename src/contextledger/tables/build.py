@@ -21,45 +21,13 @@ import msgspec
 import pyarrow as pa
 
 from contextledger.processes import worker_pool
-from contextledger.read import jsparse
 from contextledger.read.facts import RunFacts
-from contextledger.read.findings import standings_from_snapshot
-from contextledger.read.identity import DUPLICATES, RunIdentity, content_digest, unmatched_ids
-from contextledger.read.messages import RunMessages, rebuild_messages
-from contextledger.read.otel import (
-    PROTOBUF,
-    RUNNER_KIND,
-    ZSTD,
-    Assembled,
-    TraceFileRead,
-    TraceRuns,
-)
-from contextledger.read.otel import read_trace_file as _read_trace_file
-from contextledger.read.otel import sniff as _sniff
-from contextledger.read.reference import record_run
-from contextledger.read.snapshot import (
-    TOO_DEEP,
-    ReadError,
-    ReadProblem,
-    Run,
-    RunSource,
-    decode_run,
-    display_path,
-    find_snapshot_files,
-    iter_documents,
-)
-from contextledger.tables import ACCOUNTING_MODES, schema
-
-
-def _accounting(mode: str) -> Callable[[Run, Sequence[str]], RunFacts]:
-    if mode == "reference":
-        return lambda run, names: record_run(run.snapshot, names)
-    if mode == "corrected":
-        from contextledger.read.corrected import meter_run
-
-        return meter_run
-    msg = f"unknown accounting mode {mode!r}: choose one of {', '.join(ACCOUNTING_MODES)}"
-    raise ValueError(msg)
+from contextledger.read.identity import DUPLICATES, RunIdentity, put_in_slot, unmatched_ids
+from contextledger.read.otel import RUNNER_KIND, Assembled, TraceRuns
+from contextledger.read.snapshot import ReadError, ReadProblem, RunSource, find_snapshot_files
+from contextledger.tables import ACCOUNTING_MODES as ACCOUNTING_MODES  # re-exported
+from contextledger.tables import schema
+from contextledger.tables.files import FileRead, RunRead, RunStream, accounting, read_for_tables
 
 
 @dataclass
@@ -137,222 +105,6 @@ def distinct_labels(outcomes: pa.Table) -> pa.Table:
     return frame.to_arrow().cast(schema.OUTCOMES)
 
 
-@dataclass(frozen=True)
-class RunRead:
-    """What a worker sends back for one run: small, so no snapshot crosses processes.
-
-    ``facts`` holds the run under each accounting mode it was read in; ``digest`` is a
-    hash of the document's bytes when the reader was asked for one (the archive uses it
-    to tell a run that arrives again from a different run under the same id).
-    """
-
-    run_id: str
-    source: RunSource
-    runner_kind: str | None
-    static_tool_names_from: str
-    static_tool_name_count: int
-    facts: dict[str, RunFacts]
-    digest: str | None = None
-    #: The run's message stream as table rows (``read_file(windows=True)``), for archives.
-    window: Any = None
-    #: Its snapshot's footprintjs ``runId`` (:attr:`~contextledger.read.snapshot.Run.execution_id`).
-    execution_id: str | None = None
-
-
-@dataclass
-class FileRead:
-    """One file read under one or more accounting modes.
-
-    ``problems`` pairs each problem with the mode it is confined to (None: every mode,
-    the document itself could not be read).
-    """
-
-    runs: list[RunRead] = field(default_factory=list)
-    problems: list[tuple[str | None, ReadProblem]] = field(default_factory=list)
-    #: Every decoded run's message stream (``read_file(streams=True)``), for what-ifs.
-    streams: list[RunStream] = field(default_factory=list)
-    #: A trace file's spans, made runs only once every file is read (:class:`TraceInputs`).
-    traces: TraceFileRead | None = None
-    #: Copies of runs (rows of ``identity.DUPLICATES``) found while assembling traces.
-    duplicates: list[dict[str, Any]] = field(default_factory=list)
-
-
-@dataclass(frozen=True)
-class RunStream:
-    """One run's message stream and the standings its snapshot files, as ``whatif``
-    replays them (folded whether or not an accounting could meter the run)."""
-
-    run_id: str
-    source: RunSource
-    messages: RunMessages
-    standings: list[dict[str, Any]]
-    execution_id: str | None = None
-
-
-def _static_names(run: Run, sidecar: Mapping[str, Sequence[str]]) -> tuple[list[str], str]:
-    if run.run_id in sidecar:
-        return list(sidecar[run.run_id]), "sidecar"
-    if run.static_tool_names is not None:
-        return list(run.static_tool_names), "wrapper"
-    return [], "none"
-
-
-#: What a snapshot that decodes but whose values break the fold raises.
-FOLD_ERRORS = (TypeError, ValueError, KeyError, AttributeError, RecursionError)
-
-
-def fold_failure(error: Exception) -> str:
-    """The reason a problem gives for a run that could not be folded (the reading
-    layer's own reason for nesting too deep, so every path words it the same)."""
-    if isinstance(error, RecursionError):
-        return TOO_DEEP
-    return f"unreadable snapshot content ({type(error).__name__}: {error})"
-
-
-#: Formats told by their content and named, not read.
-_UNREAD_FORMATS = {"otlp-protobuf": PROTOBUF, "zstd": ZSTD}
-
-
-def read_file(
-    path: Path,
-    modes: Sequence[str],
-    sidecar: Mapping[str, Sequence[str]],
-    strict: bool,
-    *,
-    digest: bool = False,
-    windows: bool = False,
-    streams: bool = False,
-) -> FileRead:
-    """Read one snapshot file under each accounting in ``modes`` (each document decoded once).
-
-    A document that cannot be read, or that one accounting cannot fold, becomes a
-    problem (``strict``: raises :class:`ReadError`); the rest of the file is still read.
-    ``windows``: also fold each run's message stream into table rows
-    (:class:`~contextledger.tables.windows.RunWindow`; a stream that cannot be folded is
-    a problem confined to ``whatif``). ``streams``: also fold every decoded run's
-    message stream for a what-if (:class:`RunStream`; the same confinement), so one
-    pass serves the accountings and the replay.
-
-    >>> read = read_file(Path("data/sample/s0003-loop.json.gz"), ACCOUNTING_MODES, {}, False)
-    >>> [(run.run_id, sorted(run.facts)) for run in read.runs], read.problems
-    ([('s0003-loop', ['corrected', 'reference'])], [])
-    """
-    meters = {mode: _accounting(mode) for mode in modes}
-    result = FileRead()
-    found = _sniff(path)
-    if found == "otlp-json":
-        result.traces = _read_trace_file(path, messages=streams or windows)
-        return result
-    if found in _UNREAD_FORMATS:
-        source = RunSource(display_path(path))
-        if strict:
-            raise ReadError(source, _UNREAD_FORMATS[found])
-        result.problems.append((None, _problem(source, _UNREAD_FORMATS[found], None)))
-        return result
-    try:
-        for document in iter_documents(path):
-            try:
-                run = decode_run(document)
-                names, names_from = _static_names(run, sidecar)
-            except ReadError as error:
-                if strict:
-                    raise
-                result.problems.append((None, _problem(error.source, error.reason, error.run_id)))
-                continue
-            except FOLD_ERRORS as error:
-                if strict:
-                    raise ReadError(document.source, fold_failure(error)) from None
-                result.problems.append((None, _problem(document.source, fold_failure(error), None)))
-                continue
-            if streams:
-                try:
-                    stream = RunStream(
-                        run.run_id,
-                        run.source,
-                        rebuild_messages(run),
-                        standings_from_snapshot(run),
-                        run.execution_id,
-                    )
-                    result.streams.append(stream)
-                except FOLD_ERRORS as error:  # a stream no replay can hold
-                    problem = _problem(run.source, fold_failure(error), run.run_id)
-                    result.problems.append(("whatif", problem))
-            facts: dict[str, RunFacts] = {}
-            for mode, meter in meters.items():
-                try:
-                    facts[mode] = meter(run, names)
-                except FOLD_ERRORS as error:
-                    if strict:
-                        raise ReadError(document.source, fold_failure(error)) from None
-                    confined = mode if len(meters) > 1 else None
-                    problem = _problem(document.source, fold_failure(error), None)
-                    result.problems.append((confined, problem))
-            window = None
-            if facts and windows:
-                from contextledger.tables.windows import run_window
-
-                try:
-                    window = run_window(run)
-                except FOLD_ERRORS as error:
-                    problem = _problem(document.source, fold_failure(error), run.run_id)
-                    result.problems.append(("whatif", problem))
-            named = _lone_surrogate_in_a_name(run, names, facts) if run.lone_surrogates else None
-            if named is not None:
-                if strict:
-                    raise ReadError(document.source, named, run.run_id)
-                if result.streams and result.streams[-1].source == run.source:
-                    result.streams.pop()  # not replayed either
-                result.problems.append((None, _problem(document.source, named, run.run_id)))
-                continue
-            if facts:
-                result.runs.append(
-                    RunRead(
-                        run.run_id,
-                        run.source,
-                        run.runner_kind,
-                        names_from,
-                        len(names),
-                        facts,
-                        content_digest(document.payload) if digest else None,
-                        window,
-                        run.execution_id,
-                    )
-                )
-    except ReadError as error:
-        if strict:
-            raise
-        result.problems.append((None, _problem(error.source, error.reason, error.run_id)))
-    return result
-
-
-def _lone_surrogate_in_a_name(
-    run: Run, static_names: Sequence[str], facts: Mapping[str, RunFacts]
-) -> str | None:
-    """Why a run read with lone surrogates cannot be tabled: a name it is counted under
-    holds one (:func:`~contextledger.read.jsparse.unstorable_name`); None when only
-    text does (a message cut inside an emoji), which is read as the reference reads it."""
-    named: list[tuple[str, str | None]] = [("run id", run.run_id), ("run id", run.execution_id)]
-    named += [("runner kind", run.runner_kind), *(("tool name", name) for name in static_names)]
-    for accounting in facts.values():
-        named += [(f"{kind} name", piece) for _, kind, piece, _ in accounting.offers]
-        named += [(f"{kind} name", piece) for kind, piece, _, _ in accounting.uses]
-    return jsparse.unstorable_name(named)
-
-
-def _read_file(
-    path: Path,
-    modes: Sequence[str],
-    sidecar: Mapping[str, Sequence[str]],
-    strict: bool,
-    streams: bool,
-) -> FileRead:
-    return read_file(path, modes, sidecar, strict, streams=streams)
-
-
-def _problem(source: RunSource, reason: str, run_id: str | None) -> ReadProblem:
-    return ReadProblem(source.path, source.line, run_id, reason)
-
-
 def _read_all(
     files: Sequence[Path],
     modes: Sequence[str],
@@ -363,13 +115,13 @@ def _read_all(
 ) -> Iterable[FileRead]:
     if workers <= 1 or len(files) < 8:
         for path in files:
-            yield _read_file(path, modes, sidecar, strict, streams)
+            yield read_for_tables(path, modes, sidecar, strict, streams)
         return
     with worker_pool(workers) as pool:
         chunk = max(1, len(files) // (workers * 8))
         count = len(files)
         yield from pool.map(
-            _read_file,
+            read_for_tables,
             files,
             [modes] * count,
             [sidecar] * count,
@@ -456,13 +208,14 @@ def read_accountings(
     if isinstance(paths, str | Path):
         paths = [paths]
     for mode in modes:
-        _accounting(mode)  # fail fast on an unknown mode
+        accounting(mode)  # fail fast on an unknown mode
     found = find_snapshot_files(paths)
     files = found.files
     sidecar = dict(static_tools or {})
     worker_count = workers if workers is not None else (os.cpu_count() or 1)
     builders = {mode: TableBuilder(mode) for mode in modes}
     identities = {mode: RunIdentity() for mode in modes}
+    counted: dict[str, list[RunRead]] = {mode: [] for mode in modes}  # by slot
     reads = _read_all(files, modes, sidecar, strict, worker_count, each_file is not None)
     traces = TraceInputs(modes, messages=each_file is not None)
     for result in traces.after(reads):
@@ -474,17 +227,22 @@ def read_accountings(
                 if confined in (None, mode):
                     builder.add_problem(problem)
         for row in result.runs:
-            for mode, builder in builders.items():
-                if mode in row.facts and identities[mode].admit(
-                    row.run_id, row.source, row.digest, row.execution_id
-                ):
-                    builder.add_run(row, builder.run_count)
+            for mode in modes:
+                if mode not in row.facts:
+                    continue
+                slot = identities[mode].place(
+                    row.run_id, row.source, row.digest, row.execution_id, named=row.named
+                )
+                if slot is not None:
+                    put_in_slot(counted[mode], slot, row)
         for mode in modes:
-            identities[mode].duplicates.extend(result.duplicates)
+            identities[mode].add_duplicates(result.duplicates)
         if each_file is not None:
             each_file(result)
     out = {}
     for mode, builder in builders.items():
+        for run_order, row in enumerate(counted[mode]):
+            builder.add_run(row, run_order)
         identity = identities[mode]
         if strict and identity.conflicts:
             conflict = identity.conflicts[0]
@@ -544,7 +302,7 @@ class TraceInputs:
         for run in assembled.runs:
             window = None
             if self.windows and run.messages is not None:
-                from contextledger.tables.windows import stream_window
+                from contextledger.tables.window_rows import stream_window
 
                 window = stream_window(run.messages, [])
             if self.modes:
@@ -568,6 +326,7 @@ class TraceInputs:
 class TableBuilder:
     """Collects runs (each with its ``run_order``) into the Arrow tables of one accounting.
 
+    >>> from contextledger.tables.files import read_file
     >>> read = read_file(Path("data/sample/s0003-loop.json.gz"), ["corrected"], {}, False)
     >>> builder = TableBuilder("corrected")
     >>> builder.add_run(read.runs[0], run_order=7)

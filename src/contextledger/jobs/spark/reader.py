@@ -22,10 +22,10 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from contextledger.jobs.ingest import IngestReport, Reader, Source, ingest, read_chunk
+from contextledger.jobs.ingest import IngestReport, Reader, Source, ingest
 from contextledger.jobs.spark.session import get_session
 from contextledger.read.snapshot import MAX_DOCUMENT_MB_ENV
-from contextledger.tables.build import FileRead
+from contextledger.tables.files import FileRead, read_chunk
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -1,0 +1,278 @@
+"""One snapshot file read under each accounting: what a worker process runs.
+
+It imports the reading layer and msgspec, no engine and no Arrow, so the process that
+starts workers (:mod:`contextledger.processes`) preloads it cheaply and a worker has
+nothing left to import before it reads. What comes back is small: no snapshot crosses
+processes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from contextledger.read import jsparse
+from contextledger.read.digest import content_digest
+from contextledger.read.facts import RunFacts
+from contextledger.read.findings import standings_from_snapshot
+from contextledger.read.messages import RunMessages, rebuild_messages
+from contextledger.read.otel import PROTOBUF, ZSTD, TraceFileRead
+from contextledger.read.otel import read_trace_file as _read_trace_file
+from contextledger.read.otel import sniff as _sniff
+from contextledger.read.reference import record_run
+from contextledger.read.snapshot import (
+    TOO_DEEP,
+    ReadError,
+    ReadProblem,
+    Run,
+    RunSource,
+    decode_run,
+    display_path,
+    iter_documents,
+)
+from contextledger.tables import ACCOUNTING_MODES
+
+
+def accounting(mode: str) -> Callable[[Run, Sequence[str]], RunFacts]:
+    if mode == "reference":
+        return lambda run, names: record_run(run.snapshot, names)
+    if mode == "corrected":
+        from contextledger.read.corrected import meter_run
+
+        return meter_run
+    msg = f"unknown accounting mode {mode!r}: choose one of {', '.join(ACCOUNTING_MODES)}"
+    raise ValueError(msg)
+
+
+@dataclass(frozen=True)
+class RunRead:
+    """What a worker sends back for one run: small, so no snapshot crosses processes.
+
+    ``facts`` holds the run under each accounting mode it was read in; ``digest`` is a
+    hash of the document's bytes when the reader was asked for one (the archive uses it
+    to tell a run that arrives again from a different run under the same id).
+    """
+
+    run_id: str
+    source: RunSource
+    runner_kind: str | None
+    static_tool_names_from: str
+    static_tool_name_count: int
+    facts: dict[str, RunFacts]
+    digest: str | None = None
+    #: The run's message stream as table rows (``read_file(windows=True)``), for archives.
+    window: Any = None
+    #: Its snapshot's footprintjs ``runId`` (:attr:`~contextledger.read.snapshot.Run.execution_id`).
+    execution_id: str | None = None
+    #: Whether its document names it (:attr:`~contextledger.read.snapshot.Run.named`).
+    named: bool = False
+
+
+@dataclass
+class FileRead:
+    """One file read under one or more accounting modes.
+
+    ``problems`` pairs each problem with the mode it is confined to (None: every mode,
+    the document itself could not be read).
+    """
+
+    runs: list[RunRead] = field(default_factory=list)
+    problems: list[tuple[str | None, ReadProblem]] = field(default_factory=list)
+    #: Every decoded run's message stream (``read_file(streams=True)``), for what-ifs.
+    streams: list[RunStream] = field(default_factory=list)
+    #: A trace file's spans, made runs only once every file is read
+    #: (:class:`~contextledger.tables.build.TraceInputs`).
+    traces: TraceFileRead | None = None
+    #: Copies of runs (rows of ``identity.DUPLICATES``) found while assembling traces.
+    duplicates: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class RunStream:
+    """One run's message stream and the standings its snapshot files, as ``whatif``
+    replays them (folded whether or not an accounting could meter the run)."""
+
+    run_id: str
+    source: RunSource
+    messages: RunMessages
+    standings: list[dict[str, Any]]
+    execution_id: str | None = None
+    named: bool = False
+
+
+def _static_names(run: Run, sidecar: Mapping[str, Sequence[str]]) -> tuple[list[str], str]:
+    if run.run_id in sidecar:
+        return list(sidecar[run.run_id]), "sidecar"
+    if run.static_tool_names is not None:
+        return list(run.static_tool_names), "wrapper"
+    return [], "none"
+
+
+#: What a snapshot that decodes but whose values break the fold raises.
+FOLD_ERRORS = (TypeError, ValueError, KeyError, AttributeError, RecursionError)
+
+
+def fold_failure(error: Exception) -> str:
+    """The reason a problem gives for a run that could not be folded (the reading
+    layer's own reason for nesting too deep, so every path words it the same)."""
+    if isinstance(error, RecursionError):
+        return TOO_DEEP
+    return f"unreadable snapshot content ({type(error).__name__}: {error})"
+
+
+#: Formats told by their content and named, not read.
+_UNREAD_FORMATS = {"otlp-protobuf": PROTOBUF, "zstd": ZSTD}
+
+
+def read_file(
+    path: Path,
+    modes: Sequence[str],
+    sidecar: Mapping[str, Sequence[str]],
+    strict: bool,
+    *,
+    digest: bool = False,
+    windows: bool = False,
+    streams: bool = False,
+) -> FileRead:
+    """Read one snapshot file under each accounting in ``modes`` (each document decoded once).
+
+    A document that cannot be read, or that one accounting cannot fold, becomes a
+    problem (``strict``: raises :class:`ReadError`); the rest of the file is still read.
+    ``windows``: also fold each run's message stream into table rows
+    (:class:`~contextledger.tables.windows.RunWindow`; a stream that cannot be folded is
+    a problem confined to ``whatif``). ``streams``: also fold every decoded run's
+    message stream for a what-if (:class:`RunStream`; the same confinement), so one
+    pass serves the accountings and the replay.
+
+    >>> read = read_file(Path("data/sample/s0003-loop.json.gz"), ACCOUNTING_MODES, {}, False)
+    >>> [(run.run_id, sorted(run.facts)) for run in read.runs], read.problems
+    ([('s0003-loop', ['corrected', 'reference'])], [])
+    """
+    meters = {mode: accounting(mode) for mode in modes}
+    result = FileRead()
+    found = _sniff(path)
+    if found == "otlp-json":
+        result.traces = _read_trace_file(path, messages=streams or windows)
+        return result
+    if found in _UNREAD_FORMATS:
+        source = RunSource(display_path(path))
+        if strict:
+            raise ReadError(source, _UNREAD_FORMATS[found])
+        result.problems.append((None, _problem(source, _UNREAD_FORMATS[found], None)))
+        return result
+    try:
+        for document in iter_documents(path):
+            try:
+                run = decode_run(document)
+                names, names_from = _static_names(run, sidecar)
+            except ReadError as error:
+                if strict:
+                    raise
+                result.problems.append((None, _problem(error.source, error.reason, error.run_id)))
+                continue
+            except FOLD_ERRORS as error:
+                if strict:
+                    raise ReadError(document.source, fold_failure(error)) from None
+                result.problems.append((None, _problem(document.source, fold_failure(error), None)))
+                continue
+            if streams:
+                try:
+                    stream = RunStream(
+                        run.run_id,
+                        run.source,
+                        rebuild_messages(run),
+                        standings_from_snapshot(run),
+                        run.execution_id,
+                        run.named,
+                    )
+                    result.streams.append(stream)
+                except FOLD_ERRORS as error:  # a stream no replay can hold
+                    problem = _problem(run.source, fold_failure(error), run.run_id)
+                    result.problems.append(("whatif", problem))
+            facts: dict[str, RunFacts] = {}
+            for mode, meter in meters.items():
+                try:
+                    facts[mode] = meter(run, names)
+                except FOLD_ERRORS as error:
+                    if strict:
+                        raise ReadError(document.source, fold_failure(error)) from None
+                    confined = mode if len(meters) > 1 else None
+                    problem = _problem(document.source, fold_failure(error), None)
+                    result.problems.append((confined, problem))
+            window = None
+            if facts and windows:
+                from contextledger.tables.window_rows import run_window
+
+                try:
+                    window = run_window(run)
+                except FOLD_ERRORS as error:
+                    problem = _problem(document.source, fold_failure(error), run.run_id)
+                    result.problems.append(("whatif", problem))
+            named = _lone_surrogate_in_a_name(run, names, facts) if run.lone_surrogates else None
+            if named is not None:
+                if strict:
+                    raise ReadError(document.source, named, run.run_id)
+                if result.streams and result.streams[-1].source == run.source:
+                    result.streams.pop()  # not replayed either
+                result.problems.append((None, _problem(document.source, named, run.run_id)))
+                continue
+            if facts:
+                result.runs.append(
+                    RunRead(
+                        run.run_id,
+                        run.source,
+                        run.runner_kind,
+                        names_from,
+                        len(names),
+                        facts,
+                        content_digest(document.payload) if digest else None,
+                        window,
+                        run.execution_id,
+                        run.named,
+                    )
+                )
+    except ReadError as error:
+        if strict:
+            raise
+        result.problems.append((None, _problem(error.source, error.reason, error.run_id)))
+    return result
+
+
+def _lone_surrogate_in_a_name(
+    run: Run, static_names: Sequence[str], facts: Mapping[str, RunFacts]
+) -> str | None:
+    """Why a run read with lone surrogates cannot be tabled: a name it is counted under
+    holds one (:func:`~contextledger.read.jsparse.unstorable_name`); None when only
+    text does (a message cut inside an emoji), which is read as the reference reads it."""
+    named: list[tuple[str, str | None]] = [("run id", run.run_id), ("run id", run.execution_id)]
+    named += [("runner kind", run.runner_kind), *(("tool name", name) for name in static_names)]
+    for counted in facts.values():
+        named += [(f"{kind} name", piece) for _, kind, piece, _ in counted.offers]
+        named += [(f"{kind} name", piece) for kind, piece, _, _ in counted.uses]
+    return jsparse.unstorable_name(named)
+
+
+def read_for_tables(
+    path: Path,
+    modes: Sequence[str],
+    sidecar: Mapping[str, Sequence[str]],
+    strict: bool,
+    streams: bool,
+) -> FileRead:
+    """:func:`read_file` with its options in order, as ``pool.map`` hands them out."""
+    return read_file(path, modes, sidecar, strict, streams=streams)
+
+
+def _problem(source: RunSource, reason: str, run_id: str | None) -> ReadProblem:
+    return ReadProblem(source.path, source.line, run_id, reason)
+
+
+def read_chunk(paths: Sequence[str], sidecar: Mapping[str, Sequence[str]]) -> list[FileRead]:
+    """``paths`` read as every ingest reads them: both accountings, a digest of each
+    run's document, its message stream; what a worker (a process, an executor) returns."""
+    return [
+        read_file(Path(p), ACCOUNTING_MODES, sidecar, False, digest=True, windows=True)
+        for p in paths
+    ]
