@@ -295,7 +295,7 @@ def test_report_makes_its_folders_and_writes_the_page_whole(tmp_path, monkeypatc
     out = tmp_path / "deep" / "er"
     result = run("report", SAMPLE_RUN, "--charts", "svg", "--policy", "none", "-o", str(out))
     assert result.exit_code == 0, result.output
-    assert sorted(p.name for p in out.iterdir()) == ["charts", "report.html"]
+    assert sorted(p.name for p in out.iterdir()) == ["charts", "ledger.csv", "report.html"]
     assert not [p for p in out.rglob(".tmp-*")]
 
     monkeypatch.setattr(
