@@ -180,6 +180,11 @@ class ModelCall:
     window_seen: tuple[int, ...]
     #: Stream indices of the window this call was served.
     window_served: tuple[int, ...]
+    #: Input tokens the provider says it read from its prompt cache for this call, and
+    #: wrote to it; None where the recording does not say (snapshots never do; OpenTelemetry
+    #: instrumentations leave a zero out).
+    cache_read_tokens: int | None = None
+    cache_write_tokens: int | None = None
 
 
 @dataclass

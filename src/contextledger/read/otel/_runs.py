@@ -401,6 +401,8 @@ def stream(run_id: str, calls: Sequence[SpanRecord]) -> RunMessages:
                 input_tokens=max(0, call.input_tokens or 0),
                 window_seen=served,
                 window_served=served,
+                cache_read_tokens=call.cache_read_tokens,
+                cache_write_tokens=call.cache_write_tokens,
             )
         )
         live = live + enter(call.outputs or (), f"output#{ordinal}", ordinal)

@@ -1,0 +1,115 @@
+"""The what-if side of OpenTelemetry traces: the provider's recorded prompt-cache use
+carried to ``compare``, the rebuilt windows checked against the recorded input tokens,
+and the order runs come in.
+
+The recordings (``data/otel``) were made against ``record/otel/fake_model_server.py``,
+whose usage rule is known: from a run's second call on, the previous call's prompt
+counts as read from the cache, and Anthropic reports half of the rest as written to it.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from contextledger.jobs.compare import compare, describe
+from contextledger.jobs.ingest import ingest
+from contextledger.jobs.whatif import read_inputs
+from contextledger.read.messages import RunMessages
+from contextledger.tables import schema
+from contextledger.tables.windows import messages_table, stream_row, streams_from_tables
+
+from .test_otel_read import TRACES, _trace
+
+ANTHROPIC = ("genai-anthropic.jsonl.gz", "openinference-anthropic.jsonl.gz")
+OPENAI = ("genai-openai.jsonl.gz", "openinference-openai.jsonl.gz")
+
+
+def served_by_fake_server(stream: RunMessages, *, writes: bool) -> tuple[int, int]:
+    """``(read, written)`` cache tokens the fake server reported over the run's calls,
+    from its rule and the prompt sizes the spans recorded."""
+    read = written = 0
+    previous = 0
+    for call in stream.calls:
+        cached = min(previous, call.input_tokens)
+        read += cached
+        written += (call.input_tokens - cached) // 2 if writes else 0
+        previous = call.input_tokens
+    return read, written
+
+
+@pytest.mark.parametrize("name", ANTHROPIC + OPENAI)
+def test_recorded_cache_use_reaches_compare_as_the_server_reported_it(name):
+    path = _trace(name)
+    streams = {stream.run_id: stream for stream in read_inputs([path]).streams}
+    found = compare([path], ["none", "sliding:keep=4"])
+    rows = found.per_run.rows_by_key("run_id", named=True)
+    assert set(rows) == set(streams)
+    for run_id, stream in streams.items():
+        read, written = served_by_fake_server(stream, writes=name in ANTHROPIC)
+        for row in rows[run_id]:  # the same under every policy: the windows the run sent
+            assert (row["recorded_cache_read_tokens"], row["recorded_cache_write_tokens"]) == (
+                read,
+                written,
+            ), run_id
+    table = found.table.rows_by_key("policy", named=True)
+    for policy in ("none", "sliding:keep=4"):
+        (row,) = table[policy]
+        assert row["recorded_cache_runs"] == len(streams)
+        assert row["recorded_cache_read_tokens"] == sum(
+            served_by_fake_server(s, writes=False)[0] for s in streams.values()
+        )
+        assert row["cached_tokens_where_recorded"] == row["cached_tokens"] > 0
+    text = describe(found)
+    none = table["none"][0]
+    assert f"{none['recorded_cache_read_tokens']:,} tokens read from the cache" in text
+    assert f"none {none['cached_tokens_where_recorded']:,}" in text
+
+
+def test_a_run_that_recorded_no_cache_use_says_null_not_zero():
+    found = compare([_trace("openai-v2-latest.jsonl")], ["none"])
+    assert found.per_run["recorded_cache_read_tokens"].null_count() == found.per_run.height
+    assert found.table["recorded_cache_runs"].to_list() == [0]
+    assert "as the provider recorded it" not in describe(found)
+
+
+def test_snapshots_record_no_cache_use():
+    found = compare("data/sample/s0003-loop.json.gz", ["none"])
+    assert found.per_run["recorded_cache_write_tokens"].to_list() == [None]
+
+
+def test_an_archive_carries_the_recorded_cache_use(tmp_path):
+    chosen = [_trace(name) for name in ANTHROPIC + OPENAI]
+    ingest(chosen, tmp_path / "archive", workers=1)
+    archived = compare(str(tmp_path / "archive"), ["none", "sliding:keep=4"])
+    files = compare(chosen, ["none", "sliding:keep=4"])
+    columns = ["run_id", "policy", "recorded_cache_read_tokens", "recorded_cache_write_tokens"]
+    assert sorted(archived.per_run.select(columns).rows(), key=str) == sorted(
+        files.per_run.select(columns).rows(), key=str
+    )
+    assert archived.per_run["recorded_cache_read_tokens"].null_count() == 0
+
+
+def test_streams_written_before_the_cache_fields_read_them_as_null(tmp_path):
+    stream = read_inputs([_trace("genai-anthropic.jsonl.gz")]).streams[0]
+    assert any(call.cache_read_tokens for call in stream.calls)
+    rows = pa.Table.from_pylist([stream_row(stream, 0)], schema=schema.STREAMS)
+    calls = rows["calls"].combine_chunks()
+    old_call = pa.struct([f for f in schema.MODEL_CALL if not f.name.startswith("cache_")])
+    old = rows.set_column(
+        rows.schema.get_field_index("calls"), "calls", calls.cast(pa.list_(old_call))
+    )
+    pq.write_table(old, tmp_path / "streams.parquet")
+    back = pq.read_table(tmp_path / "streams.parquet", schema=schema.STREAMS)
+    (rebuilt,) = streams_from_tables(back, messages_table([stream]))
+    assert [(c.cache_read_tokens, c.cache_write_tokens) for c in rebuilt.calls] == [
+        (None, None)
+    ] * len(stream.calls)
+    (now,) = streams_from_tables(rows, messages_table([stream]))
+    assert now.calls == stream.calls
+
+
+def test_every_recorded_trace_reads_with_its_cache_fields():
+    streams = read_inputs(TRACES).streams
+    assert any(call.cache_write_tokens for stream in streams for call in stream.calls)
