@@ -12,7 +12,9 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from click.testing import CliRunner
 
+from contextledger.cli import main
 from contextledger.jobs.compare import compare, describe
 from contextledger.jobs.ingest import ingest
 from contextledger.jobs.whatif import read_inputs
@@ -20,7 +22,7 @@ from contextledger.read.messages import RunMessages
 from contextledger.tables import schema
 from contextledger.tables.windows import messages_table, stream_row, streams_from_tables
 
-from .test_otel_read import TRACES, _trace
+from .test_otel_read import TRACES, TRUTH, _trace, recorded_calls, truth_runs
 
 ANTHROPIC = ("genai-anthropic.jsonl.gz", "openinference-anthropic.jsonl.gz")
 OPENAI = ("genai-openai.jsonl.gz", "openinference-openai.jsonl.gz")
@@ -113,3 +115,39 @@ def test_streams_written_before_the_cache_fields_read_them_as_null(tmp_path):
 def test_every_recorded_trace_reads_with_its_cache_fields():
     streams = read_inputs(TRACES).streams
     assert any(call.cache_write_tokens for stream in streams for call in stream.calls)
+
+
+# ── the rebuilt input against the recorded input tokens ──────────
+
+
+def test_runs_whose_rebuilt_input_is_far_off_the_recorded_are_named_once():
+    families = {family["family"]: family for family in TRUTH["families"]}
+    incomplete = {
+        run["run_key"]
+        for run in truth_runs()
+        if recorded_calls(run)
+        and not (
+            families[run["family"]]["content_captured"]
+            and families[run["family"]]["records_tool_definitions"]
+        )
+    }
+    streams = read_inputs(TRACES).streams
+    named = {stream.run_id: stream.notes for stream in streams if stream.notes}
+    assert set(named) == incomplete
+    assert all(len(notes) == 1 for notes in named.values())
+    for run_id, (note,) in named.items():
+        assert f"(run {run_id}): the input rebuilt" in note
+        assert "x the " in note and "gen_ai.usage.input_tokens" in note
+
+
+def test_whatif_and_compare_name_them_and_still_replay_with_exit_0():
+    path = str(_trace("openai-v2-latest.jsonl"))
+    for command in ("whatif", "compare"):
+        result = CliRunner().invoke(main, [command, path, "--policy", "none"])
+        assert result.exit_code == 0, result.output
+        notes = [line for line in result.stderr.splitlines() if "the input rebuilt" in line]
+        assert len(notes) == 5
+        assert notes[0].startswith(
+            f"contextledger: {path}:1 (run dbe1b4670cc98c51eb14da2e7dc78293)"
+        )
+        assert "0.14x the 1,089" in notes[0]

@@ -77,6 +77,8 @@ class Comparison:
     policies_left_out: list[str] = field(default_factory=list)
     #: Over an archive: the ``run_id`` filter's ids that name no run it holds.
     unmatched_run_ids: list[str] = field(default_factory=list)
+    #: What the reader doubts about runs it still compared (``RunMessages.notes``).
+    notes: list[str] = field(default_factory=list)
 
 
 def parse_compared(specs: Sequence[str | AnyPolicy] | str) -> list[tuple[str, AnyPolicy]]:
@@ -134,6 +136,7 @@ def compare(
         duplicates=inputs.duplicates,
         skipped=list(inputs.skipped),
         run_ids=[stream.run_id for stream in inputs.streams],
+        notes=[note for stream in inputs.streams for note in stream.notes],
     )
 
 

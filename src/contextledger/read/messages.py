@@ -199,6 +199,9 @@ class RunMessages:
     final_window: tuple[int, ...]
     #: ``compactions`` at the last bundle: the WindowRecords the run filed.
     recorded_records: list[dict[str, Any]]
+    #: Lines naming what the reader doubts about this stream (``PATH:LINE (run ID):
+    #: reason``), said once when it is replayed; not part of the stream's equality.
+    notes: list[str] = field(default_factory=list, compare=False)
 
     def window(self, indices: Iterable[int]) -> list[Message]:
         """The messages at these stream indices."""

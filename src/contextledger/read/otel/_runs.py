@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -186,8 +187,46 @@ class TraceRuns:
         calls = model_calls(records)
         facts = meter(calls, records)
         digest = _digest(records) if self.digests else None
+        source = RunSource(first.path, first.line)
         messages = stream(run_id, calls) if self.messages else None
-        return TraceRun(run_id, RunSource(first.path, first.line), facts, digest, messages)
+        if messages is not None:
+            doubt = input_check(messages, calls)
+            if doubt is not None:
+                where = ReadProblem(source.path, source.line, run_id, doubt).where
+                messages.notes.append(f"{where}: {doubt}")
+        return TraceRun(run_id, source, facts, digest, messages)
+
+
+#: How far (either way) a run's rebuilt input may be from its recorded input tokens
+#: before it is named: chars / 4 is rough, an incomplete stream is far off.
+INPUT_RATIO_LIMIT = 4.0
+
+
+def input_check(messages: RunMessages, calls: Sequence[SpanRecord]) -> str | None:
+    """Why the run's rebuilt windows look incomplete, or None: over the calls that
+    recorded ``gen_ai.usage.input_tokens``, the windows' estimated tokens (``ceil(chars /
+    4)``, plus each call's tool definitions as the ledger estimates them) against the
+    recorded count, named when the ratio is past :data:`INPUT_RATIO_LIMIT` either way."""
+    recorded = estimated = counted = 0
+    for model_call, span in zip(messages.calls, calls, strict=True):
+        if not span.input_tokens or span.input_tokens <= 0:
+            continue
+        counted += 1
+        recorded += span.input_tokens
+        chars = sum(messages.messages[i].chars for i in model_call.window_served)
+        estimated += math.ceil(chars / 4) + sum(tokens for _, tokens in span.tools or ())
+    if not recorded:
+        return None
+    ratio = estimated / recorded
+    if 1 / INPUT_RATIO_LIMIT <= ratio <= INPUT_RATIO_LIMIT:
+        return None
+    return (
+        f"the input rebuilt from its spans, about {estimated:,} tokens (chars / 4, and the "
+        f"tool definitions), is {ratio:.2f}x the {recorded:,} its {counted} model call(s) "
+        "recorded (gen_ai.usage.input_tokens): its message stream is likely incomplete "
+        "(content capture off, attributes cut or hidden, tool definitions not recorded); "
+        "replayed as read"
+    )
 
 
 def _where(record: SpanRecord) -> str:
