@@ -9,17 +9,24 @@ counts as read from the cache, and Anthropic reports half of the rest as written
 
 from __future__ import annotations
 
+import shutil
+
+import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
+from polars.testing import assert_frame_equal
 
 from contextledger.cli import main
 from contextledger.jobs.compare import compare, describe
 from contextledger.jobs.ingest import ingest
 from contextledger.jobs.whatif import read_inputs
+from contextledger.ledger.compute import compute_ledger
 from contextledger.read.messages import RunMessages
+from contextledger.read.otel import read_trace_file
 from contextledger.tables import schema
+from contextledger.tables.build import read_runs
 from contextledger.tables.windows import messages_table, stream_row, streams_from_tables
 
 from .test_otel_read import TRACES, TRUTH, _trace, recorded_calls, truth_runs
@@ -151,3 +158,61 @@ def test_whatif_and_compare_name_them_and_still_replay_with_exit_0():
             f"contextledger: {path}:1 (run dbe1b4670cc98c51eb14da2e7dc78293)"
         )
         assert "0.14x the 1,089" in notes[0]
+
+
+# ── the order runs come in ─────────────────────────────────────────
+
+
+def _renamed(folder, order) -> dict[str, str]:
+    """Copies of the trace files under ``folder``, named so they sort in ``order``;
+    each copy's path -> the original's name."""
+    folder.mkdir()
+    back = {}
+    for rank, path in zip(order, TRACES, strict=True):
+        copy = folder / f"{rank:02d}-{path.name}"
+        shutil.copyfile(path, copy)
+        back[str(copy)] = path.name
+    return back
+
+
+def _named_back(table: pa.Table, back: dict[str, str]) -> pl.DataFrame:
+    frame = pl.from_arrow(table)
+    assert isinstance(frame, pl.DataFrame)
+    for column in frame.columns:
+        if column == "path" or column.endswith("_path"):
+            frame = frame.with_columns(pl.col(column).replace(back))
+    return frame
+
+
+def test_trace_runs_come_in_the_same_order_whatever_the_files_order(tmp_path):
+    count = len(TRACES)
+    forward = _renamed(tmp_path / "forward", range(count))
+    backward = _renamed(tmp_path / "backward", range(count - 1, -1, -1))
+    ahead = read_runs([tmp_path / "forward"], workers=1)
+    behind = read_runs([tmp_path / "backward"], workers=1)
+    assert ahead.runs.num_rows > 60
+    for name in ("runs", "offers", "uses", "problems", "duplicates"):
+        assert_frame_equal(
+            _named_back(getattr(ahead, name), forward),
+            _named_back(getattr(behind, name), backward),
+            check_exact=True,
+        )
+    assert_frame_equal(
+        compute_ledger(ahead).rows(), compute_ledger(behind).rows(), check_exact=True
+    )
+    policies = ["none", "sliding:keep=4"]
+    assert_frame_equal(
+        compare([tmp_path / "forward"], policies).per_run,
+        compare([tmp_path / "backward"], policies).per_run,
+        check_exact=True,
+    )
+    starts = [
+        min(
+            span.start
+            for path in TRACES
+            for span in read_trace_file(path).spans
+            if run_id in (span.trace_id, span.conversation_id)
+        )
+        for run_id in ahead.known_run_ids()
+    ]
+    assert starts == sorted(starts)

@@ -535,7 +535,7 @@ class TraceInputs:
                 yield self._file_read(part)
 
     def finish(self) -> FileRead:
-        """The runs of the spans taken in, as a file's read (in first-read order)."""
+        """The runs of the spans taken in, as a file's read (by their first span's start time)."""
         return self._file_read(self._runs.finish())
 
     def _file_read(self, assembled: Assembled) -> FileRead:

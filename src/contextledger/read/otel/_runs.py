@@ -79,7 +79,7 @@ class TraceRun:
 
 @dataclass
 class Assembled:
-    """What :meth:`TraceRuns.finish` gives: runs in first-read order, problems, and the
+    """What :meth:`TraceRuns.finish` gives: runs in start-time order, problems, and the
     copies of spans read more than once (rows of ``identity.DUPLICATES``)."""
 
     runs: list[TraceRun] = field(default_factory=list)
@@ -126,7 +126,8 @@ class TraceRuns:
                 self._conflicts.append((record.trace_id, problem))
 
     def finish(self) -> Assembled:
-        """The runs of every span taken in, in the order their first span was read."""
+        """The runs of every span taken in, in the order of their first span's start time
+        (ties: by run id), whatever order the files were read in."""
         out = Assembled()
         for part in self.chunks():
             out.runs.extend(part.runs)
@@ -165,10 +166,9 @@ class TraceRuns:
                 }
             )
         self._problems, self._conflicts, self._copies = [], [], {}
-        order = sorted(by_run, key=lambda run_id: min(s for s, _ in by_run[run_id]))
+        order = sorted(by_run, key=lambda run_id: (min(r.start for _, r in by_run[run_id]), run_id))
         for run_id in order:
-            spans = sorted(by_run.pop(run_id), key=lambda item: item[0])
-            records = [record for _, record in spans]
+            records = sorted((record for _, record in by_run.pop(run_id)), key=_span_order)
             part.runs.append(self._run(run_id, records))
             seen: set[str] = set()
             for record in records:
@@ -233,10 +233,17 @@ def _where(record: SpanRecord) -> str:
     return record.path if record.line is None else f"{record.path}:{record.line}"
 
 
+def _span_order(record: SpanRecord) -> tuple[int, int, str]:
+    """A run's spans in start-time order, ties by their place in their file, then by span
+    id: an order of the spans themselves, not of the files they came in."""
+    return record.start, record.position, record.span_id
+
+
 def _run_id(trace: str, spans: Sequence[tuple[int, SpanRecord]]) -> str:
-    """The trace's conversation id (the earliest span carrying one), else the trace id."""
-    carrying = [(r.start, s, r.conversation_id) for s, r in spans if r.conversation_id]
-    return str(min(carrying)[2]) if carrying else trace
+    """The trace's conversation id (the earliest span carrying one; ties: the least id),
+    else the trace id."""
+    carrying = [(r.start, r.conversation_id) for _, r in spans if r.conversation_id]
+    return str(min(carrying)[1]) if carrying else trace
 
 
 def _digest(records: Sequence[SpanRecord]) -> str:
@@ -251,7 +258,7 @@ def _digest(records: Sequence[SpanRecord]) -> str:
 
 
 def model_calls(records: Sequence[SpanRecord]) -> list[SpanRecord]:
-    """The run's model calls in start-time order (ties: reading order), one per call
+    """The run's model calls in start-time order (ties: place in the file), one per call
     that reached the model.
 
     Stacked instrumentations (a framework's ``chat`` span around the client's) record
