@@ -153,8 +153,12 @@ class TraceRuns:
         for trace, problem in self._conflicts:
             problem.run_id = run_of_trace.get(trace)
             part.problems.append(problem)
+        named: set[tuple[str, str, int | None]] = set()
         for (path, _, trace), (copy, kept) in self._copies.items():
             run_id = run_of_trace.get(trace, trace)
+            if (run_id, path, copy.line) in named:  # two traces of one conversation
+                continue
+            named.add((run_id, path, copy.line))
             part.duplicates.append(
                 {
                     "run_id": run_id,
