@@ -216,3 +216,28 @@ def test_trace_runs_come_in_the_same_order_whatever_the_files_order(tmp_path):
         for run_id in ahead.known_run_ids()
     ]
     assert starts == sorted(starts)
+
+
+def test_an_archive_ingested_before_the_cache_fields_compares_with_them_null(tmp_path, monkeypatch):
+    import contextledger.archive.store as store
+
+    write_table = store.pq.write_table
+    old_call = pa.struct([f for f in schema.MODEL_CALL if not f.name.startswith("cache_")])
+
+    def as_older_versions_wrote(table, *args, **kwargs):
+        if "calls" in table.column_names:
+            index = table.schema.get_field_index("calls")
+            older = pa.field("calls", pa.list_(old_call), nullable=False)
+            table = table.set_column(index, older, table["calls"].cast(pa.list_(old_call)))
+        return write_table(table, *args, **kwargs)
+
+    monkeypatch.setattr(store.pq, "write_table", as_older_versions_wrote)
+    chosen = [_trace("genai-anthropic.jsonl.gz")]
+    ingest(chosen, tmp_path / "archive", workers=1)
+    monkeypatch.setattr(store.pq, "write_table", write_table)
+    archived = compare(str(tmp_path / "archive"), ["none"])
+    assert not archived.problems
+    recorded = ["recorded_cache_read_tokens", "recorded_cache_write_tokens"]
+    assert archived.per_run.select(recorded).null_count().row(0) == (8, 8)
+    files = compare(chosen, ["none"]).per_run.drop(recorded)
+    assert_frame_equal(archived.per_run.drop(recorded), files, check_exact=True)
