@@ -12,8 +12,13 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from polars.testing import assert_frame_equal
 
+from contextledger.archive import Archive, ArchiveTables
 from contextledger.cli import main
+from contextledger.jobs.ingest import ingest
+from contextledger.jobs.whatif import read_inputs
+from contextledger.ledger.compute import compute_ledger
 from contextledger.tables.build import read_runs
 
 from .test_otel_read import _trace
@@ -80,3 +85,40 @@ def test_every_command_names_messy_inputs_without_a_traceback(tmp_path, command)
     assert f"{binary}: an OTLP protobuf file (binary)" in errors
     assert "duplicate" in errors and "counted once" in errors
     assert result.stdout.strip()  # the rest is still read and answered
+
+
+def _input_messages_cut(tmp_path: Path) -> tuple[Path, str]:
+    """genai-anthropic's traces with one span's ``gen_ai.input.messages`` cut mid-way,
+    and that span's trace id."""
+    out, cut = [], ""
+    for line in _lines("genai-anthropic.jsonl.gz"):
+        document = json.loads(line)
+        for resource in document["resourceSpans"]:
+            for scope in resource["scopeSpans"]:
+                for span in scope["spans"]:
+                    for attribute in span.get("attributes", []):
+                        if attribute["key"] == "gen_ai.input.messages" and not cut:
+                            text = attribute["value"]["stringValue"]
+                            attribute["value"]["stringValue"] = text[: len(text) // 2]
+                            cut = span["traceId"]
+        out.append(json.dumps(document, separators=(",", ":")))
+    path = tmp_path / "cut-messages.jsonl"
+    path.write_text("\n".join(out) + "\n")
+    return path, cut
+
+
+def test_a_cut_message_attribute_is_the_what_ifs_problem_not_the_ledgers(tmp_path):
+    path, trace = _input_messages_cut(tmp_path)
+    clean = read_runs([_trace("genai-anthropic.jsonl.gz")], workers=1)
+    files = read_runs([path], workers=1)
+    assert files.problems.num_rows == 0
+    ingest([path], tmp_path / "archive", workers=1)
+    archived = ArchiveTables(Archive.open(tmp_path / "archive"), "corrected")
+    assert archived.problems.num_rows == 0
+    for tables in (files, archived):
+        assert_frame_equal(
+            compute_ledger(tables).rows(), compute_ledger(clean).rows(), check_exact=True
+        )
+    (problem,) = read_inputs([path]).problems
+    assert (problem.path, problem.line, problem.run_id) == (str(path), 1, trace)
+    assert problem.reason.startswith("attribute gen_ai.input.messages is not valid JSON")

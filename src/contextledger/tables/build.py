@@ -541,6 +541,7 @@ class TraceInputs:
     def _file_read(self, assembled: Assembled) -> FileRead:
         result = FileRead(duplicates=assembled.duplicates)
         result.problems = [(None, problem) for problem in assembled.problems]
+        result.problems += [("whatif", problem) for problem in assembled.stream_problems]
         for run in assembled.runs:
             window = None
             if self.windows and run.messages is not None:

@@ -84,6 +84,8 @@ class Assembled:
 
     runs: list[TraceRun] = field(default_factory=list)
     problems: list[ReadProblem] = field(default_factory=list)
+    #: Problems of the message texts alone (what a what-if replays, not the ledger).
+    stream_problems: list[ReadProblem] = field(default_factory=list)
     duplicates: list[dict[str, Any]] = field(default_factory=list)
 
 
@@ -132,6 +134,7 @@ class TraceRuns:
         for part in self.chunks():
             out.runs.extend(part.runs)
             out.problems.extend(part.problems)
+            out.stream_problems.extend(part.stream_problems)
             out.duplicates.extend(part.duplicates)
         return out
 
@@ -176,14 +179,16 @@ class TraceRuns:
             part.runs.append(self._run(run_id, records))
             seen: set[str] = set()
             for record in records:
-                for reason in record.problems:
+                for number, reason in enumerate(record.problems):
                     if reason not in seen:
                         seen.add(reason)
-                        part.problems.append(ReadProblem(record.path, record.line, run_id, reason))
+                        problem = ReadProblem(record.path, record.line, run_id, reason)
+                        ledger = number < record.ledger_problems
+                        (part.problems if ledger else part.stream_problems).append(problem)
             if len(part.runs) >= runs:
                 yield part
                 part = Assembled()
-        if part.runs or part.problems or part.duplicates:
+        if part.runs or part.problems or part.stream_problems or part.duplicates:
             yield part
 
     def _run(self, run_id: str, records: list[SpanRecord]) -> TraceRun:
@@ -257,7 +262,7 @@ def _digest(records: Sequence[SpanRecord]) -> str:
     hasher = hashlib.blake2b(digest_size=16)
     for record in ordered:
         fields = msgspec.structs.astuple(record)
-        hasher.update(msgspec.json.encode(fields[:4] + fields[7:]))
+        hasher.update(msgspec.json.encode(fields[:4] + fields[7:-1]))
     return hasher.hexdigest()
 
 
