@@ -179,6 +179,8 @@ def whatif_command(
         meter.close()
     for problem in problems:
         _warn(f"skipped {problem.where}: {problem.reason}")
+    for note in [] if archived is not None else [n for s in inputs.streams for n in s.notes]:
+        _warn(note)
     replayable = archived.runs if archived is not None else len(inputs.streams)
     _refuse_if_nothing_read(replayable, len(problems))
     _name_nothing_selected(
@@ -453,6 +455,8 @@ def compare_command(
         _fail("no policy left to compare over an archive")
     for problem in found.problems:
         _warn(f"skipped {problem.where}: {problem.reason}")
+    for note in found.notes:
+        _warn(note)
     _refuse_if_nothing_read(found.runs, len(found.problems))
     _name_nothing_selected(found.runs, paths, archived=found.archived, then=": nothing to compare")
     note = compared.describe(found)

@@ -77,6 +77,8 @@ class Comparison:
     policies_left_out: list[str] = field(default_factory=list)
     #: Over an archive: the ``run_id`` filter's ids that name no run it holds.
     unmatched_run_ids: list[str] = field(default_factory=list)
+    #: What the reader doubts about runs it still compared (``RunMessages.notes``).
+    notes: list[str] = field(default_factory=list)
 
 
 def parse_compared(specs: Sequence[str | AnyPolicy] | str) -> list[tuple[str, AnyPolicy]]:
@@ -134,6 +136,7 @@ def compare(
         duplicates=inputs.duplicates,
         skipped=list(inputs.skipped),
         run_ids=[stream.run_id for stream in inputs.streams],
+        notes=[note for stream in inputs.streams for note in stream.notes],
     )
 
 
@@ -192,6 +195,11 @@ TABLE_SCHEMA: dict[str, Any] = {
     "input_tokens_from": pl.String,
     "runs_without_tokens": pl.Int64,
     "cache_invalidations": pl.Int64,
+    "cached_tokens": pl.Int64,
+    "recorded_cache_runs": pl.Int64,
+    "recorded_cache_read_tokens": pl.Int64,
+    "recorded_cache_write_tokens": pl.Int64,
+    "cached_tokens_where_recorded": pl.Int64,
     "cost_without_cache": pl.Float64,
     "cost_with_cache": pl.Float64,
 }
@@ -204,7 +212,11 @@ def comparison_table(per_run: pl.DataFrame, policies: Sequence[str]) -> pl.DataF
     provider would reject: ``RUN call N: KIND: the message``. ``input_tokens`` and the
     costs add up the runs whose tokens are known (``runs_without_tokens`` are not: no
     call of theirs reported a count to estimate from); ``input_tokens_from`` says
-    whether the counts are the provider's, estimates, or both.
+    whether the counts are the provider's, estimates, or both. ``cached_tokens`` is the
+    audit's best-case estimate of the cached part; ``recorded_cache_*`` add up what the
+    provider recorded reading from and writing to its cache over the
+    ``recorded_cache_runs`` that recorded it (the windows the runs sent, the same under
+    every policy), and ``cached_tokens_where_recorded`` the estimate over those runs.
     """
     first = pl.format(
         "{} call {}: {}: {}",
@@ -232,6 +244,13 @@ def comparison_table(per_run: pl.DataFrame, policies: Sequence[str]) -> pl.DataF
             .otherwise(sources.first()),
             runs_without_tokens=pl.col("input_tokens").null_count().cast(pl.Int64),
             cache_invalidations=pl.col("cache_invalidations").sum(),
+            cached_tokens=pl.col("cached_tokens").sum(),
+            recorded_cache_runs=pl.col("recorded_cache_read_tokens").is_not_null().sum(),
+            recorded_cache_read_tokens=pl.col("recorded_cache_read_tokens").sum(),
+            recorded_cache_write_tokens=pl.col("recorded_cache_write_tokens").sum(),
+            cached_tokens_where_recorded=pl.col("cached_tokens")
+            .filter(pl.col("recorded_cache_read_tokens").is_not_null())
+            .sum(),
         )
         .collect()
     )
@@ -288,8 +307,39 @@ def display_table(table: pl.DataFrame) -> pl.DataFrame:
         number("input_tokens").alias("input tokens"),
         pl.col("input_tokens_from").fill_null("-").alias("tokens from"),
         pl.col("cache_invalidations").alias("cache invalidations"),
+        *(
+            [
+                pl.format(
+                    "{} / {}",
+                    number("recorded_cache_read_tokens"),
+                    number("cached_tokens_where_recorded"),
+                ).alias("cache reads: recorded / audit")
+            ]
+            if table["recorded_cache_runs"].sum()
+            else []
+        ),
         number("cost_without_cache").alias("cost, no cache"),
         number("cost_with_cache").alias("cost, cache"),
+    )
+
+
+def _recorded_cache_text(table: pl.DataFrame) -> str:
+    """The provider's recorded cache reads against the audit's estimate for the same runs,
+    per policy; empty when no run recorded its cache use."""
+    runs = max(table["recorded_cache_runs"].to_list(), default=0)
+    if not runs:
+        return ""
+    first = table.row(0, named=True)
+    estimates = "; ".join(
+        f"{row['policy']} {row['cached_tokens_where_recorded']:,}"
+        for row in table.iter_rows(named=True)
+    )
+    return (
+        f"\nPrompt cache as the provider recorded it, {runs} run(s) (the windows they sent): "
+        f"{first['recorded_cache_read_tokens']:,} tokens read from the cache, "
+        f"{first['recorded_cache_write_tokens']:,} written. The audit's estimate of the "
+        f"cached part for the same runs: {estimates} (only 'none' replays the windows sent; "
+        "the estimate assumes every call caches its whole window)."
     )
 
 
@@ -306,6 +356,7 @@ def describe(comparison: Comparison) -> str:
         f"and the rest written at {prices.write:g}. A cache invalidation: the previous "
         "window is not a prefix of this one."
     )
+    line += _recorded_cache_text(comparison.table)
     missing = max(comparison.table["runs_without_tokens"].to_list(), default=0)
     if missing:
         line += f"\n{missing} run(s) reported no input tokens: left out of tokens and costs."

@@ -180,6 +180,11 @@ class ModelCall:
     window_seen: tuple[int, ...]
     #: Stream indices of the window this call was served.
     window_served: tuple[int, ...]
+    #: Input tokens the provider says it read from its prompt cache for this call, and
+    #: wrote to it; None where the recording does not say (snapshots never do; OpenTelemetry
+    #: instrumentations leave a zero out).
+    cache_read_tokens: int | None = None
+    cache_write_tokens: int | None = None
 
 
 @dataclass
@@ -194,6 +199,9 @@ class RunMessages:
     final_window: tuple[int, ...]
     #: ``compactions`` at the last bundle: the WindowRecords the run filed.
     recorded_records: list[dict[str, Any]]
+    #: Lines naming what the reader doubts about this stream (``PATH:LINE (run ID):
+    #: reason``), said once when it is replayed; not part of the stream's equality.
+    notes: list[str] = field(default_factory=list, compare=False)
 
     def window(self, indices: Iterable[int]) -> list[Message]:
         """The messages at these stream indices."""

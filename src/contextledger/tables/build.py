@@ -293,12 +293,13 @@ class TraceInputs:
                 yield self._file_read(part)
 
     def finish(self) -> FileRead:
-        """The runs of the spans taken in, as a file's read (in first-read order)."""
+        """The runs of the spans taken in, as a file's read (by their first span's start time)."""
         return self._file_read(self._runs.finish())
 
     def _file_read(self, assembled: Assembled) -> FileRead:
         result = FileRead(duplicates=assembled.duplicates)
         result.problems = [(None, problem) for problem in assembled.problems]
+        result.problems += [("whatif", problem) for problem in assembled.stream_problems]
         for run in assembled.runs:
             window = None
             if self.windows and run.messages is not None:

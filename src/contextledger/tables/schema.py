@@ -238,6 +238,11 @@ MODEL_CALL = pa.struct(
         pa.field("input_tokens", pa.int64()),  # reported by the provider; 0: none reported
         pa.field("window_seen", pa.list_(pa.int32())),  # message_index of the window seen
         pa.field("window_served", pa.list_(pa.int32())),  # message_index of the window served
+        # Prompt-cache input tokens the provider recorded as read / written for the call;
+        # null: not recorded (snapshots; a trace attribute left out, or an archive older
+        # than these fields).
+        pa.field("cache_read_tokens", pa.int64()),
+        pa.field("cache_write_tokens", pa.int64()),
     ]
 )
 

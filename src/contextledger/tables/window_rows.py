@@ -107,6 +107,8 @@ def stream_row(stream: RunMessages, run_order: int) -> dict[str, Any]:
                 "input_tokens": call.input_tokens,
                 "window_seen": list(call.window_seen),
                 "window_served": list(call.window_served),
+                "cache_read_tokens": call.cache_read_tokens,
+                "cache_write_tokens": call.cache_write_tokens,
             }
             for call in stream.calls
         ],

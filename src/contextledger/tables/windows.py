@@ -156,10 +156,18 @@ def _calls_of(array: pa.ListArray) -> list[list[ModelCall]]:
         )
     ]
     seen, served = _lists_of(fields["window_seen"]), _lists_of(fields["window_served"])
+    absent = [None] * len(values)  # a file written before the cache fields
+    reads, writes = (
+        fields[name].to_pylist() if name in fields else absent
+        for name in ("cache_read_tokens", "cache_write_tokens")
+    )
     built = [
-        ModelCall(ordinal, iteration, bundle, runtime, window, tokens, window_seen, window_served)
-        for ordinal, iteration, bundle, runtime, window, tokens, window_seen, window_served in zip(
-            *columns, seen, served, strict=True
+        ModelCall(ordinal, iteration, bundle, runtime, window, tokens, *windows, *cache)
+        for ordinal, iteration, bundle, runtime, window, tokens, windows, cache in zip(
+            *columns,
+            zip(seen, served, strict=True),
+            zip(reads, writes, strict=True),
+            strict=True,
         )
     ]
     return [built[a:b] for a, b in spans]

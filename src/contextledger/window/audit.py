@@ -12,7 +12,8 @@ Per (run, policy), :func:`audit_run` counts
   facts among them (the what-if's standings rule), and results a policy rewrote in
   place (``Message.edit``: placeholders, previews, summaries);
 * **cost**: input tokens over all calls, and prefix-cache invalidations priced with a
-  :class:`CachePrices` model.
+  :class:`CachePrices` model; beside it, the cache reads and writes the provider
+  recorded (:func:`recorded_cache`), which only the run as sent has.
 
 Pure functions, no I/O.
 """
@@ -301,6 +302,19 @@ def call_costs(
     return out
 
 
+def recorded_cache(stream: RunMessages) -> tuple[int | None, int | None]:
+    """``(read, written)``: the prompt-cache input tokens the provider recorded over the
+    run's calls, for the windows the run sent (whatever policy is replayed); ``(None,
+    None)`` when no call recorded either. A call that recorded one but not the other
+    counts 0 for it: the official instrumentations leave a zero out.
+    """
+    reads = [call.cache_read_tokens for call in stream.calls]
+    writes = [call.cache_write_tokens for call in stream.calls]
+    if all(value is None for value in (*reads, *writes)):
+        return None, None
+    return sum(value or 0 for value in reads), sum(value or 0 for value in writes)
+
+
 def priced(costs: Sequence[CallCost], prices: CachePrices) -> tuple[float | None, float | None]:
     """``(without cache, with cache)`` in base input-token units, over ``costs``.
 
@@ -347,6 +361,8 @@ AUDIT_SCHEMA: dict[str, Any] = {
     "input_tokens": pl.Int64,
     "input_tokens_from": pl.String,
     "cached_tokens": pl.Int64,
+    "recorded_cache_read_tokens": pl.Int64,
+    "recorded_cache_write_tokens": pl.Int64,
     "cache_invalidations": pl.Int64,
     "cost_without_cache": pl.Float64,
     "cost_with_cache": pl.Float64,
@@ -450,6 +466,7 @@ def audit_run(
         else "estimated"
     )
     row["cached_tokens"] = sum(c.cached or 0 for c in costs) if known else None
+    row["recorded_cache_read_tokens"], row["recorded_cache_write_tokens"] = recorded_cache(stream)
     row["cache_invalidations"] = sum(c.invalidated for c in costs)
     row["cost_without_cache"], row["cost_with_cache"] = priced(costs, prices)
     return row

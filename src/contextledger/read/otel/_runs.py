@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -78,11 +79,13 @@ class TraceRun:
 
 @dataclass
 class Assembled:
-    """What :meth:`TraceRuns.finish` gives: runs in first-read order, problems, and the
+    """What :meth:`TraceRuns.finish` gives: runs in start-time order, problems, and the
     copies of spans read more than once (rows of ``identity.DUPLICATES``)."""
 
     runs: list[TraceRun] = field(default_factory=list)
     problems: list[ReadProblem] = field(default_factory=list)
+    #: Problems of the message texts alone (what a what-if replays, not the ledger).
+    stream_problems: list[ReadProblem] = field(default_factory=list)
     duplicates: list[dict[str, Any]] = field(default_factory=list)
 
 
@@ -125,11 +128,13 @@ class TraceRuns:
                 self._conflicts.append((record.trace_id, problem))
 
     def finish(self) -> Assembled:
-        """The runs of every span taken in, in the order their first span was read."""
+        """The runs of every span taken in, in the order of their first span's start time
+        (ties: by run id), whatever order the files were read in."""
         out = Assembled()
         for part in self.chunks():
             out.runs.extend(part.runs)
             out.problems.extend(part.problems)
+            out.stream_problems.extend(part.stream_problems)
             out.duplicates.extend(part.duplicates)
         return out
 
@@ -151,8 +156,12 @@ class TraceRuns:
         for trace, problem in self._conflicts:
             problem.run_id = run_of_trace.get(trace)
             part.problems.append(problem)
+        named: set[tuple[str, str, int | None]] = set()
         for (path, _, trace), (copy, kept) in self._copies.items():
             run_id = run_of_trace.get(trace, trace)
+            if (run_id, path, copy.line) in named:  # two traces of one conversation
+                continue
+            named.add((run_id, path, copy.line))
             part.duplicates.append(
                 {
                     "run_id": run_id,
@@ -164,21 +173,22 @@ class TraceRuns:
                 }
             )
         self._problems, self._conflicts, self._copies = [], [], {}
-        order = sorted(by_run, key=lambda run_id: min(s for s, _ in by_run[run_id]))
+        order = sorted(by_run, key=lambda run_id: (min(r.start for _, r in by_run[run_id]), run_id))
         for run_id in order:
-            spans = sorted(by_run.pop(run_id), key=lambda item: item[0])
-            records = [record for _, record in spans]
+            records = sorted((record for _, record in by_run.pop(run_id)), key=_span_order)
             part.runs.append(self._run(run_id, records))
             seen: set[str] = set()
             for record in records:
-                for reason in record.problems:
+                for number, reason in enumerate(record.problems):
                     if reason not in seen:
                         seen.add(reason)
-                        part.problems.append(ReadProblem(record.path, record.line, run_id, reason))
+                        problem = ReadProblem(record.path, record.line, run_id, reason)
+                        ledger = number < record.ledger_problems
+                        (part.problems if ledger else part.stream_problems).append(problem)
             if len(part.runs) >= runs:
                 yield part
                 part = Assembled()
-        if part.runs or part.problems or part.duplicates:
+        if part.runs or part.problems or part.stream_problems or part.duplicates:
             yield part
 
     def _run(self, run_id: str, records: list[SpanRecord]) -> TraceRun:
@@ -186,18 +196,63 @@ class TraceRuns:
         calls = model_calls(records)
         facts = meter(calls, records)
         digest = _digest(records) if self.digests else None
+        source = RunSource(first.path, first.line)
         messages = stream(run_id, calls) if self.messages else None
-        return TraceRun(run_id, RunSource(first.path, first.line), facts, digest, messages)
+        if messages is not None:
+            doubt = input_check(messages, calls)
+            if doubt is not None:
+                where = ReadProblem(source.path, source.line, run_id, doubt).where
+                messages.notes.append(f"{where}: {doubt}")
+        return TraceRun(run_id, source, facts, digest, messages)
+
+
+#: How far (either way) a run's rebuilt input may be from its recorded input tokens
+#: before it is named: chars / 4 is rough, an incomplete stream is far off.
+INPUT_RATIO_LIMIT = 4.0
+
+
+def input_check(messages: RunMessages, calls: Sequence[SpanRecord]) -> str | None:
+    """Why the run's rebuilt windows look incomplete, or None: over the calls that
+    recorded ``gen_ai.usage.input_tokens``, the windows' estimated tokens (``ceil(chars /
+    4)``, plus each call's tool definitions as the ledger estimates them) against the
+    recorded count, named when the ratio is past :data:`INPUT_RATIO_LIMIT` either way."""
+    recorded = estimated = counted = 0
+    for model_call, span in zip(messages.calls, calls, strict=True):
+        if not span.input_tokens or span.input_tokens <= 0:
+            continue
+        counted += 1
+        recorded += span.input_tokens
+        chars = sum(messages.messages[i].chars for i in model_call.window_served)
+        estimated += math.ceil(chars / 4) + sum(tokens for _, tokens in span.tools or ())
+    if not recorded:
+        return None
+    ratio = estimated / recorded
+    if 1 / INPUT_RATIO_LIMIT <= ratio <= INPUT_RATIO_LIMIT:
+        return None
+    return (
+        f"the input rebuilt from its spans, about {estimated:,} tokens (chars / 4, and the "
+        f"tool definitions), is {ratio:.2f}x the {recorded:,} its {counted} model call(s) "
+        "recorded (gen_ai.usage.input_tokens): its message stream is likely incomplete "
+        "(content capture off, attributes cut or hidden, tool definitions not recorded); "
+        "replayed as read"
+    )
 
 
 def _where(record: SpanRecord) -> str:
     return record.path if record.line is None else f"{record.path}:{record.line}"
 
 
+def _span_order(record: SpanRecord) -> tuple[int, int, str]:
+    """A run's spans in start-time order, ties by their place in their file, then by span
+    id: an order of the spans themselves, not of the files they came in."""
+    return record.start, record.position, record.span_id
+
+
 def _run_id(trace: str, spans: Sequence[tuple[int, SpanRecord]]) -> str:
-    """The trace's conversation id (the earliest span carrying one), else the trace id."""
-    carrying = [(r.start, s, r.conversation_id) for s, r in spans if r.conversation_id]
-    return str(min(carrying)[2]) if carrying else trace
+    """The trace's conversation id (the earliest span carrying one; ties: the least id),
+    else the trace id."""
+    carrying = [(r.start, r.conversation_id) for _, r in spans if r.conversation_id]
+    return str(min(carrying)[1]) if carrying else trace
 
 
 def _digest(records: Sequence[SpanRecord]) -> str:
@@ -207,12 +262,12 @@ def _digest(records: Sequence[SpanRecord]) -> str:
     hasher = hashlib.blake2b(digest_size=16)
     for record in ordered:
         fields = msgspec.structs.astuple(record)
-        hasher.update(msgspec.json.encode(fields[:4] + fields[7:]))
+        hasher.update(msgspec.json.encode(fields[:4] + fields[7:-1]))
     return hasher.hexdigest()
 
 
 def model_calls(records: Sequence[SpanRecord]) -> list[SpanRecord]:
-    """The run's model calls in start-time order (ties: reading order), one per call
+    """The run's model calls in start-time order (ties: place in the file), one per call
     that reached the model.
 
     Stacked instrumentations (a framework's ``chat`` span around the client's) record
@@ -401,6 +456,8 @@ def stream(run_id: str, calls: Sequence[SpanRecord]) -> RunMessages:
                 input_tokens=max(0, call.input_tokens or 0),
                 window_seen=served,
                 window_served=served,
+                cache_read_tokens=call.cache_read_tokens,
+                cache_write_tokens=call.cache_write_tokens,
             )
         )
         live = live + enter(call.outputs or (), f"output#{ordinal}", ordinal)

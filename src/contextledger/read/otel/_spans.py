@@ -96,6 +96,10 @@ class SpanRecord(msgspec.Struct, gc=False):
     captured: bool = False
     #: ``droppedAttributesCount``: attributes lost to the SDK's span attribute limit.
     dropped_attributes: int = 0
+    #: How many of ``problems`` (the leading ones) concern the ledger; the rest concern
+    #: only the message texts a what-if reads. Derived from ``problems``, so left out of
+    #: what a copy is compared by (and of an archive's digest of the run).
+    ledger_problems: int = 0
 
     def same_content(self, other: SpanRecord) -> bool:
         """Equal in everything read but where it was read (a copy of the same span)."""
@@ -104,7 +108,7 @@ class SpanRecord(msgspec.Struct, gc=False):
 
 def _content(record: SpanRecord) -> tuple[Any, ...]:
     fields = msgspec.structs.astuple(record)
-    return fields[:4] + fields[7:]
+    return fields[:4] + fields[7:-1]
 
 
 _CONVERSATION_KEYS = ("gen_ai.conversation.id", "session.id")
@@ -252,6 +256,8 @@ def span_record(
         if call_id is not None or name is not None:
             record.executed = (call_id or "", name or "")
     record.problems = tuple(dict.fromkeys(problems))
+    if record.role != "call":
+        record.ledger_problems = len(record.problems)
     return record
 
 
@@ -299,6 +305,7 @@ def _read_call(
     )
     if outputs is not None:
         record.tool_calls = tuple(call for said in outputs for call in said.tool_calls)
+    record.ledger_problems = len(dict.fromkeys(problems))
     if messages:
         record.outputs = outputs
         record.inputs = _messages_of(

@@ -92,10 +92,12 @@ def read_trace_file(path: Path, *, messages: bool = False) -> TraceFileRead:
                 request = REQUEST.decode(document.payload)
             except msgspec.ValidationError as error:
                 reason = f"not OTLP JSON of the expected shape: {error}"
+                reason += _traces_held(document.payload)
                 result.problems.append(ReadProblem(shown, line, None, reason))
                 continue
             except msgspec.DecodeError as error:
-                result.problems.append(ReadProblem(shown, line, None, f"invalid JSON: {error}"))
+                reason = f"invalid JSON: {error}{_traces_held(document.payload)}"
+                result.problems.append(ReadProblem(shown, line, None, reason))
                 continue
             for resource in request.resource_spans:
                 for scope in resource.scope_spans:
@@ -112,6 +114,27 @@ def read_trace_file(path: Path, *, messages: bool = False) -> TraceFileRead:
             ReadProblem(error.source.path, error.source.line, None, error.reason)
         )
     return result
+
+
+_TRACE_ID = re.compile(rb'"traceId"\s*:\s*"([0-9a-fA-F]{32})"')
+#: Trace ids a problem names before it says how many more.
+_TRACES_NAMED = 5
+
+
+def _traces_held(payload: bytes) -> str:
+    """What a line that could not be read held, so a user knows which runs lack its spans:
+    ``; it held spans of trace(s) ...`` (the trace ids legible in it, in order), or ``""``.
+
+    >>> _traces_held(b'{"spans":[{"traceId":"' + b"ab" * 16 + b'","spanId":"0')
+    '; it held spans of trace(s) abababababababababababababababab: their runs lack them'
+    """
+    found = dict.fromkeys(m.group(1).decode().lower() for m in _TRACE_ID.finditer(payload))
+    if not found:
+        return ""
+    named = list(found)[:_TRACES_NAMED]
+    more = len(found) - len(named)
+    listed = ", ".join(named) + (f" and {more} more" if more else "")
+    return f"; it held spans of trace(s) {listed}: their runs lack them"
 
 
 def _pretty(path: Path) -> bool:
