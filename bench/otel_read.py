@@ -12,6 +12,10 @@ copy is runs of its own). Measured, each the median of repetitions filling about
   (``len(json.dumps(definition)) / 4``), spans grouped by trace: the same fields, read
   the obvious way.
 
+``--save-rows PATH`` writes the tables ``read_runs`` gives for the timed file (runs,
+offers, uses, problems as Arrow IPC); ``--check-rows PATH`` compares them with a file
+saved before, exactly (a change to the reader must give the same rows).
+
 ``--memory-mb`` also writes a file that large and reads it in a fresh process, reporting
 its peak resident set (the reader keeps small records, never a line's JSON).
 Run: ``.venv/bin/python bench/otel_read.py [--mb 50] [--seconds 5] [--memory-mb 1024]``.
@@ -34,8 +38,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import pyarrow as pa
+
 from contextledger.read.otel import sniff
-from contextledger.tables.build import read_runs
+from contextledger.tables.build import RunTables, read_runs
 
 REPO = Path(__file__).resolve().parents[1]
 OTEL = REPO / "data" / "otel"
@@ -157,17 +163,58 @@ def peak_memory(path: Path) -> tuple[float, float, int]:
     return float(seconds), int(kib) / 1024, int(runs)
 
 
+_TABLES = ("runs", "offers", "uses", "problems")
+
+
+def _comparable(tables: RunTables, name: str) -> pa.Table:
+    """One of the tables with each file path cut to the file's name (the bench's file is
+    in a temporary folder of a new name each time)."""
+    table = getattr(tables, name)
+    for column in ("source_path", "path"):
+        if column in table.column_names:
+            names = [None if p is None else Path(p).name for p in table[column].to_pylist()]
+            index = table.column_names.index(column)
+            table = table.set_column(index, column, pa.array(names, pa.string()))
+    return table
+
+
+def save_rows(tables: RunTables, path: Path) -> None:
+    """The tables ``read_runs`` gave, one Arrow IPC stream after another."""
+    with path.open("wb") as handle:
+        for name in _TABLES:
+            table = _comparable(tables, name)
+            with pa.ipc.new_stream(handle, table.schema) as writer:
+                writer.write_table(table)
+
+
+def check_rows(tables: RunTables, path: Path) -> None:
+    """Exit with an error unless the tables equal those :func:`save_rows` wrote, exactly."""
+    with path.open("rb") as handle:
+        for name in _TABLES:
+            saved = pa.ipc.open_stream(handle).read_all()
+            if not _comparable(tables, name).equals(saved):
+                sys.exit(f"the {name} rows differ from {path}")
+    print(f"rows identical to {path} ({', '.join(_TABLES)})")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--mb", type=int, default=50, help="size of the timed trace file")
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--memory-mb", type=int, default=0, help="also read a file this large")
+    parser.add_argument("--save-rows", type=Path, help="write read_runs' tables here")
+    parser.add_argument("--check-rows", type=Path, help="compare read_runs' tables with these")
     options = parser.parse_args()
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "traces.jsonl"
         copies = write_traces(path, options.mb)
         size = path.stat().st_size / (1 << 20)
-        runs = read_runs([path], workers=1).runs.num_rows
+        tables = read_runs([path], workers=1)
+        runs = tables.runs.num_rows
+        if options.save_rows:
+            save_rows(tables, options.save_rows)
+        if options.check_rows:
+            check_rows(tables, options.check_rows)
         ours, ours_n = timed(lambda: read_runs([path], workers=1), options.seconds)
         plain, plain_n = timed(lambda: plain_loop(path), options.seconds)
         print(f"{size:,.1f} MiB of OTLP JSON Lines ({copies} copies of data/otel), {runs:,} runs")

@@ -137,9 +137,7 @@ TERMS = {
 }
 #: Pages whose terms are checked: the README and every page of docs/ but the glossary
 #: itself and the benchmarks (measurements, appended to by whoever measures).
-TERM_PAGES = [
-    path for path in DOCS if path.name not in ("glossary.md", "benchmarks.md")
-]
+TERM_PAGES = [path for path in DOCS if path.name not in ("glossary.md", "benchmarks.md")]
 
 
 def prose_of(text: str) -> str:

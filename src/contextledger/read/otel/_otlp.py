@@ -1,10 +1,10 @@
 """OTLP JSON (``ExportTraceServiceRequest``) decoded with typed structs, values left raw.
 
 A collector line carries every attribute of every span; the ledger reads a dozen keys.
-Attribute values stay undecoded bytes (``msgspec.Raw``) until a key we read asks for
-one, so a span's message contents cost nothing unless a what-if needs them.
-Deliberately lenient where exporters differ: ids in hex or base64, 64-bit ints as
-strings or numbers.
+A line is decoded in one pass down to each attribute's key; its value stays undecoded
+bytes (``msgspec.Raw``) until a key we read asks for it, so a span's message contents
+cost nothing unless a what-if needs them. Deliberately lenient where exporters differ:
+ids in hex or base64, 64-bit ints as strings or numbers.
 """
 
 from __future__ import annotations
@@ -38,9 +38,8 @@ class Span(msgspec.Struct, rename="camel", gc=False):
     parent_span_id: str = ""
     name: str = ""
     start_time_unix_nano: int | str = 0
-    #: The attribute list, undecoded: most spans of a real trace (HTTP, database) carry
-    #: no GenAI attribute and are never decoded further (:func:`span_attributes`).
-    attributes: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw)
+    #: The attribute list, each value undecoded (:class:`KeyValue`).
+    attributes: list[KeyValue] = msgspec.field(default_factory=list)
     #: Attributes the SDK dropped past its span limit (128 by default).
     dropped_attributes_count: int = 0
 
@@ -65,19 +64,48 @@ class TraceRequest(msgspec.Struct, rename="camel", gc=False):
     resource_spans: list[ResourceSpans] = msgspec.field(default_factory=list)
 
 
-REQUEST = msgspec.json.Decoder(TraceRequest)
+class LenientSpan(Span):
+    """A span whose attribute list is left undecoded: how a line is read again when one
+    of its spans' attributes is not a list of key/values (that span alone is named)."""
+
+    attributes: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw)  # type: ignore[assignment]
+
+
+class _LenientScopeSpans(ScopeSpans):
+    spans: list[LenientSpan] = msgspec.field(default_factory=list)  # type: ignore[assignment]
+
+
+class _LenientResourceSpans(ResourceSpans):
+    scope_spans: list[_LenientScopeSpans] = msgspec.field(default_factory=list)  # type: ignore[assignment]
+
+
+class _LenientRequest(TraceRequest):
+    resource_spans: list[_LenientResourceSpans] = msgspec.field(default_factory=list)  # type: ignore[assignment]
+
+
+_REQUEST = msgspec.json.Decoder(TraceRequest)
+_LENIENT = msgspec.json.Decoder(_LenientRequest)
 _ATTRIBUTES = msgspec.json.Decoder(list[KeyValue])
-#: Bytes one of the attributes the reader reads contains (a key's prefix, in its JSON).
-_MARKERS = (b'"gen_ai.', b'"llm.', b'"openinference.', b'"session.id"', b'"tool', b'"tool_call.')
+
+
+def decode_request(line: bytes | memoryview) -> TraceRequest:
+    """One line's request, every span's attributes decoded down to their keys; a line
+    where some span's attributes are not key/values is decoded again leaving each span's
+    attributes raw (:func:`span_attributes` names that span). Raises ``msgspec``'s
+    errors when the line is not such a request."""
+    try:
+        return _REQUEST.decode(line)
+    except msgspec.ValidationError:
+        return _LENIENT.decode(line)
 
 
 def span_attributes(span: Span) -> list[KeyValue]:
-    """The span's attributes, or none when no key the reader reads is among them (decoded
-    only then); raises ``msgspec.DecodeError`` when they are not a list of key/values."""
+    """The span's attributes; raises ``msgspec.DecodeError`` when they are not a list of
+    key/values (only a :class:`LenientSpan`'s can fail, decoded here)."""
+    if isinstance(span.attributes, list):
+        return span.attributes
     raw = bytes(span.attributes)
-    if not raw or not any(marker in raw for marker in _MARKERS):
-        return []
-    return _ATTRIBUTES.decode(raw)
+    return _ATTRIBUTES.decode(raw) if raw else []
 
 
 class _ArrayValue(msgspec.Struct, gc=False):
