@@ -8,9 +8,10 @@ copy is runs of its own). Measured, each the median of repetitions filling about
 - ``contextledger``: ``read_runs`` of the file (decode, records, runs assembled across
   lines, the run/offer/use tables): what ``contextledger ledger`` reads.
 - ``json.loads loop``: ``json.loads`` of every line, every span's attributes made a dict,
-  the tool definitions and output messages decoded and measured
-  (``len(json.dumps(definition)) / 4``), spans grouped by trace: the same fields, read
-  the obvious way.
+  and every field the reader's span record carries taken from it (:func:`plain_loop`
+  lists them: ids, times, roles, token counts, tools offered with their estimates,
+  tool calls, executions), spans grouped by trace: the same fields, read the obvious
+  way. It does less than the reader (no problems named, no runs assembled, no tables).
 
 ``--save-rows PATH`` writes the tables ``read_runs`` gives for the timed file (runs,
 offers, uses, problems as Arrow IPC); ``--check-rows PATH`` compares them with a file
@@ -79,8 +80,51 @@ def write_traces(path: Path, megabytes: int) -> int:
     return copy
 
 
+_CALL_OPERATIONS = ("chat", "generate_content", "text_completion")
+_CONTENT_KEYS = (
+    "gen_ai.tool.definitions",
+    "gen_ai.input.messages",
+    "gen_ai.output.messages",
+    "gen_ai.system_instructions",
+)
+
+
+def _plain_value(value: dict) -> object:
+    """An OTLP ``AnyValue`` as a Python value, the obvious recursive way."""
+    for kind, inner in value.items():
+        if kind == "arrayValue":
+            return [_plain_value(item) for item in inner.get("values", [])]
+        if kind == "kvlistValue":
+            return {kv["key"]: _plain_value(kv.get("value", {})) for kv in inner.get("values", [])}
+        if kind == "intValue":
+            return int(inner)
+        return inner
+    return None
+
+
+def _estimate(definition: object) -> int:
+    """ceil(UTF-16 length of the compact JSON / 4): the ledger's estimate, done plainly."""
+    text = json.dumps(definition, separators=(",", ":"), ensure_ascii=False)
+    return math.ceil(len(text.encode("utf-16-le", "surrogatepass")) // 2 / 4)
+
+
+def _first(attributes: dict, *keys: str) -> object:
+    return next((attributes[key] for key in keys if attributes.get(key) is not None), None)
+
+
 def plain_loop(path: Path) -> int:
-    """The same fields with ``json.loads``: the baseline. Returns the runs found."""
+    """The baseline: every field the reader's span record carries, read with
+    ``json.loads``, spans grouped by trace. Returns the runs (traces) found.
+
+    Per span: trace, span and parent ids, start time, whether it is a model call or a
+    tool's execution, conversation and response ids, the input, cache-read and
+    cache-write token counts, the tools offered with each one's estimate (semconv's
+    ``gen_ai.tool.definitions`` or OpenInference's ``llm.tools.{i}.tool.json_schema``,
+    a JSON string or a structured value), the tool calls of the output messages (ids
+    and names, both dialects), an execution's call id and tool name, whether content
+    was captured, and the attributes dropped. What it does not do that the reader
+    does: name problems, merge stacked spans, drop copies, build tables.
+    """
     traces: dict[str, list[tuple]] = {}
     with path.open("rb") as handle:
         for line in handle:
@@ -88,47 +132,68 @@ def plain_loop(path: Path) -> int:
             for resource_spans in request.get("resourceSpans", []):
                 for scope in resource_spans.get("scopeSpans", []):
                     for span in scope.get("spans", []):
-                        attributes = {}
-                        for attribute in span.get("attributes", []):
-                            value = attribute.get("value", {})
-                            attributes[attribute["key"]] = next(iter(value.values()), None)
+                        attributes = {
+                            attribute["key"]: _plain_value(attribute.get("value", {}))
+                            for attribute in span.get("attributes", [])
+                        }
                         offers, calls = [], []
                         definitions = attributes.get("gen_ai.tool.definitions")
                         if isinstance(definitions, str):
-                            for definition in json.loads(definitions):
-                                text = json.dumps(
-                                    definition, separators=(",", ":"), ensure_ascii=False
-                                )
-                                offers.append((definition.get("name"), math.ceil(len(text) / 4)))
+                            definitions = json.loads(definitions)
+                        for definition in definitions or []:
+                            offers.append((definition.get("name"), _estimate(definition)))
                         for key, value in attributes.items():
-                            if key.startswith("llm.tools.") and isinstance(value, str):
-                                definition = json.loads(value)
-                                text = json.dumps(
-                                    definition, separators=(",", ":"), ensure_ascii=False
-                                )
+                            if key.startswith("llm.tools.") and key.endswith(".json_schema"):
+                                definition = json.loads(value) if isinstance(value, str) else value
                                 name = definition.get("function", {}).get("name")
-                                offers.append((name, math.ceil(len(text) / 4)))
+                                offers.append((name, _estimate(definition)))
                             elif key.startswith("llm.output_messages.") and key.endswith(
-                                "function.name"
+                                "tool_call.function.name"
                             ):
-                                calls.append(value)
+                                call_id = attributes.get(key.replace("function.name", "id"))
+                                calls.append((call_id, value))
                         outputs = attributes.get("gen_ai.output.messages")
                         if isinstance(outputs, str):
-                            for message in json.loads(outputs):
-                                for part in message.get("parts", []):
-                                    if part.get("type") == "tool_call":
-                                        calls.append(part.get("name"))
+                            outputs = json.loads(outputs)
+                        for message in outputs or []:
+                            for part in message.get("parts", []):
+                                if part.get("type") == "tool_call":
+                                    calls.append((part.get("id"), part.get("name")))
+                        operation = attributes.get("gen_ai.operation.name")
+                        kind = attributes.get("openinference.span.kind")
                         traces.setdefault(span["traceId"], []).append(
                             (
                                 span["spanId"],
                                 span.get("parentSpanId", ""),
                                 int(span.get("startTimeUnixNano", 0)),
-                                attributes.get("gen_ai.operation.name"),
-                                attributes.get("gen_ai.conversation.id")
-                                or attributes.get("session.id"),
-                                attributes.get("gen_ai.tool.call.id"),
+                                operation in _CALL_OPERATIONS or kind == "LLM",
+                                operation == "execute_tool" or kind == "TOOL",
+                                _first(attributes, "gen_ai.conversation.id", "session.id"),
+                                attributes.get("gen_ai.response.id"),
+                                _first(
+                                    attributes,
+                                    "gen_ai.usage.input_tokens",
+                                    "gen_ai.usage.prompt_tokens",
+                                    "llm.token_count.prompt",
+                                ),
+                                _first(
+                                    attributes,
+                                    "gen_ai.usage.cache_read.input_tokens",
+                                    "llm.token_count.prompt_details.cache_read",
+                                ),
+                                _first(
+                                    attributes,
+                                    "gen_ai.usage.cache_creation.input_tokens",
+                                    "gen_ai.usage.cache_write.input_tokens",
+                                    "llm.token_count.prompt_details.cache_write",
+                                ),
                                 offers,
                                 calls,
+                                _first(attributes, "gen_ai.tool.call.id", "tool_call.id"),
+                                _first(attributes, "gen_ai.tool.name", "tool.name"),
+                                any(key in attributes for key in _CONTENT_KEYS)
+                                or any(key.startswith("llm.input_messages.") for key in attributes),
+                                span.get("droppedAttributesCount", 0),
                             )
                         )
     return len(traces)
