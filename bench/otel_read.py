@@ -3,7 +3,7 @@
 The input is the recorded traces of ``data/otel`` repeated until the file is
 ``--mb`` megabytes (each copy's trace, span and conversation ids rewritten, so every
 copy is runs of its own). Measured, each the median of repetitions filling about
-``--seconds``, one core each:
+``--seconds`` (the two taking turns, so both see the same load), one core each:
 
 - ``contextledger``: ``read_runs`` of the file (decode, records, runs assembled across
   lines, the run/offer/use tables): what ``contextledger ledger`` reads.
@@ -199,16 +199,18 @@ def plain_loop(path: Path) -> int:
     return len(traces)
 
 
-def timed(work: Callable[[], object], seconds: float) -> tuple[float, int]:
-    """Median CPU seconds of ``work`` (this process's, one core: what a core costs, not
-    what waiting for one on a busy machine costs) over repetitions filling ``seconds``."""
-    times: list[float] = []
+def timed(works: list[Callable[[], object]], seconds: float) -> list[tuple[float, int]]:
+    """Median CPU seconds of each of ``works`` (this process's, one core: what a core
+    costs, not what waiting for one on a busy machine costs), taking turns, over
+    repetitions filling ``seconds``: on a shared machine each sees the same load."""
+    times: list[list[float]] = [[] for _ in works]
     started = time.perf_counter()
-    while not times or (time.perf_counter() - started < seconds and len(times) < 50):
-        begin = time.process_time()
-        work()
-        times.append(time.process_time() - begin)
-    return statistics.median(times), len(times)
+    while not times[0] or (time.perf_counter() - started < seconds and len(times[0]) < 50):
+        for work, spent in zip(works, times, strict=True):
+            begin = time.process_time()
+            work()
+            spent.append(time.process_time() - begin)
+    return [(statistics.median(spent), len(spent)) for spent in times]
 
 
 def peak_memory(path: Path) -> tuple[float, float, int]:
@@ -280,8 +282,9 @@ def main() -> None:
             save_rows(tables, options.save_rows)
         if options.check_rows:
             check_rows(tables, options.check_rows)
-        ours, ours_n = timed(lambda: read_runs([path], workers=1), options.seconds)
-        plain, plain_n = timed(lambda: plain_loop(path), options.seconds)
+        (ours, ours_n), (plain, plain_n) = timed(
+            [lambda: read_runs([path], workers=1), lambda: plain_loop(path)], options.seconds
+        )
         print(f"{size:,.1f} MiB of OTLP JSON Lines ({copies} copies of data/otel), {runs:,} runs")
         for name, seconds, count in (
             ("contextledger read_runs", ours, ours_n),

@@ -633,20 +633,23 @@ def _append_run(
     }
     for name, value in row.items():
         runs[name].append(value)
-    for seq, (call_index, kind, piece_id, tokens) in enumerate(facts.offers):
-        offers["run_id"].append(run.run_id)
-        offers["call_index"].append(call_index)
-        offers["kind"].append(kind)
-        offers["piece_id"].append(piece_id)
-        offers["approx_tokens"].append(tokens)
-        offers["seq"].append(seq)
-    for seq, (kind, piece_id, signal, use_call) in enumerate(facts.uses):
-        uses["run_id"].append(run.run_id)
-        uses["call_index"].append(use_call)
-        uses["kind"].append(kind)
-        uses["piece_id"].append(piece_id)
-        uses["signal"].append(signal)
-        uses["seq"].append(seq)
+    # Each list of tuples transposed in one go (a run of traces offers hundreds).
+    if facts.offers:
+        call_indexes, kinds, piece_ids, tokens = zip(*facts.offers, strict=True)
+        offers["run_id"].extend([run.run_id] * len(facts.offers))
+        offers["call_index"].extend(call_indexes)
+        offers["kind"].extend(kinds)
+        offers["piece_id"].extend(piece_ids)
+        offers["approx_tokens"].extend(tokens)
+        offers["seq"].extend(range(len(facts.offers)))
+    if facts.uses:
+        kinds, piece_ids, signals, use_calls = zip(*facts.uses, strict=True)
+        uses["run_id"].extend([run.run_id] * len(facts.uses))
+        uses["call_index"].extend(use_calls)
+        uses["kind"].extend(kinds)
+        uses["piece_id"].extend(piece_ids)
+        uses["signal"].extend(signals)
+        uses["seq"].extend(range(len(facts.uses)))
 
 
 #: Suffixes read as JSON Lines by :func:`read_rows` (anything else is CSV with a header).

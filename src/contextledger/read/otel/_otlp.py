@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import re
 from typing import Any
 
 import msgspec
@@ -21,13 +22,6 @@ class KeyValue(msgspec.Struct, gc=False):
 
     key: str = ""
     value: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw)
-
-
-class Scope(msgspec.Struct, gc=False):
-    """The instrumentation scope that wrote a span (``opentelemetry.instrumentation.openai_v2``)."""
-
-    name: str = ""
-    version: str = ""
 
 
 class Span(msgspec.Struct, rename="camel", gc=False):
@@ -45,16 +39,15 @@ class Span(msgspec.Struct, rename="camel", gc=False):
 
 
 class ScopeSpans(msgspec.Struct, rename="camel", gc=False):
-    scope: Scope = msgspec.field(default_factory=Scope)
+    """One instrumentation scope's spans (the scope itself is not read)."""
+
     spans: list[Span] = msgspec.field(default_factory=list)
 
 
-class Resource(msgspec.Struct, gc=False):
-    attributes: list[KeyValue] = msgspec.field(default_factory=list)
-
-
 class ResourceSpans(msgspec.Struct, rename="camel", gc=False):
-    resource: Resource = msgspec.field(default_factory=Resource)
+    """One resource's spans (its attributes, ``service.name`` and the like, are not read:
+    left undecoded by the decoder)."""
+
     scope_spans: list[ScopeSpans] = msgspec.field(default_factory=list)
 
 
@@ -188,6 +181,9 @@ def as_int(value: Any) -> int | None:
     return None
 
 
+_LOWER_HEX = {size: re.compile(f"[0-9a-f]{{{size * 2}}}") for size in (8, 16)}
+
+
 def hex_id(value: str, size: int) -> str:
     """A trace (16 bytes) or span (8 bytes) id as lower-case hex, as OTLP JSON writes it;
     the base64 that protobuf's own JSON mapping writes is converted. '' if neither.
@@ -197,6 +193,8 @@ def hex_id(value: str, size: int) -> str:
     >>> hex_id("W47/95gDgQPSabYzgT/GDA==", 16)
     '5b8efff798038103d269b633813fc60c'
     """
+    if _LOWER_HEX[size].fullmatch(value):  # as OTLP JSON writes it
+        return value
     if len(value) == size * 2 and value.isalnum():
         try:
             bytes.fromhex(value)

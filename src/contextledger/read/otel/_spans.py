@@ -189,6 +189,12 @@ def _classify(key: str, messages: bool) -> str:
     return kind
 
 
+#: Scalar values (an operation name, a token count, an id) by their raw JSON: most repeat
+#: from span to span, and a lookup is a third of a decode.
+_SCALARS: dict[bytes, Any] = {}
+_SCALARS_KEPT = 65536
+
+
 def span_record(
     span: Span, path: str, line: int | None, position: int, *, messages: bool
 ) -> SpanRecord:
@@ -210,21 +216,33 @@ def span_record(
         kind = kinds.get(key) or _classify(key, messages)
         if kind == "skip":
             continue
-        if kind != "scalar":
-            captured = True
-            if kind == "seen":
-                continue
-            if kind == "definitions":
-                definitions[key] = bytes(attribute.value)
-                continue
+        if kind == "scalar":
+            raw = bytes(attribute.value)
+            value = _SCALARS.get(raw, _UNREADABLE)
+            if value is _UNREADABLE:
+                try:
+                    value = decode_value(attribute.value)
+                except (msgspec.DecodeError, RecursionError):
+                    problems.append(f"attribute {key} is not an OTLP value")
+                    continue
+                if isinstance(value, str | int | float | bool):
+                    if len(_SCALARS) >= _SCALARS_KEPT:
+                        _SCALARS.clear()
+                    _SCALARS[raw] = value
+            scalars[key] = value
+            continue
+        captured = True
+        if kind == "seen":
+            continue
+        if kind == "definitions":
+            definitions[key] = bytes(attribute.value)
+            continue
         try:
             value = decode_value(attribute.value)
         except (msgspec.DecodeError, RecursionError):
             problems.append(f"attribute {key} is not an OTLP value")
             continue
-        if kind == "scalar":
-            scalars[key] = value
-        elif kind == "flat":
+        if kind == "flat":
             flat[key] = value
         else:
             contents[key] = value
@@ -286,8 +304,7 @@ def _read_call(
     if _DEFINITIONS in definitions:
         offers = _offers_of(definitions[_DEFINITIONS], _DEFINITIONS, problems)
     elif definitions:
-        found = [_offers_of(raw, key, problems) for key, raw in _by_index(definitions)]
-        offers = None if any(o is None for o in found) else tuple(o for f in found for o in f or ())
+        offers = _tool_set_offers(definitions, problems)
     else:
         offers = ()
     if offers is None:
@@ -397,6 +414,32 @@ def _by_index(definitions: dict[str, bytes]) -> list[tuple[str, bytes]]:
         index = key[len("llm.tools.") : -len(_SCHEMA)]
         indexed.append((int(index) if index.isdigit() else -1, key, raw))
     return [(key, raw) for _, key, raw in sorted(indexed)]
+
+
+#: Offers of each distinct OpenInference tool set (its keys and values, as given): an
+#: agent sends the same tools every call, and the set's offers are put together once.
+_TOOL_SETS: dict[
+    tuple[tuple[str, bytes], ...], tuple[tuple[tuple[str, int], ...] | None, tuple[str, ...]]
+] = {}
+_TOOL_SETS_KEPT = 1024
+
+
+def _tool_set_offers(
+    definitions: dict[str, bytes], problems: list[str]
+) -> tuple[tuple[str, int], ...] | None:
+    """The offers of a span's ``llm.tools.{i}.tool.json_schema`` values, in index order;
+    None when one cannot be read (said in ``problems``)."""
+    given = tuple(definitions.items())
+    hit = _TOOL_SETS.get(given)
+    if hit is None:
+        found_problems: list[str] = []
+        found = [_offers_of(raw, key, found_problems) for key, raw in _by_index(definitions)]
+        offers = None if any(o is None for o in found) else tuple(o for f in found for o in f or ())
+        if len(_TOOL_SETS) >= _TOOL_SETS_KEPT:
+            _TOOL_SETS.clear()
+        hit = _TOOL_SETS[given] = (offers, tuple(found_problems))
+    problems.extend(hit[1])
+    return hit[0]
 
 
 def _offers_of(raw: bytes, key: str, problems: list[str]) -> tuple[tuple[str, int], ...] | None:
