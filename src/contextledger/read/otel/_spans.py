@@ -311,9 +311,11 @@ def _read_call(
         record.tools_unreadable = True
     elif definitions:
         record.tools = offers
-    outputs = _messages_of(
-        contents, flat, "gen_ai.output.messages", "llm.output_messages.", problems
-    )
+    called = None if messages else _output_calls(contents.get(_OUTPUTS_KEY), problems)
+    if called is not None:
+        record.tool_calls = called
+        return
+    outputs = _messages_of(contents, flat, _OUTPUTS_KEY, "llm.output_messages.", problems)
     if outputs is not None:
         record.tool_calls = tuple(call for said in outputs for call in said.tool_calls)
     if messages:
@@ -322,6 +324,53 @@ def _read_call(
             contents, flat, "gen_ai.input.messages", "llm.input_messages.", problems
         )
         record.system = _system_of(contents, problems)
+
+
+_OUTPUTS_KEY = "gen_ai.output.messages"
+
+
+class _Part(msgspec.Struct, gc=False):
+    """A message part as the ledger reads it: its type, and a tool call's id and name
+    (anything else in it is skipped undecoded)."""
+
+    type: Any = None
+    id: Any = None
+    name: Any = None
+
+
+class _OutputMessage(msgspec.Struct, gc=False):
+    parts: list[_Part] | None = None
+
+
+_OUTPUT_MESSAGES = msgspec.json.Decoder(list[_OutputMessage])
+
+
+def _output_calls(value: Any, problems: list[str]) -> tuple[tuple[str, str], ...] | None:
+    """The tool calls of semconv output messages given as JSON text, decoded into
+    :class:`_Part` s (names and ids only, not every text as Python objects); None when
+    the text is not of that shape or not JSON (then the general path reads it and names
+    what is wrong) or not text at all. Gives what the general path gives, problems too.
+    """
+    if not isinstance(value, str):
+        return None
+    try:
+        decoded = _OUTPUT_MESSAGES.decode(value)
+    except (msgspec.DecodeError, RecursionError):
+        return None
+    calls = []
+    for message in decoded:
+        for part in message.parts or ():
+            kind = part.type
+            if not isinstance(kind, str):
+                problems.append(f"attribute {_OUTPUTS_KEY} holds a message part without a type")
+            elif kind == "tool_call":
+                calls.append((str(part.id or ""), str(part.name or "")))
+            elif kind not in KNOWN_PART_TYPES:
+                problems.append(
+                    f"attribute {_OUTPUTS_KEY} holds a message part of unknown type {kind!r}: "
+                    "not read"
+                )
+    return tuple(calls)
 
 
 class _Unreadable:
