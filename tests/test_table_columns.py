@@ -9,7 +9,7 @@ import polars as pl
 import pyarrow as pa
 import pytest
 
-from contextledger.tables import schema
+from contextledger.tables import build, schema
 from contextledger.tables.build import ACCOUNTING_MODES, read_accountings
 
 
@@ -52,3 +52,16 @@ def test_a_null_list_value_is_left_to_polars() -> None:
     )
     columns = {"run_id": ["a", "b"], "codes": [["x"], None]}
     assert schema.from_columns(columns, nullable).equals(_row_by_row(columns, nullable))
+
+
+@pytest.mark.parametrize("source", ["data/sample", "data/otel/traces"])
+def test_offers_and_uses_made_a_part_at_a_time_equal_one_build(
+    source: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    whole = read_accountings(source, ACCOUNTING_MODES)
+    monkeypatch.setattr(build, "PART_ROWS", 7)
+    parts = read_accountings(source, ACCOUNTING_MODES)
+    for mode in ACCOUNTING_MODES:
+        assert parts[mode].offers.column(0).num_chunks > 1
+        for name in ("runs", "offers", "uses", "problems"):
+            assert getattr(parts[mode], name).equals(getattr(whole[mode], name)), name
