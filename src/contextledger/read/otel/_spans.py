@@ -147,12 +147,14 @@ _SCALAR_KEYS = frozenset(
         *_CACHE_WRITE_KEYS,
     }
 )
+#: Attribute kinds the hot loop of :func:`span_record` compares by identity.
+_SKIP, _SCALAR, _SEEN = "skip", "scalar", "seen"
 #: OpenInference's flattened content keys.
 _CONTENT_PREFIXES = ("llm.tools.", "llm.input_messages.", "llm.output_messages.")
 #: What each exactly named attribute is: a scalar, content both readers use, content only
 #: a what-if reads (input messages), or tool definitions (decoded once per value).
 _EXACT = {
-    **dict.fromkeys(_SCALAR_KEYS, "scalar"),
+    **dict.fromkeys(_SCALAR_KEYS, _SCALAR),
     "gen_ai.output.messages": "content",
     "gen_ai.input.messages": "input",
     "gen_ai.system_instructions": "input",
@@ -172,16 +174,16 @@ def _classify(key: str, messages: bool) -> str:
     or ``"skip"``."""
     kind = _EXACT.get(key)
     if kind == "input" and not messages:
-        kind = "seen"
+        kind = _SEEN
     elif kind is None:
         if not key.startswith(_CONTENT_PREFIXES):
-            kind = "skip"
+            kind = _SKIP
         elif key.startswith("llm.tools."):
-            kind = "definitions" if key.endswith(_SCHEMA) else "seen"
+            kind = "definitions" if key.endswith(_SCHEMA) else _SEEN
         elif messages or (key.startswith("llm.output_") and ".tool_calls." in key):
             kind = "flat"
         else:
-            kind = "seen"
+            kind = _SEEN
     kinds = _KINDS[messages]
     if len(kinds) >= _KINDS_KEPT:
         kinds.clear()
@@ -210,15 +212,16 @@ def span_record(
     except msgspec.DecodeError as error:
         attributes = []
         problems.append(f"the span's attributes are not OTLP key/values ({error})")
-    kinds = _KINDS[messages]
+    kind_of = _KINDS[messages].get
+    known_scalar = _SCALARS.get
     for attribute in attributes:
         key = attribute.key
-        kind = kinds.get(key) or _classify(key, messages)
-        if kind == "skip":
+        kind = kind_of(key) or _classify(key, messages)
+        if kind is _SKIP:
             continue
-        if kind == "scalar":
+        if kind is _SCALAR:
             raw = bytes(attribute.value)
-            value = _SCALARS.get(raw, _UNREADABLE)
+            value = known_scalar(raw, _UNREADABLE)
             if value is _UNREADABLE:
                 try:
                     value = decode_value(attribute.value)
@@ -232,7 +235,7 @@ def span_record(
             scalars[key] = value
             continue
         captured = True
-        if kind == "seen":
+        if kind is _SEEN:
             continue
         if kind == "definitions":
             definitions[key] = bytes(attribute.value)
@@ -269,7 +272,8 @@ def span_record(
         name = _first_text(scalars, ("gen_ai.tool.name", "tool.name"))
         if call_id is not None or name is not None:
             record.executed = (call_id or "", name or "")
-    record.problems = tuple(dict.fromkeys(problems))
+    if problems:
+        record.problems = tuple(dict.fromkeys(problems))
     return record
 
 
