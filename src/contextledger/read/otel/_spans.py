@@ -474,7 +474,8 @@ def _by_index(definitions: dict[str, bytes]) -> list[tuple[str, bytes]]:
 _TOOL_SETS: dict[
     tuple[tuple[str, bytes], ...], tuple[tuple[tuple[str, int], ...] | None, tuple[str, ...]]
 ] = {}
-_TOOL_SETS_KEPT = 1024
+_TOOL_SETS_BYTES_KEPT = 32 << 20
+_tool_sets_bytes = 0
 
 
 def _tool_set_offers(
@@ -488,8 +489,12 @@ def _tool_set_offers(
         found_problems: list[str] = []
         found = [_offers_of(raw, key, found_problems) for key, raw in _by_index(definitions)]
         offers = None if any(o is None for o in found) else tuple(o for f in found for o in f or ())
-        if len(_TOOL_SETS) >= _TOOL_SETS_KEPT:
+        global _tool_sets_bytes
+        size = sum(len(raw) for raw in definitions.values())
+        if _tool_sets_bytes + size > _TOOL_SETS_BYTES_KEPT:  # bounded as _OFFERS is
             _TOOL_SETS.clear()
+            _tool_sets_bytes = 0
+        _tool_sets_bytes += size
         hit = _TOOL_SETS[given] = (offers, tuple(found_problems))
     problems.extend(hit[1])
     return hit[0]
