@@ -3,14 +3,19 @@
 The input is the recorded traces of ``data/otel`` repeated until the file is
 ``--mb`` megabytes (each copy's trace, span and conversation ids rewritten, so every
 copy is runs of its own). Measured, each the median of repetitions filling about
-``--seconds``, one core each:
+``--seconds`` (the two taking turns, so both see the same load), one core each:
 
 - ``contextledger``: ``read_runs`` of the file (decode, records, runs assembled across
   lines, the run/offer/use tables): what ``contextledger ledger`` reads.
 - ``json.loads loop``: ``json.loads`` of every line, every span's attributes made a dict,
-  the tool definitions and output messages decoded and measured
-  (``len(json.dumps(definition)) / 4``), spans grouped by trace: the same fields, read
-  the obvious way.
+  and every field the reader's span record carries taken from it (:func:`plain_loop`
+  lists them: ids, times, roles, token counts, tools offered with their estimates,
+  tool calls, executions), spans grouped by trace: the same fields, read the obvious
+  way. It does less than the reader (no problems named, no runs assembled, no tables).
+
+``--save-rows PATH`` writes the tables ``read_runs`` gives for the timed file (runs,
+offers, uses, problems as Arrow IPC); ``--check-rows PATH`` compares them with a file
+saved before, exactly (a change to the reader must give the same rows).
 
 ``--memory-mb`` also writes a file that large and reads it in a fresh process, reporting
 its peak resident set (the reader keeps small records, never a line's JSON).
@@ -34,8 +39,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import pyarrow as pa
+
 from contextledger.read.otel import sniff
-from contextledger.tables.build import read_runs
+from contextledger.tables.build import RunTables, read_runs
 
 REPO = Path(__file__).resolve().parents[1]
 OTEL = REPO / "data" / "otel"
@@ -73,8 +80,51 @@ def write_traces(path: Path, megabytes: int) -> int:
     return copy
 
 
+_CALL_OPERATIONS = ("chat", "generate_content", "text_completion")
+_CONTENT_KEYS = (
+    "gen_ai.tool.definitions",
+    "gen_ai.input.messages",
+    "gen_ai.output.messages",
+    "gen_ai.system_instructions",
+)
+
+
+def _plain_value(value: dict) -> object:
+    """An OTLP ``AnyValue`` as a Python value, the obvious recursive way."""
+    for kind, inner in value.items():
+        if kind == "arrayValue":
+            return [_plain_value(item) for item in inner.get("values", [])]
+        if kind == "kvlistValue":
+            return {kv["key"]: _plain_value(kv.get("value", {})) for kv in inner.get("values", [])}
+        if kind == "intValue":
+            return int(inner)
+        return inner
+    return None
+
+
+def _estimate(definition: object) -> int:
+    """ceil(UTF-16 length of the compact JSON / 4): the ledger's estimate, done plainly."""
+    text = json.dumps(definition, separators=(",", ":"), ensure_ascii=False)
+    return math.ceil(len(text.encode("utf-16-le", "surrogatepass")) // 2 / 4)
+
+
+def _first(attributes: dict, *keys: str) -> object:
+    return next((attributes[key] for key in keys if attributes.get(key) is not None), None)
+
+
 def plain_loop(path: Path) -> int:
-    """The same fields with ``json.loads``: the baseline. Returns the runs found."""
+    """The baseline: every field the reader's span record carries, read with
+    ``json.loads``, spans grouped by trace. Returns the runs (traces) found.
+
+    Per span: trace, span and parent ids, start time, whether it is a model call or a
+    tool's execution, conversation and response ids, the input, cache-read and
+    cache-write token counts, the tools offered with each one's estimate (semconv's
+    ``gen_ai.tool.definitions`` or OpenInference's ``llm.tools.{i}.tool.json_schema``,
+    a JSON string or a structured value), the tool calls of the output messages (ids
+    and names, both dialects), an execution's call id and tool name, whether content
+    was captured, and the attributes dropped. What it does not do that the reader
+    does: name problems, merge stacked spans, drop copies, build tables.
+    """
     traces: dict[str, list[tuple]] = {}
     with path.open("rb") as handle:
         for line in handle:
@@ -82,62 +132,85 @@ def plain_loop(path: Path) -> int:
             for resource_spans in request.get("resourceSpans", []):
                 for scope in resource_spans.get("scopeSpans", []):
                     for span in scope.get("spans", []):
-                        attributes = {}
-                        for attribute in span.get("attributes", []):
-                            value = attribute.get("value", {})
-                            attributes[attribute["key"]] = next(iter(value.values()), None)
+                        attributes = {
+                            attribute["key"]: _plain_value(attribute.get("value", {}))
+                            for attribute in span.get("attributes", [])
+                        }
                         offers, calls = [], []
                         definitions = attributes.get("gen_ai.tool.definitions")
                         if isinstance(definitions, str):
-                            for definition in json.loads(definitions):
-                                text = json.dumps(
-                                    definition, separators=(",", ":"), ensure_ascii=False
-                                )
-                                offers.append((definition.get("name"), math.ceil(len(text) / 4)))
+                            definitions = json.loads(definitions)
+                        for definition in definitions or []:
+                            offers.append((definition.get("name"), _estimate(definition)))
                         for key, value in attributes.items():
-                            if key.startswith("llm.tools.") and isinstance(value, str):
-                                definition = json.loads(value)
-                                text = json.dumps(
-                                    definition, separators=(",", ":"), ensure_ascii=False
-                                )
+                            if key.startswith("llm.tools.") and key.endswith(".json_schema"):
+                                definition = json.loads(value) if isinstance(value, str) else value
                                 name = definition.get("function", {}).get("name")
-                                offers.append((name, math.ceil(len(text) / 4)))
+                                offers.append((name, _estimate(definition)))
                             elif key.startswith("llm.output_messages.") and key.endswith(
-                                "function.name"
+                                "tool_call.function.name"
                             ):
-                                calls.append(value)
+                                call_id = attributes.get(key.replace("function.name", "id"))
+                                calls.append((call_id, value))
                         outputs = attributes.get("gen_ai.output.messages")
                         if isinstance(outputs, str):
-                            for message in json.loads(outputs):
-                                for part in message.get("parts", []):
-                                    if part.get("type") == "tool_call":
-                                        calls.append(part.get("name"))
+                            outputs = json.loads(outputs)
+                        for message in outputs or []:
+                            for part in message.get("parts", []):
+                                if part.get("type") == "tool_call":
+                                    calls.append((part.get("id"), part.get("name")))
+                        operation = attributes.get("gen_ai.operation.name")
+                        kind = attributes.get("openinference.span.kind")
                         traces.setdefault(span["traceId"], []).append(
                             (
                                 span["spanId"],
                                 span.get("parentSpanId", ""),
                                 int(span.get("startTimeUnixNano", 0)),
-                                attributes.get("gen_ai.operation.name"),
-                                attributes.get("gen_ai.conversation.id")
-                                or attributes.get("session.id"),
-                                attributes.get("gen_ai.tool.call.id"),
+                                operation in _CALL_OPERATIONS or kind == "LLM",
+                                operation == "execute_tool" or kind == "TOOL",
+                                _first(attributes, "gen_ai.conversation.id", "session.id"),
+                                attributes.get("gen_ai.response.id"),
+                                _first(
+                                    attributes,
+                                    "gen_ai.usage.input_tokens",
+                                    "gen_ai.usage.prompt_tokens",
+                                    "llm.token_count.prompt",
+                                ),
+                                _first(
+                                    attributes,
+                                    "gen_ai.usage.cache_read.input_tokens",
+                                    "llm.token_count.prompt_details.cache_read",
+                                ),
+                                _first(
+                                    attributes,
+                                    "gen_ai.usage.cache_creation.input_tokens",
+                                    "gen_ai.usage.cache_write.input_tokens",
+                                    "llm.token_count.prompt_details.cache_write",
+                                ),
                                 offers,
                                 calls,
+                                _first(attributes, "gen_ai.tool.call.id", "tool_call.id"),
+                                _first(attributes, "gen_ai.tool.name", "tool.name"),
+                                any(key in attributes for key in _CONTENT_KEYS)
+                                or any(key.startswith("llm.input_messages.") for key in attributes),
+                                span.get("droppedAttributesCount", 0),
                             )
                         )
     return len(traces)
 
 
-def timed(work: Callable[[], object], seconds: float) -> tuple[float, int]:
-    """Median CPU seconds of ``work`` (this process's, one core: what a core costs, not
-    what waiting for one on a busy machine costs) over repetitions filling ``seconds``."""
-    times: list[float] = []
+def timed(works: list[Callable[[], object]], seconds: float) -> list[tuple[float, int]]:
+    """Median CPU seconds of each of ``works`` (this process's, one core: what a core
+    costs, not what waiting for one on a busy machine costs), taking turns, over
+    repetitions filling ``seconds``: on a shared machine each sees the same load."""
+    times: list[list[float]] = [[] for _ in works]
     started = time.perf_counter()
-    while not times or (time.perf_counter() - started < seconds and len(times) < 50):
-        begin = time.process_time()
-        work()
-        times.append(time.process_time() - begin)
-    return statistics.median(times), len(times)
+    while not times[0] or (time.perf_counter() - started < seconds and len(times[0]) < 50):
+        for work, spent in zip(works, times, strict=True):
+            begin = time.process_time()
+            work()
+            spent.append(time.process_time() - begin)
+    return [(statistics.median(spent), len(spent)) for spent in times]
 
 
 def peak_memory(path: Path) -> tuple[float, float, int]:
@@ -157,19 +230,61 @@ def peak_memory(path: Path) -> tuple[float, float, int]:
     return float(seconds), int(kib) / 1024, int(runs)
 
 
+_TABLES = ("runs", "offers", "uses", "problems")
+
+
+def _comparable(tables: RunTables, name: str) -> pa.Table:
+    """One of the tables with each file path cut to the file's name (the bench's file is
+    in a temporary folder of a new name each time)."""
+    table = getattr(tables, name)
+    for column in ("source_path", "path"):
+        if column in table.column_names:
+            names = [None if p is None else Path(p).name for p in table[column].to_pylist()]
+            index = table.column_names.index(column)
+            table = table.set_column(index, column, pa.array(names, pa.string()))
+    return table
+
+
+def save_rows(tables: RunTables, path: Path) -> None:
+    """The tables ``read_runs`` gave, one Arrow IPC stream after another."""
+    with path.open("wb") as handle:
+        for name in _TABLES:
+            table = _comparable(tables, name)
+            with pa.ipc.new_stream(handle, table.schema) as writer:
+                writer.write_table(table)
+
+
+def check_rows(tables: RunTables, path: Path) -> None:
+    """Exit with an error unless the tables equal those :func:`save_rows` wrote, exactly."""
+    with path.open("rb") as handle:
+        for name in _TABLES:
+            saved = pa.ipc.open_stream(handle).read_all()
+            if not _comparable(tables, name).equals(saved):
+                sys.exit(f"the {name} rows differ from {path}")
+    print(f"rows identical to {path} ({', '.join(_TABLES)})")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--mb", type=int, default=50, help="size of the timed trace file")
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--memory-mb", type=int, default=0, help="also read a file this large")
+    parser.add_argument("--save-rows", type=Path, help="write read_runs' tables here")
+    parser.add_argument("--check-rows", type=Path, help="compare read_runs' tables with these")
     options = parser.parse_args()
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "traces.jsonl"
         copies = write_traces(path, options.mb)
         size = path.stat().st_size / (1 << 20)
-        runs = read_runs([path], workers=1).runs.num_rows
-        ours, ours_n = timed(lambda: read_runs([path], workers=1), options.seconds)
-        plain, plain_n = timed(lambda: plain_loop(path), options.seconds)
+        tables = read_runs([path], workers=1)
+        runs = tables.runs.num_rows
+        if options.save_rows:
+            save_rows(tables, options.save_rows)
+        if options.check_rows:
+            check_rows(tables, options.check_rows)
+        (ours, ours_n), (plain, plain_n) = timed(
+            [lambda: read_runs([path], workers=1), lambda: plain_loop(path)], options.seconds
+        )
         print(f"{size:,.1f} MiB of OTLP JSON Lines ({copies} copies of data/otel), {runs:,} runs")
         for name, seconds, count in (
             ("contextledger read_runs", ours, ours_n),

@@ -180,8 +180,53 @@ def from_columns(columns: Mapping[str, Sequence[Any]], schema: pa.Schema) -> pa.
     import polars as pl
 
     polars_schema = pl.DataFrame(empty(schema)).schema
-    frame = pl.DataFrame({name: columns[name] for name in schema.names}, schema=polars_schema)
-    return frame.to_arrow().cast(schema)
+    nested = {
+        field.name: _list_column(columns[field.name], field.type)
+        for field in schema
+        if pa.types.is_list(field.type)
+    }
+    nested = {name: array for name, array in nested.items() if array is not None}
+    flat = [name for name in schema.names if name not in nested]
+    frame = pl.DataFrame(
+        {name: columns[name] for name in flat}, schema={name: polars_schema[name] for name in flat}
+    ).to_arrow()
+    arrays = [nested[name] if name in nested else frame[name] for name in schema.names]
+    return pa.Table.from_arrays(arrays, names=schema.names).cast(schema)
+
+
+def _list_column(values: Sequence[Any], list_type: pa.DataType) -> pa.Array | None:
+    """A list column built from its flattened values and offsets; None when a value is
+    not a list (a null: Polars builds that column). Polars builds a nested column from
+    Python values a row at a time: 17 ms of the 20 ms a 456-run ``runs`` table took."""
+    import polars as pl
+
+    offsets = [0]
+    items: list[Any] = []
+    for value in values:
+        if not isinstance(value, list | tuple):
+            return None
+        items.extend(value)
+        offsets.append(len(items))
+    child = _child_column(items, list_type.value_type)
+    if child is None:
+        return None
+    return pa.ListArray.from_arrays(pl.Series(offsets, dtype=pl.Int32).to_arrow(), child)
+
+
+def _child_column(items: list[Any], item_type: pa.DataType) -> pa.Array | None:
+    import polars as pl
+
+    if pa.types.is_list(item_type):
+        return _list_column(items, item_type)
+    if pa.types.is_struct(item_type):
+        if not all(isinstance(item, dict) for item in items):
+            return None
+        children = [_child_column([item.get(f.name) for item in items], f.type) for f in item_type]
+        if any(child is None for child in children):
+            return None
+        return pa.StructArray.from_arrays(children, fields=list(item_type))
+    polars_type = pl.DataFrame(empty(pa.schema([pa.field("item", item_type)]))).schema["item"]
+    return pl.Series("item", items, dtype=polars_type).to_arrow().cast(item_type)
 
 
 def from_rows(rows: Sequence[Mapping[str, Any]], schema: pa.Schema) -> pa.Table:

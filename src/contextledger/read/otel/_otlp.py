@@ -1,16 +1,17 @@
 """OTLP JSON (``ExportTraceServiceRequest``) decoded with typed structs, values left raw.
 
 A collector line carries every attribute of every span; the ledger reads a dozen keys.
-Attribute values stay undecoded bytes (``msgspec.Raw``) until a key we read asks for
-one, so a span's message contents cost nothing unless a what-if needs them.
-Deliberately lenient where exporters differ: ids in hex or base64, 64-bit ints as
-strings or numbers.
+A line is decoded in one pass down to each attribute's key; its value stays undecoded
+bytes (``msgspec.Raw``) until a key we read asks for it, so a span's message contents
+cost nothing unless a what-if needs them. Deliberately lenient where exporters differ:
+ids in hex or base64, 64-bit ints as strings or numbers.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import re
 from typing import Any
 
 import msgspec
@@ -23,13 +24,6 @@ class KeyValue(msgspec.Struct, gc=False):
     value: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw)
 
 
-class Scope(msgspec.Struct, gc=False):
-    """The instrumentation scope that wrote a span (``opentelemetry.instrumentation.openai_v2``)."""
-
-    name: str = ""
-    version: str = ""
-
-
 class Span(msgspec.Struct, rename="camel", gc=False):
     """The fields of one OTLP span the reader uses."""
 
@@ -38,24 +32,22 @@ class Span(msgspec.Struct, rename="camel", gc=False):
     parent_span_id: str = ""
     name: str = ""
     start_time_unix_nano: int | str = 0
-    #: The attribute list, undecoded: most spans of a real trace (HTTP, database) carry
-    #: no GenAI attribute and are never decoded further (:func:`span_attributes`).
-    attributes: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw)
+    #: The attribute list, each value undecoded (:class:`KeyValue`).
+    attributes: list[KeyValue] = msgspec.field(default_factory=list)
     #: Attributes the SDK dropped past its span limit (128 by default).
     dropped_attributes_count: int = 0
 
 
 class ScopeSpans(msgspec.Struct, rename="camel", gc=False):
-    scope: Scope = msgspec.field(default_factory=Scope)
+    """One instrumentation scope's spans (the scope itself is not read)."""
+
     spans: list[Span] = msgspec.field(default_factory=list)
 
 
-class Resource(msgspec.Struct, gc=False):
-    attributes: list[KeyValue] = msgspec.field(default_factory=list)
-
-
 class ResourceSpans(msgspec.Struct, rename="camel", gc=False):
-    resource: Resource = msgspec.field(default_factory=Resource)
+    """One resource's spans (its attributes, ``service.name`` and the like, are not read:
+    left undecoded by the decoder)."""
+
     scope_spans: list[ScopeSpans] = msgspec.field(default_factory=list)
 
 
@@ -65,19 +57,48 @@ class TraceRequest(msgspec.Struct, rename="camel", gc=False):
     resource_spans: list[ResourceSpans] = msgspec.field(default_factory=list)
 
 
-REQUEST = msgspec.json.Decoder(TraceRequest)
+class LenientSpan(Span):
+    """A span whose attribute list is left undecoded: how a line is read again when one
+    of its spans' attributes is not a list of key/values (that span alone is named)."""
+
+    attributes: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw)  # type: ignore[assignment]
+
+
+class _LenientScopeSpans(ScopeSpans):
+    spans: list[LenientSpan] = msgspec.field(default_factory=list)  # type: ignore[assignment]
+
+
+class _LenientResourceSpans(ResourceSpans):
+    scope_spans: list[_LenientScopeSpans] = msgspec.field(default_factory=list)  # type: ignore[assignment]
+
+
+class _LenientRequest(TraceRequest):
+    resource_spans: list[_LenientResourceSpans] = msgspec.field(default_factory=list)  # type: ignore[assignment]
+
+
+_REQUEST = msgspec.json.Decoder(TraceRequest)
+_LENIENT = msgspec.json.Decoder(_LenientRequest)
 _ATTRIBUTES = msgspec.json.Decoder(list[KeyValue])
-#: Bytes one of the attributes the reader reads contains (a key's prefix, in its JSON).
-_MARKERS = (b'"gen_ai.', b'"llm.', b'"openinference.', b'"session.id"', b'"tool', b'"tool_call.')
+
+
+def decode_request(line: bytes | memoryview) -> TraceRequest:
+    """One line's request, every span's attributes decoded down to their keys; a line
+    where some span's attributes are not key/values is decoded again leaving each span's
+    attributes raw (:func:`span_attributes` names that span). Raises ``msgspec``'s
+    errors when the line is not such a request."""
+    try:
+        return _REQUEST.decode(line)
+    except msgspec.ValidationError:
+        return _LENIENT.decode(line)
 
 
 def span_attributes(span: Span) -> list[KeyValue]:
-    """The span's attributes, or none when no key the reader reads is among them (decoded
-    only then); raises ``msgspec.DecodeError`` when they are not a list of key/values."""
+    """The span's attributes; raises ``msgspec.DecodeError`` when they are not a list of
+    key/values (only a :class:`LenientSpan`'s can fail, decoded here)."""
+    if isinstance(span.attributes, list):
+        return span.attributes
     raw = bytes(span.attributes)
-    if not raw or not any(marker in raw for marker in _MARKERS):
-        return []
-    return _ATTRIBUTES.decode(raw)
+    return _ATTRIBUTES.decode(raw) if raw else []
 
 
 class _ArrayValue(msgspec.Struct, gc=False):
@@ -160,6 +181,9 @@ def as_int(value: Any) -> int | None:
     return None
 
 
+_LOWER_HEX = {size: re.compile(f"[0-9a-f]{{{size * 2}}}") for size in (8, 16)}
+
+
 def hex_id(value: str, size: int) -> str:
     """A trace (16 bytes) or span (8 bytes) id as lower-case hex, as OTLP JSON writes it;
     the base64 that protobuf's own JSON mapping writes is converted. '' if neither.
@@ -169,6 +193,8 @@ def hex_id(value: str, size: int) -> str:
     >>> hex_id("W47/95gDgQPSabYzgT/GDA==", 16)
     '5b8efff798038103d269b633813fc60c'
     """
+    if _LOWER_HEX[size].fullmatch(value):  # as OTLP JSON writes it
+        return value
     if len(value) == size * 2 and value.isalnum():
         try:
             bytes.fromhex(value)

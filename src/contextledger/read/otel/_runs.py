@@ -74,6 +74,8 @@ class TraceRun:
     def facts_as(self, mode: str) -> RunFacts:
         """The facts under accounting ``mode``: the same offers and uses whatever the
         mode (agentfootprint's reference rules have nothing to read in a trace)."""
+        if mode == self.facts.accounting:
+            return self.facts
         return dataclasses.replace(self.facts, accounting=mode)
 
 
@@ -386,11 +388,7 @@ def meter(calls: Sequence[SpanRecord], records: Sequence[SpanRecord]) -> RunFact
     uses: list[Use] = []
     called: set[str] = set()
     for index, call in enumerate(calls):
-        named: set[str] = set()
-        for name, tokens in call.tools or ():
-            if name not in named:
-                named.add(name)
-                offers.append((index, "tool", name, tokens))
+        offers.extend(_call_offers(index, call.tools or ()))
         for call_id, name in call.tool_calls or ():
             uses.append(("tool", name, CALLED, index))
             if call_id:
@@ -413,6 +411,30 @@ def meter(calls: Sequence[SpanRecord], records: Sequence[SpanRecord]) -> RunFact
     facts.offers = offers
     facts.uses = uses
     return facts
+
+
+#: The offer rows of a call, by its index and its tools tuple (the reader shares one tuple
+#: among the calls sending the same definitions): most calls of most runs repeat one.
+_CALL_OFFERS: dict[tuple[int, int], tuple[tuple[tuple[str, int], ...], list[Offer]]] = {}
+_CALL_OFFERS_KEPT = 4096
+
+
+def _call_offers(index: int, tools: tuple[tuple[str, int], ...]) -> list[Offer]:
+    """Offer rows of call ``index`` offering ``tools``: each name once, its first time."""
+    key = (index, id(tools))
+    hit = _CALL_OFFERS.get(key)
+    if hit is not None and hit[0] is tools:
+        return hit[1]
+    named: set[str] = set()
+    rows: list[Offer] = []
+    for name, tokens in tools:
+        if name not in named:
+            named.add(name)
+            rows.append((index, "tool", name, tokens))
+    if len(_CALL_OFFERS) >= _CALL_OFFERS_KEPT:
+        _CALL_OFFERS.clear()
+    _CALL_OFFERS[key] = (tools, rows)  # keeps ``tools`` alive: its id is not reused
+    return rows
 
 
 def stream(run_id: str, calls: Sequence[SpanRecord]) -> RunMessages:

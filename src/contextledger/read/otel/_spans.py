@@ -151,12 +151,14 @@ _SCALAR_KEYS = frozenset(
         *_CACHE_WRITE_KEYS,
     }
 )
+#: Attribute kinds the hot loop of :func:`span_record` compares by identity.
+_SKIP, _SCALAR, _SEEN = "skip", "scalar", "seen"
 #: OpenInference's flattened content keys.
 _CONTENT_PREFIXES = ("llm.tools.", "llm.input_messages.", "llm.output_messages.")
 #: What each exactly named attribute is: a scalar, content both readers use, content only
 #: a what-if reads (input messages), or tool definitions (decoded once per value).
 _EXACT = {
-    **dict.fromkeys(_SCALAR_KEYS, "scalar"),
+    **dict.fromkeys(_SCALAR_KEYS, _SCALAR),
     "gen_ai.output.messages": "content",
     "gen_ai.input.messages": "input",
     "gen_ai.system_instructions": "input",
@@ -176,21 +178,27 @@ def _classify(key: str, messages: bool) -> str:
     or ``"skip"``."""
     kind = _EXACT.get(key)
     if kind == "input" and not messages:
-        kind = "seen"
+        kind = _SEEN
     elif kind is None:
         if not key.startswith(_CONTENT_PREFIXES):
-            kind = "skip"
+            kind = _SKIP
         elif key.startswith("llm.tools."):
-            kind = "definitions" if key.endswith(_SCHEMA) else "seen"
+            kind = "definitions" if key.endswith(_SCHEMA) else _SEEN
         elif messages or (key.startswith("llm.output_") and ".tool_calls." in key):
             kind = "flat"
         else:
-            kind = "seen"
+            kind = _SEEN
     kinds = _KINDS[messages]
     if len(kinds) >= _KINDS_KEPT:
         kinds.clear()
     kinds[key] = kind
     return kind
+
+
+#: Scalar values (an operation name, a token count, an id) by their raw JSON: most repeat
+#: from span to span, and a lookup is a third of a decode.
+_SCALARS: dict[bytes, Any] = {}
+_SCALARS_KEPT = 65536
 
 
 def span_record(
@@ -208,27 +216,40 @@ def span_record(
     except msgspec.DecodeError as error:
         attributes = []
         problems.append(f"the span's attributes are not OTLP key/values ({error})")
-    kinds = _KINDS[messages]
+    kind_of = _KINDS[messages].get
+    known_scalar = _SCALARS.get
     for attribute in attributes:
         key = attribute.key
-        kind = kinds.get(key) or _classify(key, messages)
-        if kind == "skip":
+        kind = kind_of(key) or _classify(key, messages)
+        if kind is _SKIP:
             continue
-        if kind != "scalar":
-            captured = True
-            if kind == "seen":
-                continue
-            if kind == "definitions":
-                definitions[key] = bytes(attribute.value)
-                continue
+        if kind is _SCALAR:
+            raw = bytes(attribute.value)
+            value = known_scalar(raw, _UNREADABLE)
+            if value is _UNREADABLE:
+                try:
+                    value = decode_value(attribute.value)
+                except (msgspec.DecodeError, RecursionError):
+                    problems.append(f"attribute {key} is not an OTLP value")
+                    continue
+                if isinstance(value, str | int | float | bool):
+                    if len(_SCALARS) >= _SCALARS_KEPT:
+                        _SCALARS.clear()
+                    _SCALARS[raw] = value
+            scalars[key] = value
+            continue
+        captured = True
+        if kind is _SEEN:
+            continue
+        if kind == "definitions":
+            definitions[key] = bytes(attribute.value)
+            continue
         try:
             value = decode_value(attribute.value)
         except (msgspec.DecodeError, RecursionError):
             problems.append(f"attribute {key} is not an OTLP value")
             continue
-        if kind == "scalar":
-            scalars[key] = value
-        elif kind == "flat":
+        if kind == "flat":
             flat[key] = value
         else:
             contents[key] = value
@@ -255,7 +276,8 @@ def span_record(
         name = _first_text(scalars, ("gen_ai.tool.name", "tool.name"))
         if call_id is not None or name is not None:
             record.executed = (call_id or "", name or "")
-    record.problems = tuple(dict.fromkeys(problems))
+    if problems:
+        record.problems = tuple(dict.fromkeys(problems))
     if record.role != "call":
         record.ledger_problems = len(record.problems)
     return record
@@ -292,19 +314,22 @@ def _read_call(
     if _DEFINITIONS in definitions:
         offers = _offers_of(definitions[_DEFINITIONS], _DEFINITIONS, problems)
     elif definitions:
-        found = [_offers_of(raw, key, problems) for key, raw in _by_index(definitions)]
-        offers = None if any(o is None for o in found) else tuple(o for f in found for o in f or ())
+        offers = _tool_set_offers(definitions, problems)
     else:
         offers = ()
     if offers is None:
         record.tools_unreadable = True
     elif definitions:
         record.tools = offers
-    outputs = _messages_of(
-        contents, flat, "gen_ai.output.messages", "llm.output_messages.", problems
-    )
-    if outputs is not None:
-        record.tool_calls = tuple(call for said in outputs for call in said.tool_calls)
+    called = None if messages else _output_calls(contents.get(_OUTPUTS_KEY), problems)
+    if called is not None:
+        record.tool_calls = called
+        outputs = None
+    else:
+        outputs = _messages_of(contents, flat, _OUTPUTS_KEY, "llm.output_messages.", problems)
+        if outputs is not None:
+            record.tool_calls = tuple(call for said in outputs for call in said.tool_calls)
+    # what the ledger reads ends here: later problems (the inputs') touch the what-if only
     record.ledger_problems = len(dict.fromkeys(problems))
     if messages:
         record.outputs = outputs
@@ -312,6 +337,53 @@ def _read_call(
             contents, flat, "gen_ai.input.messages", "llm.input_messages.", problems
         )
         record.system = _system_of(contents, problems)
+
+
+_OUTPUTS_KEY = "gen_ai.output.messages"
+
+
+class _Part(msgspec.Struct, gc=False):
+    """A message part as the ledger reads it: its type, and a tool call's id and name
+    (anything else in it is skipped undecoded)."""
+
+    type: Any = None
+    id: Any = None
+    name: Any = None
+
+
+class _OutputMessage(msgspec.Struct, gc=False):
+    parts: list[_Part] | None = None
+
+
+_OUTPUT_MESSAGES = msgspec.json.Decoder(list[_OutputMessage])
+
+
+def _output_calls(value: Any, problems: list[str]) -> tuple[tuple[str, str], ...] | None:
+    """The tool calls of semconv output messages given as JSON text, decoded into
+    :class:`_Part` s (names and ids only, not every text as Python objects); None when
+    the text is not of that shape or not JSON (then the general path reads it and names
+    what is wrong) or not text at all. Gives what the general path gives, problems too.
+    """
+    if not isinstance(value, str):
+        return None
+    try:
+        decoded = _OUTPUT_MESSAGES.decode(value)
+    except (msgspec.DecodeError, RecursionError):
+        return None
+    calls = []
+    for message in decoded:
+        for part in message.parts or ():
+            kind = part.type
+            if not isinstance(kind, str):
+                problems.append(f"attribute {_OUTPUTS_KEY} holds a message part without a type")
+            elif kind == "tool_call":
+                calls.append((str(part.id or ""), str(part.name or "")))
+            elif kind not in KNOWN_PART_TYPES:
+                problems.append(
+                    f"attribute {_OUTPUTS_KEY} holds a message part of unknown type {kind!r}: "
+                    "not read"
+                )
+    return tuple(calls)
 
 
 class _Unreadable:
@@ -387,9 +459,14 @@ def _indexed(flat: dict[str, Any], prefix: str) -> dict[int, dict[str, Any]]:
 _DEFINITIONS = "gen_ai.tool.definitions"
 _SCHEMA = ".tool.json_schema"
 #: Offers of each distinct definitions value (an agent sends the same tools every call:
-#: each is decoded and measured once, and the calls share one tuple).
+#: each is decoded and measured once, and the calls share one tuple), looked up by the
+#: value's raw bytes. Bounded by the bytes of the values kept: past the bound it starts
+#: over. (An OpenInference span carries each tool as a value of its own: a few agents'
+#: tool sets are hundreds of values, and a bound of 256 values started over within one
+#: file, measuring most values again: 40% of reading the bench's traces.)
 _OFFERS: dict[bytes, tuple[tuple[tuple[str, int], ...] | None, tuple[str, ...]]] = {}
-_OFFERS_KEPT = 256
+_OFFERS_BYTES_KEPT = 32 << 20
+_offers_bytes = 0
 
 
 def _by_index(definitions: dict[str, bytes]) -> list[tuple[str, bytes]]:
@@ -399,6 +476,37 @@ def _by_index(definitions: dict[str, bytes]) -> list[tuple[str, bytes]]:
         index = key[len("llm.tools.") : -len(_SCHEMA)]
         indexed.append((int(index) if index.isdigit() else -1, key, raw))
     return [(key, raw) for _, key, raw in sorted(indexed)]
+
+
+#: Offers of each distinct OpenInference tool set (its keys and values, as given): an
+#: agent sends the same tools every call, and the set's offers are put together once.
+_TOOL_SETS: dict[
+    tuple[tuple[str, bytes], ...], tuple[tuple[tuple[str, int], ...] | None, tuple[str, ...]]
+] = {}
+_TOOL_SETS_BYTES_KEPT = 32 << 20
+_tool_sets_bytes = 0
+
+
+def _tool_set_offers(
+    definitions: dict[str, bytes], problems: list[str]
+) -> tuple[tuple[str, int], ...] | None:
+    """The offers of a span's ``llm.tools.{i}.tool.json_schema`` values, in index order;
+    None when one cannot be read (said in ``problems``)."""
+    given = tuple(definitions.items())
+    hit = _TOOL_SETS.get(given)
+    if hit is None:
+        found_problems: list[str] = []
+        found = [_offers_of(raw, key, found_problems) for key, raw in _by_index(definitions)]
+        offers = None if any(o is None for o in found) else tuple(o for f in found for o in f or ())
+        global _tool_sets_bytes
+        size = sum(len(raw) for raw in definitions.values())
+        if _tool_sets_bytes + size > _TOOL_SETS_BYTES_KEPT:  # bounded as _OFFERS is
+            _TOOL_SETS.clear()
+            _tool_sets_bytes = 0
+        _tool_sets_bytes += size
+        hit = _TOOL_SETS[given] = (offers, tuple(found_problems))
+    problems.extend(hit[1])
+    return hit[0]
 
 
 def _offers_of(raw: bytes, key: str, problems: list[str]) -> tuple[tuple[str, int], ...] | None:
@@ -421,8 +529,11 @@ def _offers_of(raw: bytes, key: str, problems: list[str]) -> tuple[tuple[str, in
                 if name is None:
                     found.append(f"attribute {key} holds a tool definition without a name")
                 offers = () if name is None else ((name, approx_tokens(value)),)
-        if len(_OFFERS) >= _OFFERS_KEPT:
+        global _offers_bytes
+        if _offers_bytes + len(raw) > _OFFERS_BYTES_KEPT:
             _OFFERS.clear()
+            _offers_bytes = 0
+        _offers_bytes += len(raw)
         hit = _OFFERS[raw] = (offers, tuple(found))
     problems.extend(hit[1])
     return hit[0]

@@ -20,7 +20,7 @@ from pathlib import Path
 import msgspec
 
 from contextledger.read.gunzip import GzipError, open_inflated
-from contextledger.read.otel._otlp import REQUEST
+from contextledger.read.otel._otlp import decode_request
 from contextledger.read.otel._spans import SpanRecord, span_record
 from contextledger.read.snapshot import ReadError, ReadProblem, display_path, iter_documents
 
@@ -89,7 +89,7 @@ def read_trace_file(path: Path, *, messages: bool = False) -> TraceFileRead:
                 result.problems.append(ReadProblem(shown, line, None, document.refused))
                 continue
             try:
-                request = REQUEST.decode(document.payload)
+                request = decode_request(document.payload)
             except msgspec.ValidationError as error:
                 reason = f"not OTLP JSON of the expected shape: {error}"
                 reason += _traces_held(document.payload)
