@@ -810,3 +810,13 @@ def test_without_facts_or_skills_the_tables_leave_out_what_never_happened():
     gates = page.split('id="gates"')[1].split('id="policies"')[0]
     assert "Skill offers down-weighted" not in gates and "Uses at risk" not in gates
     assert "facts reaching the answer</th>" in " ".join(sample_page().split())
+
+
+def test_the_ledger_csv_beside_the_page_is_what_ledger_writes_as_csv(tmp_path):
+    out = tmp_path / "report"
+    outcomes = str(REPO / "data" / "sample-outcomes.csv")
+    written = run("report", str(SAMPLE), "--outcomes", outcomes, "--charts", "none", "-o", str(out))
+    assert written.exit_code == 0, written.output
+    printed = run("ledger", str(SAMPLE), "--outcomes", outcomes, "--format", "csv")
+    assert printed.exit_code == 0, printed.output
+    assert (out / "ledger.csv").read_text(encoding="utf-8") == printed.stdout

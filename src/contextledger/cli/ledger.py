@@ -47,37 +47,32 @@ def _a_number(_ctx: click.Context, _param: click.Parameter, value: float) -> flo
 
 
 def _printable(rows: pl.DataFrame, *, for_csv: bool = False) -> pl.DataFrame:
-    """Nested columns as short text, for the table and CSV (JSON Lines too). The table
-    shows the interval as ``[low, high]`` at the earn rate's decimals; CSV keeps
-    ``earn_rate_low`` / ``earn_rate_high`` as numbers (and the per-signal counts), as
-    Parquet does."""
+    """Nested columns as short text, for the table and CSV (JSON Lines too). CSV keeps
+    ``earn_rate_low`` / ``earn_rate_high`` as numbers, and the per-signal counts, as
+    Parquet does (:func:`~contextledger.ledger.stats.ledger_csv_rows`); the table shows
+    the interval as ``[low, high]`` at the earn rate's decimals."""
     import polars as pl
 
-    from contextledger.ledger.stats import outcomes_text, used_via_text
-    from contextledger.tables.schema import USED_SIGNAL_COLUMNS
+    from contextledger.ledger.stats import ledger_csv_rows, outcomes_text, used_via_text
 
+    if for_csv:
+        return ledger_csv_rows(rows)
     interval = (
-        [pl.col("earn_rate_low"), pl.col("earn_rate_high")]
-        if for_csv
-        else [
-            pl.struct(low="earn_rate_low", high="earn_rate_high")
-            .map_elements(_interval_text, return_dtype=pl.String)
-            .alias("earn_rate_95ci")
-        ]
+        pl.struct(low="earn_rate_low", high="earn_rate_high")
+        .map_elements(_interval_text, return_dtype=pl.String)
+        .alias("earn_rate_95ci")
     )
-    signals = list(USED_SIGNAL_COLUMNS.values()) if for_csv else []
     return rows.select(
         "id",
         "kind",
         "offered",
         "approx_tokens_spent",
         "used",
-        *signals,
         used_via_text().alias("used_via"),
         "runs_seen",
         outcomes_text().alias("outcomes"),
         "earn_rate",
-        *interval,
+        interval,
         "judged",
     )
 

@@ -92,6 +92,28 @@ def outcomes_text() -> pl.Expr:
     )
 
 
+def ledger_csv_rows(rows: pl.DataFrame) -> pl.DataFrame:
+    """The ledger's rows as CSV and JSON Lines hold them (``ledger --format csv``, the
+    report's ``ledger.csv``): every count a number, the interval's bounds, the uses by
+    signal, and ``used_via`` / ``outcomes`` as short text. ``rows`` carry the interval
+    (:func:`with_uncertainty`)."""
+    return rows.select(
+        "id",
+        "kind",
+        "offered",
+        "approx_tokens_spent",
+        "used",
+        *USED_SIGNAL_COLUMNS.values(),
+        used_via_text().alias("used_via"),
+        "runs_seen",
+        outcomes_text().alias("outcomes"),
+        "earn_rate",
+        "earn_rate_low",
+        "earn_rate_high",
+        "judged",
+    )
+
+
 def outcome_association(tables: RunTables) -> pl.DataFrame:
     """Per piece and label: the share of labelled runs that offered it carrying the label,
     against the base rate over all labelled metered runs. Association, not cause.

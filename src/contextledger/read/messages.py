@@ -248,8 +248,9 @@ class RunMessages:
         return tokens / chars
 
 
-def _align(old: Sequence[Any], new: Sequence[Any]) -> tuple[int, int]:
-    """Longest common head, then longest common tail of the rest: ``(head, tail)``."""
+def common_ends(old: Sequence[Any], new: Sequence[Any]) -> tuple[int, int]:
+    """Longest common head, then longest common tail of the rest: ``(head, tail)`` (how a
+    message list grew or was rewritten between two calls)."""
     head = 0
     limit = min(len(old), len(new))
     while head < limit and old[head] == new[head]:
@@ -311,7 +312,7 @@ def rebuild_messages(run: Run) -> RunMessages:
                 live.extend(enter(value, bundle.runtime_stage_id, False))
             elif entry.verb == "set" and isinstance(value, list):
                 old = [raws[i] for i in live]
-                head, tail = _align(old, value)
+                head, tail = common_ends(old, value)
                 middle = value[head : len(value) - tail]
                 by_window = bundle.stage_id == WINDOW_STAGE_ID
                 added = enter(middle, bundle.runtime_stage_id, by_window)

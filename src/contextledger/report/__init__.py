@@ -47,6 +47,7 @@ from contextledger.ledger.compute import compute_ledger
 from contextledger.ledger.gates import gate_what_if
 from contextledger.ledger.stats import (
     DEFAULT_MIN_OFFERS,
+    ledger_csv_rows,
     outcome_association,
     outcomes_text,
     used_via_text,
@@ -727,22 +728,9 @@ def _ledger_rows(rows: pl.DataFrame) -> list[dict[str, Any]]:
 
 
 def _ledger_csv(rows: pl.DataFrame) -> str:
-    """Every ledger row as CSV, worst first: the page's table lists the first
-    :data:`LEDGER_ROWS_SHOWN`."""
-    return rows.select(
-        "id",
-        "kind",
-        "offered",
-        "approx_tokens_spent",
-        "used",
-        used_via_text().alias("used_via"),
-        "runs_seen",
-        outcomes_text().alias("outcomes"),
-        "earn_rate",
-        "earn_rate_low",
-        "earn_rate_high",
-        "judged",
-    ).write_csv()
+    """Every ledger row as ``ledger --format csv`` writes it, worst first: the page's
+    table lists the first :data:`LEDGER_ROWS_SHOWN`."""
+    return ledger_csv_rows(rows).write_csv()
 
 
 def _refused_csv(data: ReportData) -> str | None:

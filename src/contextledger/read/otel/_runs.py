@@ -21,7 +21,7 @@ from typing import Any
 import msgspec
 
 from contextledger.read.facts import Offer, RunFacts, Use
-from contextledger.read.messages import Message, ModelCall, RunMessages, ToolCall
+from contextledger.read.messages import Message, ModelCall, RunMessages, ToolCall, common_ends
 from contextledger.read.otel._spans import Said, SpanRecord
 from contextledger.read.otel.functions import TraceFileRead
 from contextledger.read.snapshot import ReadProblem, RunSource
@@ -464,7 +464,7 @@ def stream(run_id: str, calls: Sequence[SpanRecord]) -> RunMessages:
         if call.system and not (sent and sent[0].role == "system"):
             sent = list(call.system) + sent
         old = [said[i] for i in live]
-        head, tail = _align(old, sent)
+        head, tail = common_ends(old, sent)
         added = enter(sent[head : len(sent) - tail], f"input#{ordinal}", ordinal - 1)
         live = live[:head] + added + (live[len(live) - tail :] if tail else [])
         served = tuple(live)
@@ -509,19 +509,3 @@ def stream(run_id: str, calls: Sequence[SpanRecord]) -> RunMessages:
         final_window=tuple(live),
         recorded_records=[],
     )
-
-
-def _align(old: Sequence[Said], new: Sequence[Said]) -> tuple[int, int]:
-    """Longest common head, then longest common tail of the rest."""
-    head = 0
-    limit = min(len(old), len(new))
-    while head < limit and old[head] == new[head]:
-        head += 1
-    tail = 0
-    while (
-        tail < len(old) - head
-        and tail < len(new) - head
-        and old[len(old) - 1 - tail] == new[len(new) - 1 - tail]
-    ):
-        tail += 1
-    return head, tail
