@@ -338,6 +338,64 @@ def test_stacked_instrumentations_count_each_model_call_once(tmp_path, tables, s
     )
 
 
+def _edited_spans(path: Path, edit) -> list[str]:
+    """The lines of a recorded trace file with ``edit(span)`` applied to every span."""
+    lines = []
+    for line in cut_lines(path):
+        request = json.loads(line)
+        for resource in request["resourceSpans"]:
+            for scope in resource["scopeSpans"]:
+                for span in scope["spans"]:
+                    edit(span)
+        lines.append(json.dumps(request))
+    return lines
+
+
+def test_distinct_model_calls_that_share_a_response_id_each_count(tmp_path, tables):
+    """Ollama's OpenAI-compatible server numbers responses ``chatcmpl-<0..998>``: ids
+    repeat within a run, and each call still counts."""
+    source = _trace("genai-openai.jsonl.gz")
+
+    def same_id(span: dict) -> None:
+        attributes = [a for a in span["attributes"] if a["key"] != "gen_ai.response.id"]
+        keys = {a["key"]: a["value"] for a in attributes}
+        if keys.get("gen_ai.operation.name") == {"stringValue": "chat"}:
+            attributes.append({"key": "gen_ai.response.id", "value": {"stringValue": "chatcmpl-7"}})
+        span["attributes"] = attributes
+
+    edited = tmp_path / "ollama-ids.jsonl"
+    edited.write_text("\n".join(_edited_spans(source, same_id)) + "\n")
+    read = read_runs([edited if path == source else path for path in TRACES], workers=1)
+    assert read.problems.num_rows == 0
+    assert_frame_equal(counts(read), counts(tables), check_exact=True)
+
+
+def test_a_conversation_over_traces_that_reuse_span_ids_keeps_every_span(tmp_path):
+    """A span is its (trace id, span id): two traces of one conversation may reuse span
+    ids (a deterministic id generator, a replayed test), and every call still counts."""
+    source = _trace("genai-openai.jsonl.gz")
+    alone = read_runs([source], workers=1)
+
+    def in_conversation(span: dict) -> None:
+        keys = {a["key"] for a in span["attributes"]}
+        if "gen_ai.conversation.id" not in keys:
+            conversation = {"stringValue": f"conv-{span['traceId']}"}
+            span["attributes"].append({"key": "gen_ai.conversation.id", "value": conversation})
+
+    def twin(span: dict) -> None:
+        in_conversation(span)
+        span["traceId"] = span["traceId"][::-1]
+
+    first = tmp_path / "first.jsonl"
+    first.write_text("\n".join(_edited_spans(source, in_conversation)) + "\n")
+    second = tmp_path / "second.jsonl"
+    second.write_text("\n".join(_edited_spans(source, twin)) + "\n")
+    read = read_runs([first, second], workers=1)
+    assert read.problems.num_rows == 0 and read.runs.num_rows == alone.runs.num_rows
+    doubled = counts(alone).with_columns(pl.col("offered") * 2, pl.col("used") * 2)
+    assert_frame_equal(counts(read), doubled, check_exact=True)
+
+
 def test_attributes_lost_to_the_span_limit_are_named_not_metered():
     read = read_runs(LIMITED, workers=1)
     rows = read.runs.to_pylist()

@@ -215,42 +215,65 @@ def model_calls(records: Sequence[SpanRecord]) -> list[SpanRecord]:
     """The run's model calls in start-time order (ties: reading order), one per call
     that reached the model.
 
+    A span is its (trace id, span id): a run of many traces may reuse a span id.
     Stacked instrumentations (a framework's ``chat`` span around the client's) record
     one call twice: a model-call span with a model-call span below it is not counted
     (the innermost is the request as sent), and what the innermost lacks (its tool
     definitions, its messages) is taken from the nearest one above it. Two model-call
-    spans with the same ``gen_ai.response.id`` are one call too (the first is kept).
+    spans side by side are one call only when they share a ``gen_ai.response.id`` and
+    agree on what both recorded of the call (:func:`_same_call`): servers such as
+    Ollama's reuse response ids (``chatcmpl-<0..998>``), so an id alone is no proof.
     """
-    calls = {r.span_id: r for r in records if r.role == "call"}
-    parents = {r.span_id: r.parent_id for r in records}
-    above: dict[str, str] = {}  # call span -> nearest model-call span above it
-    for span_id in calls:
-        parent = parents.get(span_id, "")
+    calls = {(r.trace_id, r.span_id): r for r in records if r.role == "call"}
+    parents = {(r.trace_id, r.span_id): (r.trace_id, r.parent_id) for r in records}
+    above: dict[tuple[str, str], tuple[str, str]] = {}  # call -> nearest call above it
+    for key in calls:
+        parent = parents.get(key, ("", ""))
         hops = 0
-        while parent and parent not in calls and hops < len(parents):
-            parent = parents.get(parent, "")
+        while parent[1] and parent not in calls and hops < len(parents):
+            parent = parents.get(parent, ("", ""))
             hops += 1
         if parent in calls:
-            above[span_id] = parent
+            above[key] = parent
     outer = set(above.values())
     kept: list[SpanRecord] = []
-    responses: set[str] = set()
-    for span_id, record in calls.items():
-        if span_id in outer:
+    responses: dict[str, list[SpanRecord]] = {}
+    for key, record in calls.items():
+        if key in outer:
             continue
         merged = record
-        ancestor = above.get(span_id)
+        ancestor = above.get(key)
         while ancestor is not None:
             merged = _fill(merged, calls[ancestor])
             ancestor = above.get(ancestor)
         if merged.response_id:
-            if merged.response_id in responses:
+            same_id = responses.setdefault(merged.response_id, [])
+            if any(_same_call(merged, other) for other in same_id):
                 continue
-            responses.add(merged.response_id)
+            same_id.append(merged)
         kept.append(merged)
-    order = {r.span_id: position for position, r in enumerate(records)}
-    kept.sort(key=lambda r: (r.start, order[r.span_id]))
+    order = {(r.trace_id, r.span_id): position for position, r in enumerate(records)}
+    kept.sort(key=lambda r: (r.start, order[(r.trace_id, r.span_id)]))
     return kept
+
+
+#: What two spans of one call both say, when both recorded it.
+_CALL_FIELDS = ("input_tokens", "tool_calls", "inputs", "outputs", "system")
+
+
+def _same_call(one: SpanRecord, other: SpanRecord) -> bool:
+    """Whether two model-call spans with one response id record the same call: same
+    trace, and equal in each of the request and response fields both recorded (the
+    tools offered compared by name, their token estimates being dialect-specific)."""
+    if one.trace_id != other.trace_id:
+        return False
+    for name in _CALL_FIELDS:
+        mine, theirs = getattr(one, name), getattr(other, name)
+        if mine is not None and theirs is not None and mine != theirs:
+            return False
+    if one.tools is not None and other.tools is not None:
+        return {n for n, _ in one.tools} == {n for n, _ in other.tools}
+    return True
 
 
 _FILLED = (
