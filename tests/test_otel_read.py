@@ -396,6 +396,44 @@ def test_a_conversation_over_traces_that_reuse_span_ids_keeps_every_span(tmp_pat
     assert_frame_equal(counts(read), doubled, check_exact=True)
 
 
+@pytest.mark.parametrize("tokens", [10**23, 2**62, -5])
+def test_usage_past_any_real_call_is_read_as_not_reported(tmp_path, tokens):
+    """A usage count no real call reaches (or a negative one) is named once per run and
+    read as not reported: never a traceback, never a wrapped sum, from files or an
+    archive."""
+    source = _trace("genai-openai.jsonl.gz")
+
+    def usage(value):
+        def edit(span: dict) -> None:
+            kept = [a for a in span["attributes"] if a["key"] != "gen_ai.usage.input_tokens"]
+            if value is not None and len(kept) < len(span["attributes"]):
+                kept.append({"key": "gen_ai.usage.input_tokens", "value": {"intValue": str(value)}})
+            span["attributes"] = kept
+
+        return edit
+
+    files = {}
+    for name, value in (("huge", tokens), ("unreported", None)):
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / "traces.jsonl").write_text("\n".join(_edited_spans(source, usage(value))) + "\n")
+        files[name] = folder
+    inputs = read_inputs(files["huge"])
+    assert len(inputs.problems) == len(inputs.streams) > 0
+    assert all(f"input_tokens of model call 1 is {tokens}" in p.reason for p in inputs.problems)
+    assert {call.input_tokens for s in inputs.streams for call in s.calls} == {0}
+    policy = ("--policy", "sliding:keep=2", "--format", "csv")
+    outputs = {}
+    for name, folder in files.items():
+        ingest([folder], tmp_path / f"{name}.archive", workers=1)
+        for where in (folder, tmp_path / f"{name}.archive"):
+            result = run_cli("whatif", str(where), *policy)
+            assert "Traceback" not in result.output
+            outputs[name, where.suffix] = result.stdout
+    assert outputs["huge", ""] == outputs["unreported", ""]
+    assert outputs["huge", ".archive"] == outputs["unreported", ".archive"]
+
+
 def test_attributes_lost_to_the_span_limit_are_named_not_metered():
     read = read_runs(LIMITED, workers=1)
     rows = read.runs.to_pylist()

@@ -20,7 +20,13 @@ from typing import Any
 import msgspec
 
 from contextledger.read.facts import Offer, RunFacts, Use
-from contextledger.read.messages import Message, ModelCall, RunMessages, ToolCall
+from contextledger.read.messages import (
+    MAX_REPORTED_TOKENS,
+    Message,
+    ModelCall,
+    RunMessages,
+    ToolCall,
+)
 from contextledger.read.otel._spans import Said, SpanRecord
 from contextledger.read.otel.functions import TraceFileRead
 from contextledger.read.snapshot import ReadProblem, RunSource
@@ -168,7 +174,7 @@ class TraceRuns:
         for run_id in order:
             spans = sorted(by_run.pop(run_id), key=lambda item: item[0])
             records = [record for _, record in spans]
-            part.runs.append(self._run(run_id, records))
+            part.runs.append(self._run(run_id, records, part.problems))
             seen: set[str] = set()
             for record in records:
                 for reason in record.problems:
@@ -181,12 +187,17 @@ class TraceRuns:
         if part.runs or part.problems or part.duplicates:
             yield part
 
-    def _run(self, run_id: str, records: list[SpanRecord]) -> TraceRun:
+    def _run(self, run_id: str, records: list[SpanRecord], problems: list[ReadProblem]) -> TraceRun:
         first = records[0]
         calls = model_calls(records)
         facts = meter(calls, records)
         digest = _digest(records) if self.digests else None
-        messages = stream(run_id, calls) if self.messages else None
+        messages = None
+        if self.messages:
+            calls, problem = _usage_in_range(calls, run_id)
+            if problem is not None:
+                problems.append(problem)
+            messages = stream(run_id, calls)
         return TraceRun(run_id, RunSource(first.path, first.line), facts, digest, messages)
 
 
@@ -381,6 +392,29 @@ def meter(calls: Sequence[SpanRecord], records: Sequence[SpanRecord]) -> RunFact
     facts.offers = offers
     facts.uses = uses
     return facts
+
+
+def _usage_in_range(
+    calls: Sequence[SpanRecord], run_id: str
+) -> tuple[list[SpanRecord], ReadProblem | None]:
+    """The calls with each usage count that is negative or past
+    :data:`~contextledger.read.messages.MAX_REPORTED_TOKENS` read as not reported, and
+    the first such count named (once per run: only the what-if reads usage)."""
+    out: list[SpanRecord] = []
+    problem = None
+    for ordinal, call in enumerate(calls, start=1):
+        tokens = call.input_tokens
+        if tokens is not None and not 0 <= tokens <= MAX_REPORTED_TOKENS:
+            call = msgspec.structs.replace(call, input_tokens=None)
+            if problem is None:
+                reason = (
+                    f"gen_ai.usage.input_tokens of model call {ordinal} is {tokens}, "
+                    f"{'negative' if tokens < 0 else 'past 2**40, which no real call reaches'}"
+                    ": read as not reported (the what-if leaves it out of its token figures)"
+                )
+                problem = ReadProblem(call.path, call.line, run_id, reason)
+        out.append(call)
+    return out, problem
 
 
 def stream(run_id: str, calls: Sequence[SpanRecord]) -> RunMessages:
