@@ -378,3 +378,16 @@ def test_a_usage_count_past_any_real_call_is_read_as_not_reported(tmp_path: Path
     for where in (huge, tmp_path / "archive"):
         result = run("whatif", str(where), "--policy", "sliding:keep=2", "--format", "csv")
         assert "Traceback" not in result.output and "-" not in result.stdout.split(",")[-1]
+
+
+@pytest.mark.parametrize("packed", [False, True], ids=["plain", "gzip"])
+@pytest.mark.parametrize("suffix", [".json", ".jsonl"])
+def test_a_byte_order_mark_at_the_start_of_a_file_is_dropped(tmp_path: Path, suffix, packed):
+    """Windows tools write a UTF-8 BOM first: not JSON, so it is dropped, not the file."""
+    text = b"\xef\xbb\xbf" + one_line(GOOD) + (one_line(SMALL) if suffix == ".jsonl" else b"")
+    path = tmp_path / (f"runs{suffix}.gz" if packed else f"runs{suffix}")
+    path.write_bytes(gzip.compress(text) if packed else text)
+    result = run("ledger", str(path))
+    assert result.exit_code == 0, result.output
+    runs = 2 if suffix == ".jsonl" else 1
+    assert f"{runs} run(s) metered" in result.output

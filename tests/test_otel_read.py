@@ -650,3 +650,21 @@ def test_an_archive_written_before_tool_executed_existed_reads_it_as_zero(tmp_pa
             files,
             check_exact=True,
         )
+
+
+@pytest.mark.parametrize("packed", [False, True], ids=["plain", "gzip"])
+@pytest.mark.parametrize("pretty", [False, True], ids=["lines", "pretty"])
+def test_a_trace_file_starting_with_a_byte_order_mark_is_read(tmp_path, pretty, packed):
+    source = _trace("genai-openai.jsonl.gz")
+    lines = cut_lines(source)
+    text = json.dumps(json.loads(lines[0]), indent=2) if pretty else "\n".join(lines) + "\n"
+    data = b"\xef\xbb\xbf" + text.encode()
+    path = tmp_path / ("traces.json.gz" if packed else "traces.json")
+    path.write_bytes(gzip.compress(data) if packed else data)
+    plain = tmp_path / "plain" / "traces.json"
+    plain.parent.mkdir()
+    plain.write_text(text)
+    assert sniff(path) == "otlp-json"
+    read = read_runs(path, workers=1)
+    assert read.problems.num_rows == 0 and read.runs.num_rows > 0
+    assert_frame_equal(counts(read), counts(read_runs(plain, workers=1)), check_exact=True)

@@ -455,6 +455,11 @@ def _join_capped(pieces: Iterator[bytes], cap: int, what: str) -> bytes:
     return b"".join(chunks)
 
 
+#: A UTF-8 byte order mark, which some Windows tools write at the start of a file: not
+#: JSON, so it is dropped before a file's first document is read.
+_BOM = b"\xef\xbb\xbf"
+
+
 def _json_lines(stream: IO[bytes], name: str, cap: int) -> Iterator[Document]:
     """One document per non-blank line, each read on its own, a megabyte at a time: a
     line past ``cap`` bytes is refused as soon as it passes it, and the rest skipped."""
@@ -473,6 +478,8 @@ def _json_lines(stream: IO[bytes], name: str, cap: int) -> Iterator[Document]:
             yield Document(source, b"", refused=_too_large(cap, "the line"))
             continue
         line = pieces[0] if len(pieces) == 1 else b"".join(pieces)
+        if number == 1:
+            line = line.removeprefix(_BOM)
         if line.strip():
             yield Document(source, line)
 
@@ -517,7 +524,7 @@ def iter_documents(
             raise ReadError(source, f"cannot be read ({error.strerror or error})") from None
         except _TooLarge as error:
             raise ReadError(source, str(error)) from None
-    yield Document(source, payload)
+    yield Document(source, payload.removeprefix(_BOM))
 
 
 _DOCUMENT = msgspec.json.Decoder(_Document)
