@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 import shutil
 from collections import Counter
 from pathlib import Path
@@ -668,3 +669,53 @@ def test_a_trace_file_starting_with_a_byte_order_mark_is_read(tmp_path, pretty, 
     read = read_runs(path, workers=1)
     assert read.problems.num_rows == 0 and read.runs.num_rows > 0
     assert_frame_equal(counts(read), counts(read_runs(plain, workers=1)), check_exact=True)
+
+
+def _one_request(tmp_path: Path) -> tuple[dict, pl.DataFrame]:
+    """The first request of a recording, and its ledger counts read as one JSON line."""
+    line = cut_lines(_trace("genai-openai.jsonl.gz"))[0]
+    plain = tmp_path / "plain" / "one.jsonl"
+    plain.parent.mkdir()
+    plain.write_text(line + "\n")
+    expected = counts(read_runs(plain, workers=1))
+    assert expected.height > 0
+    return json.loads(line), expected
+
+
+def test_a_request_whose_resource_spans_key_is_not_first_is_a_trace(tmp_path):
+    request, expected = _one_request(tmp_path)
+    path = tmp_path / "later-key.jsonl"
+    path.write_text(json.dumps({"comment": "collector export", **request}) + "\n")
+    assert sniff(path) == "otlp-json"
+    read = read_runs(path, workers=1)
+    assert read.problems.num_rows == 0
+    assert_frame_equal(counts(read), expected, check_exact=True)
+
+
+def test_a_half_pretty_request_is_read_whole_not_line_by_line(tmp_path):
+    """``{"resourceSpans": [`` alone on the first line, the rest over many: one request."""
+    request, expected = _one_request(tmp_path)
+    opening, key, rest = json.dumps(request, indent=2).split("\n", 2)
+    path = tmp_path / "half-pretty.json"
+    path.write_text(opening + key.strip() + "\n" + rest)
+    assert path.read_text().startswith('{"resourceSpans": [\n')
+    read = read_runs(path, workers=1)
+    assert read.problems.num_rows == 0
+    assert_frame_equal(counts(read), expected, check_exact=True)
+
+
+def test_otlp_with_protobuf_field_names_is_named_in_one_line(tmp_path):
+    request, _ = _one_request(tmp_path)
+
+    def snake(value):
+        if isinstance(value, dict):
+            return {re.sub(r"(?<!^)([A-Z])", r"_\1", k).lower(): snake(v) for k, v in value.items()}
+        return [snake(v) for v in value] if isinstance(value, list) else value
+
+    path = tmp_path / "snake.jsonl"
+    path.write_text(json.dumps(snake(request)) + "\n")
+    assert sniff(path) == "otlp-snake-case"
+    result = run_cli("ledger", str(path), *map(str, TRACES))
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    lines = [line for line in result.stderr.splitlines() if "snake.jsonl" in line]
+    assert len(lines) == 1 and "resource_spans" in lines[0], lines
