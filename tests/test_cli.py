@@ -446,3 +446,16 @@ def test_outcomes_reads_an_archives_stored_labels_without_a_file(tmp_path):
     assert stored.stdout == given.stdout and stored.stdout.count("\n") > 5
     none = CliRunner().invoke(main, ["outcomes", str(SAMPLE)])
     assert none.exit_code == EXIT_USAGE and "no outcome labels" in none.stderr
+
+
+@pytest.mark.parametrize(
+    "command",
+    [None, "ledger", "outcomes", "sql", "gates", "whatif", "report", "compare", "ingest", "check"],
+)
+def test_help_says_opentelemetry_traces_are_read_too(command):
+    """A user with traces learns from ``--help`` that their files are read."""
+    args = [command, "--help"] if command else ["--help"]
+    result = CliRunner().invoke(main, args, terminal_width=100)
+    assert result.exit_code == 0
+    text = " ".join(result.output.split())
+    assert "OpenTelemetry" in text and "OTLP JSON Lines" in text

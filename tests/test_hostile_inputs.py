@@ -12,6 +12,7 @@ import contextlib
 import gzip
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -354,3 +355,39 @@ def test_an_empty_file_says_so_and_a_misshapen_wrapper_names_its_run(tmp_path: P
     assert problems["shape.json"]["run_id"] == "r-7"
     assert "got `str` - at `$.snapshot.commitLog`" in problems["shape.json"]["reason"]
     assert problems["odd.json"]["run_id"] is None  # no usable id: none named
+
+
+def test_a_usage_count_past_any_real_call_is_read_as_not_reported(tmp_path: Path):
+    """``totalInputTokens`` growing by 2**62 in one call would wrap the what-if's token
+    sums: it is named once, for the what-if only, and that call read as not reported."""
+    text = gzip.decompress(GOOD.read_bytes()).decode()
+    first = re.compile(r'"totalInputTokens":126\b')  # the total after model call 1
+    assert first.search(text)
+    huge = tmp_path / "huge.json"
+    huge.write_text(first.sub(f'"totalInputTokens":{2**62}', text))
+    inputs = read_inputs(huge)
+    reasons = [problem.reason for problem in inputs.problems]
+    assert len(reasons) == 1 and f"grew by {2**62} at model call 1" in reasons[0]
+    [stream] = inputs.streams
+    assert stream.calls[0].input_tokens == 0
+    assert max(call.input_tokens for call in stream.calls) < 2**40
+    ledger = run("ledger", str(huge))
+    assert ledger.exit_code == 0 and "grew by" not in ledger.output
+    ingest = run("ingest", str(huge), str(tmp_path / "archive"), "--workers", "1")
+    assert "Traceback" not in ingest.output
+    for where in (huge, tmp_path / "archive"):
+        result = run("whatif", str(where), "--policy", "sliding:keep=2", "--format", "csv")
+        assert "Traceback" not in result.output and "-" not in result.stdout.split(",")[-1]
+
+
+@pytest.mark.parametrize("packed", [False, True], ids=["plain", "gzip"])
+@pytest.mark.parametrize("suffix", [".json", ".jsonl"])
+def test_a_byte_order_mark_at_the_start_of_a_file_is_dropped(tmp_path: Path, suffix, packed):
+    """Windows tools write a UTF-8 BOM first: not JSON, so it is dropped, not the file."""
+    text = b"\xef\xbb\xbf" + one_line(GOOD) + (one_line(SMALL) if suffix == ".jsonl" else b"")
+    path = tmp_path / (f"runs{suffix}.gz" if packed else f"runs{suffix}")
+    path.write_bytes(gzip.compress(text) if packed else text)
+    result = run("ledger", str(path))
+    assert result.exit_code == 0, result.output
+    runs = 2 if suffix == ".jsonl" else 1
+    assert f"{runs} run(s) metered" in result.output

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 import shutil
 from collections import Counter
 from pathlib import Path
@@ -338,6 +339,133 @@ def test_stacked_instrumentations_count_each_model_call_once(tmp_path, tables, s
     )
 
 
+def _edited_spans(path: Path, edit) -> list[str]:
+    """The lines of a recorded trace file with ``edit(span)`` applied to every span."""
+    lines = []
+    for line in cut_lines(path):
+        request = json.loads(line)
+        for resource in request["resourceSpans"]:
+            for scope in resource["scopeSpans"]:
+                for span in scope["spans"]:
+                    edit(span)
+        lines.append(json.dumps(request))
+    return lines
+
+
+def test_distinct_model_calls_that_share_a_response_id_each_count(tmp_path, tables):
+    """Ollama's OpenAI-compatible server numbers responses ``chatcmpl-<0..998>``: ids
+    repeat within a run, and each call still counts."""
+    source = _trace("genai-openai.jsonl.gz")
+
+    def same_id(span: dict) -> None:
+        attributes = [a for a in span["attributes"] if a["key"] != "gen_ai.response.id"]
+        keys = {a["key"]: a["value"] for a in attributes}
+        if keys.get("gen_ai.operation.name") == {"stringValue": "chat"}:
+            attributes.append({"key": "gen_ai.response.id", "value": {"stringValue": "chatcmpl-7"}})
+        span["attributes"] = attributes
+
+    edited = tmp_path / "ollama-ids.jsonl"
+    edited.write_text("\n".join(_edited_spans(source, same_id)) + "\n")
+    read = read_runs([edited if path == source else path for path in TRACES], workers=1)
+    assert read.problems.num_rows == 0
+    assert_frame_equal(counts(read), counts(tables), check_exact=True)
+
+
+def test_a_conversation_over_traces_that_reuse_span_ids_keeps_every_span(tmp_path):
+    """A span is its (trace id, span id): two traces of one conversation may reuse span
+    ids (a deterministic id generator, a replayed test), and every call still counts."""
+    source = _trace("genai-openai.jsonl.gz")
+    alone = read_runs([source], workers=1)
+
+    def in_conversation(span: dict) -> None:
+        keys = {a["key"] for a in span["attributes"]}
+        if "gen_ai.conversation.id" not in keys:
+            conversation = {"stringValue": f"conv-{span['traceId']}"}
+            span["attributes"].append({"key": "gen_ai.conversation.id", "value": conversation})
+
+    def twin(span: dict) -> None:
+        in_conversation(span)
+        span["traceId"] = span["traceId"][::-1]
+
+    first = tmp_path / "first.jsonl"
+    first.write_text("\n".join(_edited_spans(source, in_conversation)) + "\n")
+    second = tmp_path / "second.jsonl"
+    second.write_text("\n".join(_edited_spans(source, twin)) + "\n")
+    read = read_runs([first, second], workers=1)
+    assert read.problems.num_rows == 0 and read.runs.num_rows == alone.runs.num_rows
+    doubled = counts(alone).with_columns(pl.col("offered") * 2, pl.col("used") * 2)
+    assert_frame_equal(counts(read), doubled, check_exact=True)
+
+
+@pytest.mark.parametrize("tokens", [10**23, 2**62, -5])
+def test_usage_past_any_real_call_is_read_as_not_reported(tmp_path, tokens):
+    """A usage count no real call reaches (or a negative one) is named once per run and
+    read as not reported: never a traceback, never a wrapped sum, from files or an
+    archive."""
+    source = _trace("genai-openai.jsonl.gz")
+
+    def usage(value):
+        def edit(span: dict) -> None:
+            kept = [a for a in span["attributes"] if a["key"] != "gen_ai.usage.input_tokens"]
+            if value is not None and len(kept) < len(span["attributes"]):
+                kept.append({"key": "gen_ai.usage.input_tokens", "value": {"intValue": str(value)}})
+            span["attributes"] = kept
+
+        return edit
+
+    files = {}
+    for name, value in (("huge", tokens), ("unreported", None)):
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / "traces.jsonl").write_text("\n".join(_edited_spans(source, usage(value))) + "\n")
+        files[name] = folder
+    inputs = read_inputs(files["huge"])
+    assert len(inputs.problems) == len(inputs.streams) > 0
+    assert all(f"input_tokens of model call 1 is {tokens}" in p.reason for p in inputs.problems)
+    assert {call.input_tokens for s in inputs.streams for call in s.calls} == {0}
+    policy = ("--policy", "sliding:keep=2", "--format", "csv")
+    outputs = {}
+    for name, folder in files.items():
+        ingest([folder], tmp_path / f"{name}.archive", workers=1)
+        for where in (folder, tmp_path / f"{name}.archive"):
+            result = run_cli("whatif", str(where), *policy)
+            assert "Traceback" not in result.output
+            outputs[name, where.suffix] = result.stdout
+    assert outputs["huge", ""] == outputs["unreported", ""]
+    assert outputs["huge", ".archive"] == outputs["unreported", ".archive"]
+
+
+def test_a_cache_count_past_any_real_call_is_read_as_not_reported(tmp_path):
+    """The recorded cache reads reach compare's audit: one no real call reaches is named
+    and left out as the input count is, not a Polars overflow."""
+    source = _trace("genai-openai.jsonl.gz")
+    key = "gen_ai.usage.cache_read.input_tokens"
+
+    def cache_read(value):
+        def edit(span: dict) -> None:
+            kept = [a for a in span["attributes"] if a["key"] != key]
+            if value is not None and any(
+                a["key"] == "gen_ai.usage.input_tokens" for a in span["attributes"]
+            ):
+                kept.append({"key": key, "value": {"intValue": str(value)}})
+            span["attributes"] = kept
+
+        return edit
+
+    outputs = {}
+    for name, value in (("huge", 10**23), ("unreported", None)):
+        path = tmp_path / f"{name}.jsonl"
+        path.write_text("\n".join(_edited_spans(source, cache_read(value))) + "\n")
+        result = run_cli("compare", str(path), "--policy", "none", "--format", "csv")
+        assert "Traceback" not in result.output
+        outputs[name] = result.stdout
+    assert (
+        f"{key} of model call 1 is {10**23}"
+        in run_cli("whatif", str(tmp_path / "huge.jsonl"), "--policy", "none").output
+    )
+    assert outputs["huge"] == outputs["unreported"]
+
+
 def test_attributes_lost_to_the_span_limit_are_named_not_metered():
     read = read_runs(LIMITED, workers=1)
     rows = read.runs.to_pylist()
@@ -554,3 +682,71 @@ def test_an_archive_written_before_tool_executed_existed_reads_it_as_zero(tmp_pa
             files,
             check_exact=True,
         )
+
+
+@pytest.mark.parametrize("packed", [False, True], ids=["plain", "gzip"])
+@pytest.mark.parametrize("pretty", [False, True], ids=["lines", "pretty"])
+def test_a_trace_file_starting_with_a_byte_order_mark_is_read(tmp_path, pretty, packed):
+    source = _trace("genai-openai.jsonl.gz")
+    lines = cut_lines(source)
+    text = json.dumps(json.loads(lines[0]), indent=2) if pretty else "\n".join(lines) + "\n"
+    data = b"\xef\xbb\xbf" + text.encode()
+    path = tmp_path / ("traces.json.gz" if packed else "traces.json")
+    path.write_bytes(gzip.compress(data) if packed else data)
+    plain = tmp_path / "plain" / "traces.json"
+    plain.parent.mkdir()
+    plain.write_text(text)
+    assert sniff(path) == "otlp-json"
+    read = read_runs(path, workers=1)
+    assert read.problems.num_rows == 0 and read.runs.num_rows > 0
+    assert_frame_equal(counts(read), counts(read_runs(plain, workers=1)), check_exact=True)
+
+
+def _one_request(tmp_path: Path) -> tuple[dict, pl.DataFrame]:
+    """The first request of a recording, and its ledger counts read as one JSON line."""
+    line = cut_lines(_trace("genai-openai.jsonl.gz"))[0]
+    plain = tmp_path / "plain" / "one.jsonl"
+    plain.parent.mkdir()
+    plain.write_text(line + "\n")
+    expected = counts(read_runs(plain, workers=1))
+    assert expected.height > 0
+    return json.loads(line), expected
+
+
+def test_a_request_whose_resource_spans_key_is_not_first_is_a_trace(tmp_path):
+    request, expected = _one_request(tmp_path)
+    path = tmp_path / "later-key.jsonl"
+    path.write_text(json.dumps({"comment": "collector export", **request}) + "\n")
+    assert sniff(path) == "otlp-json"
+    read = read_runs(path, workers=1)
+    assert read.problems.num_rows == 0
+    assert_frame_equal(counts(read), expected, check_exact=True)
+
+
+def test_a_half_pretty_request_is_read_whole_not_line_by_line(tmp_path):
+    """``{"resourceSpans": [`` alone on the first line, the rest over many: one request."""
+    request, expected = _one_request(tmp_path)
+    opening, key, rest = json.dumps(request, indent=2).split("\n", 2)
+    path = tmp_path / "half-pretty.json"
+    path.write_text(opening + key.strip() + "\n" + rest)
+    assert path.read_text().startswith('{"resourceSpans": [\n')
+    read = read_runs(path, workers=1)
+    assert read.problems.num_rows == 0
+    assert_frame_equal(counts(read), expected, check_exact=True)
+
+
+def test_otlp_with_protobuf_field_names_is_named_in_one_line(tmp_path):
+    request, _ = _one_request(tmp_path)
+
+    def snake(value):
+        if isinstance(value, dict):
+            return {re.sub(r"(?<!^)([A-Z])", r"_\1", k).lower(): snake(v) for k, v in value.items()}
+        return [snake(v) for v in value] if isinstance(value, list) else value
+
+    path = tmp_path / "snake.jsonl"
+    path.write_text(json.dumps(snake(request)) + "\n")
+    assert sniff(path) == "otlp-snake-case"
+    result = run_cli("ledger", str(path), *map(str, TRACES))
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    lines = [line for line in result.stderr.splitlines() if "snake.jsonl" in line]
+    assert len(lines) == 1 and "resource_spans" in lines[0], lines

@@ -820,3 +820,30 @@ def test_the_ledger_csv_beside_the_page_is_what_ledger_writes_as_csv(tmp_path):
     printed = run("ledger", str(SAMPLE), "--outcomes", outcomes, "--format", "csv")
     assert printed.exit_code == 0, printed.output
     assert (out / "ledger.csv").read_text(encoding="utf-8") == printed.stdout
+
+
+def test_a_tool_called_but_never_offered_is_not_counted_as_offered(tmp_path):
+    """The findings counted every ledger row as offered, a tool the model called that no
+    call offered too: offered means offered > 0, and the other is said apart."""
+    source = REPO / "data" / "otel" / "traces" / "genai-openai.jsonl.gz"
+    lines = []
+    for line in gzip.decompress(source.read_bytes()).decode().splitlines():
+        request = json.loads(line)
+        for resource in request["resourceSpans"]:
+            for scope in resource["scopeSpans"]:
+                for span in scope["spans"]:
+                    for attribute in span["attributes"]:
+                        if attribute["key"] == "gen_ai.tool.definitions":
+                            tools = json.loads(attribute["value"]["stringValue"])
+                            kept = [tool for tool in tools if tool["name"] != "get_weather"]
+                            attribute["value"]["stringValue"] = json.dumps(kept)
+        lines.append(json.dumps(request))
+    path = tmp_path / "unoffered.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    data = collect([path])
+    never = data.rows.filter(pl.col("offered") == 0)
+    assert never["id"].to_list() == ["get_weather"] and never["used"][0] > 0
+    said = findings(data)
+    offered = data.rows.height - 1
+    assert f"{offered:,} context pieces were offered" in said[0]
+    assert said[1].startswith("1 tool(s) called but never offered: get_weather")

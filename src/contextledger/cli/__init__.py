@@ -105,7 +105,10 @@ def _exit_statuses() -> str:
 )
 @click.version_option(package_name="contextledger")
 def main() -> None:
-    """Which context pieces earned their tokens: analytics over recorded agentfootprint runs.
+    """Which context pieces earned their tokens: analytics over recorded agent runs.
+
+    Reads agentfootprint snapshots and OpenTelemetry GenAI traces (OTLP JSON Lines, as
+    the Collector's file exporter writes them, plain or gzip), told apart by content.
 
     Tables fit the terminal (its width, or COLUMNS); piped or written with -o they keep
     every column. --format csv, jsonl and parquet hold exact values in snake_case; json

@@ -113,6 +113,10 @@ def ingest_command(
     read the archive; `DIR?since=D&until=D&label=L&run_id=A,B` selects from it.
     With --engine spark the files are read on Spark's executors; the driver writes the
     same batches and commits.
+
+    PATHS are agentfootprint snapshot files (.json, .json.gz, JSON Lines),
+    OpenTelemetry trace files (OTLP JSON Lines, plain or gzip; told by content),
+    or folders of either.
     """
     from contextledger.archive import ArchiveError
     from contextledger.jobs.ingest import ingest
@@ -272,6 +276,10 @@ def check_command(
     run offered; per piece, runs_seen is at most the metered runs, each label's runs
     at most runs_seen, used_answer_slice at most runs_seen. Prints each violation
     with the runs that break it and exits 1; else one line saying they all hold.
+
+    PATHS are agentfootprint snapshot files (.json, .json.gz, JSON Lines),
+    OpenTelemetry trace files (OTLP JSON Lines, plain or gzip; told by content),
+    folders of either, or one archive that ingest wrote.
     """
     import io
 

@@ -143,8 +143,11 @@ def ledger(
 ) -> None:
     """Print the context ledger of the runs under PATHS, worst earn rate first.
 
-    PATHS are snapshot files (.json, .json.gz, JSON Lines) or directories. Table,
-    CSV, JSON Lines and Parquet add a 95% Wilson interval on each earn rate (none
+    PATHS are agentfootprint snapshot files (.json, .json.gz, JSON Lines),
+    OpenTelemetry trace files (OTLP JSON Lines, plain or gzip; told by content),
+    folders of either, or one archive that ingest wrote.
+
+    Table, CSV, JSON Lines and Parquet add a 95% Wilson interval on each earn rate (none
     where a piece was used more often than offered) and whether it rests on enough
     offers to be judged; JSON is LedgerJSON v1, as the reference writes it.
     """
@@ -211,7 +214,12 @@ def outcomes(
 ) -> None:
     """Per piece and label: how often runs that offered it carried the label, against the
     base rate over all labelled runs. Association, not cause. The labels are --outcomes
-    FILE's and, over an archive, those stored in it."""
+    FILE's and, over an archive, those stored in it.
+
+    PATHS are agentfootprint snapshot files (.json, .json.gz, JSON Lines),
+    OpenTelemetry trace files (OTLP JSON Lines, plain or gzip; told by content),
+    folders of either, or one archive that ingest wrote.
+    """
     from contextledger.ledger.stats import outcome_association
 
     tables = _read_inputs(paths, mode, None, outcomes_file, strict)
@@ -323,6 +331,10 @@ def sql(
     (worst earn rate first), and the steps between them (see contextledger/ledger/sql).
     DuckDB can read and write local files, ATTACH databases and load extensions:
     --no-external-access refuses all of that once the views exist.
+
+    PATHS are agentfootprint snapshot files (.json, .json.gz, JSON Lines),
+    OpenTelemetry trace files (OTLP JSON Lines, plain or gzip; told by content),
+    folders of either, or one archive that ingest wrote.
     """
     import duckdb
     import polars as pl
@@ -423,6 +435,10 @@ def gates(
     judged by the ledger of the runs before it:
     per piece, the approx tokens the gates would have saved, the offers they would have
     left out and the uses that would have cost. Table: pieces the ledger demoted.
+
+    PATHS are agentfootprint snapshot files (.json, .json.gz, JSON Lines),
+    OpenTelemetry trace files (OTLP JSON Lines, plain or gzip; told by content),
+    folders of either, or one archive that ingest wrote.
     """
     import polars as pl
 

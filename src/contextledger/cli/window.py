@@ -120,7 +120,12 @@ def whatif_command(
     engine: str,
     progress: bool | None,
 ) -> None:
-    """Replay the runs under PATHS under each --policy: what would each window have served?"""
+    """Replay the runs under PATHS under each --policy: what would each window have served?
+
+    PATHS are agentfootprint snapshot files (.json, .json.gz, JSON Lines),
+    OpenTelemetry trace files (OTLP JSON Lines, plain or gzip; told by content),
+    folders of either, or one archive that ingest wrote.
+    """
 
     from contextledger.jobs import whatif as sourced
     from contextledger.tables.standings import StandingsFileError, load_standings
@@ -304,6 +309,10 @@ def report_command(
     The page shows the ledger (worst first), its charts, the outcome association,
     the gate and window-policy what-ifs, one run's window timeline, the refused runs
     and the differences from the reference. It opens offline: nothing is fetched.
+
+    PATHS are agentfootprint snapshot files (.json, .json.gz, JSON Lines),
+    OpenTelemetry trace files (OTLP JSON Lines, plain or gzip; told by content),
+    folders of either, or one archive that ingest wrote.
     """
     from contextledger import report
     from contextledger.archive import ArchiveError, ArchiveTables
@@ -421,7 +430,12 @@ def compare_command(
 ) -> None:
     """Compare window policies over the runs under PATHS, at every model call: wire
     problems a provider would reject, facts reaching the answer, input tokens,
-    prefix-cache invalidations, and the cost with and without a prompt cache."""
+    prefix-cache invalidations, and the cost with and without a prompt cache.
+
+    PATHS are agentfootprint snapshot files (.json, .json.gz, JSON Lines),
+    OpenTelemetry trace files (OTLP JSON Lines, plain or gzip; told by content),
+    folders of either, or one archive that ingest wrote.
+    """
     from contextledger.archive import ArchiveError
     from contextledger.jobs import compare as compared
     from contextledger.report import COMPARE_POLICIES

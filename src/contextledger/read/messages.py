@@ -202,6 +202,9 @@ class RunMessages:
     #: Lines naming what the reader doubts about this stream (``PATH:LINE (run ID):
     #: reason``), said once when it is replayed; not part of the stream's equality.
     notes: list[str] = field(default_factory=list, compare=False)
+    #: What the replay could not take as recorded (a usage count out of range), said
+    #: once per run: a problem of the what-if only.
+    problems: list[str] = field(default_factory=list, compare=False)
 
     def window(self, indices: Iterable[int]) -> list[Message]:
         """The messages at these stream indices."""
@@ -338,10 +341,18 @@ def rebuild_messages(run: Run) -> RunMessages:
             seen_by_stage = None
             stage_id = None
 
-    calls = [
-        replace(call, input_tokens=max(0, tokens_of.get(call.runtime_stage_id, 0)))
-        for call in calls
-    ]
+    problems: list[str] = []
+    for index, call in enumerate(calls):
+        tokens = max(0, tokens_of.get(call.runtime_stage_id, 0))
+        if tokens > MAX_REPORTED_TOKENS:
+            if not problems:
+                problems.append(
+                    f"totalInputTokens grew by {tokens} at model call {call.ordinal}, past "
+                    "2**40, which no real call reaches: read as not reported (the what-if "
+                    "leaves it out of its token figures)"
+                )
+            tokens = 0
+        calls[index] = replace(call, input_tokens=tokens)
     _check_ranges(calls)
     messages = _stream(raws, origins, authored, entered_after_call, len(calls))
     said = fold.values["userMessage"]
@@ -353,11 +364,16 @@ def rebuild_messages(run: Run) -> RunMessages:
         calls=calls,
         final_window=tuple(live),
         recorded_records=records if isinstance(records, list) else [],
+        problems=problems,
     )
 
 
 #: Largest iteration a replay keeps (``schema.MODEL_CALL.iteration`` is 32-bit).
 MAX_ITERATION = 2**31 - 1
+#: Largest usage count (tokens) read from a trace as reported: past any real call (a
+#: million-token window is 2**20) and small enough that a sum over 2**23 calls at this
+#: size still fits in 64 bits. A larger or negative count is read as not reported.
+MAX_REPORTED_TOKENS = 2**40
 #: Largest input token count per call a replay keeps: JavaScript's largest exact integer
 #: (a provider's count beyond it was never exact, and sums of such counts overflow).
 MAX_INPUT_TOKENS = 2**53 - 1

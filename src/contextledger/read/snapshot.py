@@ -455,6 +455,11 @@ def _join_capped(pieces: Iterator[bytes], cap: int, what: str) -> bytes:
     return b"".join(chunks)
 
 
+#: A UTF-8 byte order mark, which some Windows tools write at the start of a file: not
+#: JSON, so it is dropped before a file's first document is read.
+_BOM = b"\xef\xbb\xbf"
+
+
 def _json_lines(stream: IO[bytes], name: str, cap: int) -> Iterator[Document]:
     """One document per non-blank line, read a megabyte at a time and cut at each
     newline: a line past ``cap`` bytes is refused as soon as it passes it, and the rest
@@ -474,6 +479,8 @@ def _json_lines(stream: IO[bytes], name: str, cap: int) -> Iterator[Document]:
                 line = chunk[start : end + 1]
                 if pieces:
                     line = b"".join([*pieces, line])
+                if number == 1:
+                    line = line.removeprefix(_BOM)
                 if not line.isspace():
                     yield Document(RunSource(name, number), line)
             pieces, size, start = [], 0, end + 1
@@ -489,6 +496,8 @@ def _json_lines(stream: IO[bytes], name: str, cap: int) -> Iterator[Document]:
             yield Document(RunSource(name, number), b"", refused=_too_large(cap, "the line"))
         else:
             line = b"".join(pieces)
+            if number == 1:
+                line = line.removeprefix(_BOM)
             if not line.isspace():
                 yield Document(RunSource(name, number), line)
 
@@ -533,7 +542,7 @@ def iter_documents(
             raise ReadError(source, f"cannot be read ({error.strerror or error})") from None
         except _TooLarge as error:
             raise ReadError(source, str(error)) from None
-    yield Document(source, payload)
+    yield Document(source, payload.removeprefix(_BOM))
 
 
 _DOCUMENT = msgspec.json.Decoder(_Document)

@@ -535,11 +535,21 @@ def findings(data: ReportData) -> list[str]:
     runs = pl.DataFrame(data.tables.runs)
     metered = int(runs["metered"].sum()) if runs.height else 0
     spent = int(data.rows["approx_tokens_spent"].sum())
+    offered = int((data.rows["offered"] > 0).sum())  # a piece only called is no offer
     out = [
         f"{runs.height:,} run(s) read: {metered:,} metered, {runs.height - metered:,} refused, "
         f"{data.tables.problems.num_rows:,} input(s) unreadable ({data.tables.mode} accounting). "
-        f"{data.rows.height:,} context pieces were offered, ~{spent:,} approx tokens in all."
+        f"{offered:,} context pieces were offered, ~{spent:,} approx tokens in all."
     ]
+    never = data.rows.filter(pl.col("offered") == 0)
+    if never.height:
+        tools = never.filter(pl.col("kind") == "tool").height
+        what = "tool(s) called" if tools == never.height else "piece(s) used"
+        names = ", ".join(never["id"].head(3).to_list())
+        out.append(
+            f"{never.height:,} {what} but never offered: {names}"
+            f"{', ...' if never.height > 3 else ''} (not counted among the offered)."
+        )
     if data.unreplayed:
         out.append(
             f"{len(data.unreplayed):,} run(s) are in the ledger but not in the window policies: "

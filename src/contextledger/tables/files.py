@@ -18,7 +18,7 @@ from contextledger.read.digest import content_digest
 from contextledger.read.facts import RunFacts
 from contextledger.read.findings import standings_from_snapshot
 from contextledger.read.messages import RunMessages, rebuild_messages
-from contextledger.read.otel import PROTOBUF, ZSTD, TraceFileRead
+from contextledger.read.otel import PROTOBUF, SNAKE_CASE, ZSTD, TraceFileRead
 from contextledger.read.otel import read_trace_file as _read_trace_file
 from contextledger.read.otel import sniff as _sniff
 from contextledger.read.reference import record_run
@@ -123,7 +123,7 @@ def fold_failure(error: Exception) -> str:
 
 
 #: Formats told by their content and named, not read.
-_UNREAD_FORMATS = {"otlp-protobuf": PROTOBUF, "zstd": ZSTD}
+_UNREAD_FORMATS = {"otlp-protobuf": PROTOBUF, "otlp-snake-case": SNAKE_CASE, "zstd": ZSTD}
 
 
 def read_file(
@@ -188,6 +188,9 @@ def read_file(
                         run.named,
                     )
                     result.streams.append(stream)
+                    for reason in stream.messages.problems:
+                        problem = _problem(run.source, reason, run.run_id)
+                        result.problems.append(("whatif", problem))
                 except FOLD_ERRORS as error:  # a stream no replay can hold
                     problem = _problem(run.source, fold_failure(error), run.run_id)
                     result.problems.append(("whatif", problem))

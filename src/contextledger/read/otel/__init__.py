@@ -20,6 +20,7 @@ from contextledger.read.otel._runs import (
 )
 from contextledger.read.otel.functions import (
     PROTOBUF,
+    SNAKE_CASE,
     ZSTD,
     TraceFileRead,
     read_trace_file,
@@ -35,6 +36,7 @@ __all__ = [
     "NO_TOOLS_OFFERED",
     "PROTOBUF",
     "RUNNER_KIND",
+    "SNAKE_CASE",
     "ZSTD",
     "Assembled",
     "TraceFileRead",

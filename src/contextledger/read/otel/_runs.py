@@ -21,7 +21,14 @@ from typing import Any
 import msgspec
 
 from contextledger.read.facts import Offer, RunFacts, Use
-from contextledger.read.messages import Message, ModelCall, RunMessages, ToolCall, common_ends
+from contextledger.read.messages import (
+    MAX_REPORTED_TOKENS,
+    Message,
+    ModelCall,
+    RunMessages,
+    ToolCall,
+    common_ends,
+)
 from contextledger.read.otel._spans import Said, SpanRecord
 from contextledger.read.otel.functions import TraceFileRead
 from contextledger.read.snapshot import ReadProblem, RunSource
@@ -178,7 +185,7 @@ class TraceRuns:
         order = sorted(by_run, key=lambda run_id: (min(r.start for _, r in by_run[run_id]), run_id))
         for run_id in order:
             records = sorted((record for _, record in by_run.pop(run_id)), key=_span_order)
-            part.runs.append(self._run(run_id, records))
+            part.runs.append(self._run(run_id, records, part.stream_problems))
             seen: set[str] = set()
             for record in records:
                 for number, reason in enumerate(record.problems):
@@ -193,14 +200,18 @@ class TraceRuns:
         if part.runs or part.problems or part.stream_problems or part.duplicates:
             yield part
 
-    def _run(self, run_id: str, records: list[SpanRecord]) -> TraceRun:
+    def _run(self, run_id: str, records: list[SpanRecord], problems: list[ReadProblem]) -> TraceRun:
         first = records[0]
         calls = model_calls(records)
         facts = meter(calls, records)
         digest = _digest(records) if self.digests else None
         source = RunSource(first.path, first.line)
-        messages = stream(run_id, calls) if self.messages else None
-        if messages is not None:
+        messages = None
+        if self.messages:
+            calls, problem = _usage_in_range(calls, run_id)
+            if problem is not None:
+                problems.append(problem)
+            messages = stream(run_id, calls)
             doubt = input_check(messages, calls)
             if doubt is not None:
                 where = ReadProblem(source.path, source.line, run_id, doubt).where
@@ -272,42 +283,65 @@ def model_calls(records: Sequence[SpanRecord]) -> list[SpanRecord]:
     """The run's model calls in start-time order (ties: place in the file), one per call
     that reached the model.
 
+    A span is its (trace id, span id): a run of many traces may reuse a span id.
     Stacked instrumentations (a framework's ``chat`` span around the client's) record
     one call twice: a model-call span with a model-call span below it is not counted
     (the innermost is the request as sent), and what the innermost lacks (its tool
     definitions, its messages) is taken from the nearest one above it. Two model-call
-    spans with the same ``gen_ai.response.id`` are one call too (the first is kept).
+    spans side by side are one call only when they share a ``gen_ai.response.id`` and
+    agree on what both recorded of the call (:func:`_same_call`): servers such as
+    Ollama's reuse response ids (``chatcmpl-<0..998>``), so an id alone is no proof.
     """
-    calls = {r.span_id: r for r in records if r.role == "call"}
-    parents = {r.span_id: r.parent_id for r in records}
-    above: dict[str, str] = {}  # call span -> nearest model-call span above it
-    for span_id in calls:
-        parent = parents.get(span_id, "")
+    calls = {(r.trace_id, r.span_id): r for r in records if r.role == "call"}
+    parents = {(r.trace_id, r.span_id): (r.trace_id, r.parent_id) for r in records}
+    above: dict[tuple[str, str], tuple[str, str]] = {}  # call -> nearest call above it
+    for key in calls:
+        parent = parents.get(key, ("", ""))
         hops = 0
-        while parent and parent not in calls and hops < len(parents):
-            parent = parents.get(parent, "")
+        while parent[1] and parent not in calls and hops < len(parents):
+            parent = parents.get(parent, ("", ""))
             hops += 1
         if parent in calls:
-            above[span_id] = parent
+            above[key] = parent
     outer = set(above.values())
     kept: list[SpanRecord] = []
-    responses: set[str] = set()
-    for span_id, record in calls.items():
-        if span_id in outer:
+    responses: dict[str, list[SpanRecord]] = {}
+    for key, record in calls.items():
+        if key in outer:
             continue
         merged = record
-        ancestor = above.get(span_id)
+        ancestor = above.get(key)
         while ancestor is not None:
             merged = _fill(merged, calls[ancestor])
             ancestor = above.get(ancestor)
         if merged.response_id:
-            if merged.response_id in responses:
+            same_id = responses.setdefault(merged.response_id, [])
+            if any(_same_call(merged, other) for other in same_id):
                 continue
-            responses.add(merged.response_id)
+            same_id.append(merged)
         kept.append(merged)
-    order = {r.span_id: position for position, r in enumerate(records)}
-    kept.sort(key=lambda r: (r.start, order[r.span_id]))
+    order = {(r.trace_id, r.span_id): position for position, r in enumerate(records)}
+    kept.sort(key=lambda r: (r.start, order[(r.trace_id, r.span_id)]))
     return kept
+
+
+#: What two spans of one call both say, when both recorded it.
+_CALL_FIELDS = ("input_tokens", "tool_calls", "inputs", "outputs", "system")
+
+
+def _same_call(one: SpanRecord, other: SpanRecord) -> bool:
+    """Whether two model-call spans with one response id record the same call: same
+    trace, and equal in each of the request and response fields both recorded (the
+    tools offered compared by name, their token estimates being dialect-specific)."""
+    if one.trace_id != other.trace_id:
+        return False
+    for name in _CALL_FIELDS:
+        mine, theirs = getattr(one, name), getattr(other, name)
+        if mine is not None and theirs is not None and mine != theirs:
+            return False
+    if one.tools is not None and other.tools is not None:
+        return {n for n, _ in one.tools} == {n for n, _ in other.tools}
+    return True
 
 
 _FILLED = (
@@ -435,6 +469,39 @@ def _call_offers(index: int, tools: tuple[tuple[str, int], ...]) -> list[Offer]:
         _CALL_OFFERS.clear()
     _CALL_OFFERS[key] = (tools, rows)  # keeps ``tools`` alive: its id is not reused
     return rows
+
+
+#: The usage counts a model call's span records, and the attribute each is read from.
+_USAGE_FIELDS = {
+    "input_tokens": "gen_ai.usage.input_tokens",
+    "cache_read_tokens": "gen_ai.usage.cache_read.input_tokens",
+    "cache_write_tokens": "gen_ai.usage.cache_write.input_tokens",
+}
+
+
+def _usage_in_range(
+    calls: Sequence[SpanRecord], run_id: str
+) -> tuple[list[SpanRecord], ReadProblem | None]:
+    """The calls with each usage count that is negative or past
+    :data:`~contextledger.read.messages.MAX_REPORTED_TOKENS` read as not reported, and
+    the first such count named (once per run: only the what-if reads usage)."""
+    out: list[SpanRecord] = []
+    problem = None
+    for ordinal, call in enumerate(calls, start=1):
+        for field_name, attribute in _USAGE_FIELDS.items():
+            tokens = getattr(call, field_name)
+            if tokens is None or 0 <= tokens <= MAX_REPORTED_TOKENS:
+                continue
+            call = msgspec.structs.replace(call, **{field_name: None})
+            if problem is None:
+                reason = (
+                    f"{attribute} of model call {ordinal} is {tokens}, "
+                    f"{'negative' if tokens < 0 else 'past 2**40, which no real call reaches'}"
+                    ": read as not reported (the what-if leaves it out of its token figures)"
+                )
+                problem = ReadProblem(call.path, call.line, run_id, reason)
+        out.append(call)
+    return out, problem
 
 
 def stream(run_id: str, calls: Sequence[SpanRecord]) -> RunMessages:

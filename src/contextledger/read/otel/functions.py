@@ -1,12 +1,12 @@
 """Read OTLP JSON trace files: which files are traces, and their spans as small records.
 
-A file is a trace file by its content, not its name: its first JSON document opens
-with ``"resourceSpans"`` (what every ``ExportTraceServiceRequest`` is), plain or gzip.
-Such a file is read a line at a time whatever its suffix (the collector's file
-exporter writes JSON Lines into ``.json`` files), except a file whose first line is a
-lone ``{`` (one request, pretty-printed), read whole. Runs are assembled only once
-every file is read (:class:`~contextledger.read.otel.TraceRuns`), since a trace may
-be spread over many files.
+A file is a trace file by its content, not its name: its first JSON document is an
+object with the key ``"resourceSpans"`` (what every ``ExportTraceServiceRequest`` is),
+plain or gzip. Such a file is read a line at a time whatever its suffix (the
+collector's file exporter writes JSON Lines into ``.json`` files), except a file whose
+first line cannot end a document (one request, pretty-printed), read whole. Runs are
+assembled only once every file is read (:class:`~contextledger.read.otel.TraceRuns`),
+since a trace may be spread over many files.
 """
 
 from __future__ import annotations
@@ -27,11 +27,20 @@ from contextledger.read.snapshot import ReadError, ReadProblem, display_path, it
 #: Bytes of a file (decompressed) looked at to tell its format.
 SNIFF_BYTES = 1 << 16
 _OTLP_JSON = re.compile(rb'\A(?:\xef\xbb\xbf)?\s*\{\s*"resourceSpans"\s*:')
-_PRETTY = re.compile(rb"\A(?:\xef\xbb\xbf)?[ \t\r]*\{[ \t\r]*\n")
+#: An object opening the file (its key ``resourceSpans`` may come after others).
+_OBJECT = re.compile(rb"\A(?:\xef\xbb\xbf)?\s*\{")
+_KEY = re.compile(rb'"resourceSpans"\s*:')
+_SNAKE_KEY = re.compile(rb'"resource_spans"\s*:')
 
 #: The reason a zstd-compressed file (the collector's ``compression: zstd``) is not read.
 ZSTD = (
     "zstd-compressed: not read (decompress it with zstd -d, or export with gzip or no compression)"
+)
+#: The reason OTLP written with protobuf's field names (``resource_spans``) is not read.
+SNAKE_CASE = (
+    "looks like OTLP with protobuf's snake_case field names (resource_spans, as "
+    "MessageToJson(preserving_proto_field_name=True) writes), which OTLP JSON does not "
+    "allow: not read (export with the lowerCamelCase names, resourceSpans)"
 )
 #: The reason an OTLP protobuf file is not read.
 PROTOBUF = (
@@ -41,8 +50,10 @@ PROTOBUF = (
 
 
 def sniff(path: Path) -> str | None:
-    """``"otlp-json"``, ``"otlp-protobuf"``, ``"zstd"`` or None (anything else: a snapshot,
-    or a file the snapshot reader names) for the file at ``path``, by its first bytes.
+    """``"otlp-json"``, ``"otlp-snake-case"``, ``"otlp-protobuf"``, ``"zstd"`` or None
+    (anything else: a snapshot, or a file the snapshot reader names) for the file at
+    ``path``, by its first bytes: a JSON object with the key ``resourceSpans`` (first,
+    or after other keys within the first 64 KiB) is OTLP JSON.
 
     >>> sniff(Path("data/sample/s0003-loop.json.gz")) is None
     True
@@ -52,9 +63,33 @@ def sniff(path: Path) -> str | None:
         return "zstd"
     if _OTLP_JSON.match(head):
         return "otlp-json"
+    if _OBJECT.match(head):
+        keys = _top_keys(head)
+        if keys is None and b"commitLog" not in head:  # a snapshot's key: none of ours
+            keys = {"resourceSpans"} if _KEY.search(head) else set()
+            keys |= {"resource_spans"} if _SNAKE_KEY.search(head) else set()
+        if "resourceSpans" in (keys or ()):
+            return "otlp-json"
+        if "resource_spans" in (keys or ()):
+            return "otlp-snake-case"
     if head[:1] == b"\x0a" and (b"service.name" in head or not _is_text(head)):
         return "otlp-protobuf"
     return None
+
+
+_OBJECT_KEYS = msgspec.json.Decoder(dict[str, msgspec.Raw])
+
+
+def _top_keys(head: bytes) -> set[str] | None:
+    """The keys of the first line's object when that line is whole in ``head`` and one
+    JSON object; None when it cannot be told from the line alone."""
+    first, newline, _ = head.removeprefix(b"\xef\xbb\xbf").partition(b"\n")
+    if not newline:
+        return None
+    try:
+        return set(_OBJECT_KEYS.decode(first))
+    except (msgspec.MsgspecError, RecursionError):
+        return None
 
 
 def _is_text(head: bytes) -> bool:
@@ -138,8 +173,15 @@ def _traces_held(payload: bytes) -> str:
 
 
 def _pretty(path: Path) -> bool:
-    """Whether the file holds one request written over many lines (its first line a ``{``)."""
-    return bool(_PRETTY.match(_head(path, 256)))
+    """Whether the file holds one request written over many lines: its first line cannot
+    end a JSON document (a lone ``{``, or ``{"resourceSpans": [``) and its second does not
+    open one, as each line of JSON Lines does."""
+    head = _head(path, SNIFF_BYTES).removeprefix(b"\xef\xbb\xbf")
+    first, newline, rest = head.partition(b"\n")
+    if not newline:
+        return False
+    second = rest.partition(b"\n")[0]
+    return first.rstrip().endswith((b"{", b"[", b",", b":")) and not second.startswith(b'{"')
 
 
 def _head(path: Path, size: int) -> bytes:
