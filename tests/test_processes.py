@@ -184,7 +184,9 @@ def test_a_script_without_a_main_guard_reads_with_workers_once(tmp_path):
     started without it."""
     script = tmp_path / "read.py"
     script.write_text(
+        "from contextledger.tables import ahead\n"
         "from contextledger.tables.build import read_runs\n"
+        "ahead.POOL_FROM_JSON_BYTES = 0  # the sample is read by workers too\n"
         "print('script body', flush=True)\n"
         f"print(read_runs({str(REPO / 'data' / 'sample')!r}, workers=2).runs.num_rows)\n",
         encoding="utf-8",

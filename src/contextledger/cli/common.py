@@ -312,11 +312,13 @@ def _read_inputs(
     ``every_table``: an archive's every selected file is checked first (SQL may read
     any), not only what the ledger reads; ``listed``: these tables' files too (what the
     command lists beyond that), so damage in them leaves its commit out, said here."""
-    from contextledger.tables.build import load_outcomes, load_static_tools, read_accountings
-
     try:
-        sidecar = load_static_tools(static_tools_file) if static_tools_file else None
-        outcomes = load_outcomes(outcomes_file) if outcomes_file else None
+        sidecar = outcomes = None
+        if static_tools_file or outcomes_file:
+            from contextledger.tables.build import load_outcomes, load_static_tools
+
+            sidecar = load_static_tools(static_tools_file) if static_tools_file else None
+            outcomes = load_outcomes(outcomes_file) if outcomes_file else None
     except OSError as error:
         _fail(_unopened(error))
         raise  # unreachable: _fail exits
@@ -325,12 +327,21 @@ def _read_inputs(
         raise  # unreachable: _fail exits
     try:  # an archive DIR (DIR?since=...&until=...&label=...&run_id=...) is read lazily
         archived = _archive_tables(paths, mode, every_table=every_table, listed=listed)
-        tables = (
-            archived
-            or read_accountings(  # read_runs', without its warnings: said here
-                paths, (mode,), static_tools=sidecar, strict=strict
+        if archived is None:
+            from contextledger.tables.ahead import start_reading
+
+            # the workers start reading before the engines are imported, which then
+            # load while they read (docs/benchmarks.md: the ledger against agentfootprint)
+            reading = start_reading(paths, (mode,), dict(sidecar or {}), strict, None, False)
+            import polars  # noqa: F401  (loads now, while they read)
+
+            from contextledger.tables.build import read_accountings
+
+            tables = read_accountings(  # read_runs', without its warnings: said here
+                paths, (mode,), static_tools=sidecar, strict=strict, reading=reading
             )[mode]
-        )
+        else:
+            tables = archived
     except ReadError as error:
         _warn(f"{error.source}: {error.reason} (stopped: --strict)")
         sys.exit(EXIT_UNREADABLE_INPUT)

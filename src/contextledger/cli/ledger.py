@@ -151,12 +151,9 @@ def ledger(
     where a piece was used more often than offered) and whether it rests on enough
     offers to be judged; JSON is LedgerJSON v1, as the reference writes it.
     """
-    from contextledger.ledger import ledgerjson
-    from contextledger.ledger.compute import compute_ledger, merge_ledgers
-
     on_spark = _spark_engine(engine, paths)
     try:  # before any run is read: a bad --merge file costs nothing
-        merged = [ledgerjson.load(path) for path in merge_files]
+        merged = [_load_ledgerjson(path) for path in merge_files]
     except OSError as error:
         _fail(_unopened(error))
     except ValueError as error:
@@ -164,6 +161,9 @@ def ledger(
     # compute_ledger lists an archive's offers and uses whatever it reads: checked first
     listed = ("offers", "uses")
     tables = _read_inputs(paths, mode, static_tools_file, outcomes_file, strict, listed=listed)
+    # imported once reading has started: the engines load while the workers read
+    from contextledger.ledger.compute import compute_ledger, merge_ledgers
+
     result = on_spark("ledger", tables) if on_spark else compute_ledger(tables)
     if merge_files:
         try:
@@ -173,6 +173,13 @@ def ledger(
     _write_ledger(result, output_format, output, _summary(tables), min_offers, csv_safe)
     if tables.problems.num_rows:
         sys.exit(EXIT_UNREADABLE_INPUT)
+
+
+def _load_ledgerjson(path: str) -> Ledger:
+    """A ``--merge`` file, read with the engines imported only when one is given."""
+    from contextledger.ledger import ledgerjson
+
+    return ledgerjson.load(path)
 
 
 #: The outcome table's columns in the order they give way; kept: the piece, the label,

@@ -11,7 +11,6 @@ import csv
 import dataclasses
 import io
 import json
-import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,14 +19,14 @@ from typing import Any, ClassVar
 import msgspec
 import pyarrow as pa
 
-from contextledger.processes import worker_pool
 from contextledger.read.facts import RunFacts
 from contextledger.read.identity import DUPLICATES, RunIdentity, put_in_slot, unmatched_ids
 from contextledger.read.otel import RUNNER_KIND, Assembled, TraceRuns
-from contextledger.read.snapshot import ReadError, ReadProblem, RunSource, find_snapshot_files
+from contextledger.read.snapshot import ReadError, ReadProblem, RunSource
 from contextledger.tables import ACCOUNTING_MODES as ACCOUNTING_MODES  # re-exported
 from contextledger.tables import schema
-from contextledger.tables.files import FileRead, RunRead, RunStream, accounting, read_for_tables
+from contextledger.tables.ahead import Reading, start_reading
+from contextledger.tables.files import FileRead, RunRead, RunStream, accounting
 
 
 @dataclass
@@ -105,32 +104,6 @@ def distinct_labels(outcomes: pa.Table) -> pa.Table:
     return frame.to_arrow().cast(schema.OUTCOMES)
 
 
-def _read_all(
-    files: Sequence[Path],
-    modes: Sequence[str],
-    sidecar: Mapping[str, Sequence[str]],
-    strict: bool,
-    workers: int,
-    streams: bool,
-) -> Iterable[FileRead]:
-    if workers <= 1 or len(files) < 8:
-        for path in files:
-            yield read_for_tables(path, modes, sidecar, strict, streams)
-        return
-    with worker_pool(workers) as pool:
-        chunk = max(1, len(files) // (workers * 8))
-        count = len(files)
-        yield from pool.map(
-            read_for_tables,
-            files,
-            [modes] * count,
-            [sidecar] * count,
-            [strict] * count,
-            [streams] * count,
-            chunksize=chunk,
-        )
-
-
 def read_runs(
     paths: Sequence[str | Path] | str | Path,
     *,
@@ -155,7 +128,9 @@ def read_runs(
         instead of listing it in ``problems``; else each is listed there and said in a
         warning (``skipped PATH: reason``), as is reading no run at all.
     workers
-        Processes to read with; default: one per core.
+        Processes to read with; default: one per core. Inputs under about 48 MB of
+        JSON (``ahead.POOL_FROM_JSON_BYTES``) are read in this process, where starting
+        workers would cost more than they save.
 
     Examples
     --------
@@ -191,6 +166,7 @@ def read_accountings(
     strict: bool = False,
     workers: int | None = None,
     each_file: Callable[[FileRead], None] | None = None,
+    reading: Reading | None = None,
 ) -> dict[str, RunTables]:
     """:func:`read_runs` under each of ``modes`` at once: every document is read and
     decoded once, whatever the number of accountings; each accounting's tables are
@@ -198,7 +174,9 @@ def read_accountings(
 
     ``each_file``: also fold every run's message stream (:class:`RunStream`) and hand
     each file's :class:`FileRead` here, in file order (how the report gets its
-    what-if streams from the same pass).
+    what-if streams from the same pass). ``reading``: these same arguments' reading,
+    already started by :func:`~contextledger.tables.ahead.start_reading` (the command
+    line starts it before it imports the engines, which then load while workers read).
 
     >>> both = read_accountings("data/sample", ACCOUNTING_MODES)
     >>> [tables.runs.num_rows for tables in both.values()] == [
@@ -209,16 +187,15 @@ def read_accountings(
         paths = [paths]
     for mode in modes:
         accounting(mode)  # fail fast on an unknown mode
-    found = find_snapshot_files(paths)
-    files = found.files
     sidecar = dict(static_tools or {})
-    worker_count = workers if workers is not None else (os.cpu_count() or 1)
+    if reading is None:
+        reading = start_reading(paths, modes, sidecar, strict, workers, each_file is not None)
+    found = reading.found
     builders = {mode: TableBuilder(mode) for mode in modes}
     identities = {mode: RunIdentity() for mode in modes}
     counted: dict[str, list[RunRead]] = {mode: [] for mode in modes}  # by slot
-    reads = _read_all(files, modes, sidecar, strict, worker_count, each_file is not None)
     traces = TraceInputs(modes, messages=each_file is not None)
-    for result in traces.after(reads):
+    for result in traces.after(reading.results):
         if strict and result.problems and result.traces is None:
             _, problem = result.problems[0]
             raise ReadError(RunSource(problem.path, problem.line), problem.reason, problem.run_id)
