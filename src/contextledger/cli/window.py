@@ -172,7 +172,7 @@ def whatif_command(
         inputs = sourced.read_inputs(paths, meter=meter)
         meter.close()  # the notes below on lines of their own
         problems = list(inputs.problems)
-        _name_skipped(inputs.skipped)
+        _name_skipped(inputs.skipped, inputs.empty)
         _name_duplicates(inputs.duplicates)
         _name_unmatched(
             "standings",
@@ -350,7 +350,7 @@ def report_command(
     archived = isinstance(data.tables, ArchiveTables)
     if isinstance(data.tables, ArchiveTables):
         _name_unmatched_run_ids(data.tables.unmatched_run_ids())
-    _name_skipped(data.tables.skipped)
+    _name_skipped(data.tables.skipped, data.tables.empty)
     for problem in data.tables.problems.to_pylist():
         _warn(f"skipped {ReadProblem(**problem).where}: {problem['reason']}")
     _name_duplicates(data.tables.duplicates)
@@ -457,7 +457,7 @@ def compare_command(
         _fail(str(error))
         raise  # unreachable: _fail exits
     _name_unmatched_run_ids(found.unmatched_run_ids)
-    _name_skipped(found.skipped)
+    _name_skipped(found.skipped, found.empty)
     _name_duplicates(found.duplicates)
     if standings is not None:
         _name_unmatched("standings", standings.column("run_id").to_pylist(), found.run_ids)

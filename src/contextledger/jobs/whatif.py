@@ -58,6 +58,8 @@ class WhatIfInputs:
     duplicates: pa.Table = field(default_factory=lambda: schema.empty(DUPLICATES))
     #: Files in input folders not read because of their names (``find_snapshot_files``).
     skipped: list[str] = field(default_factory=list)
+    #: Files of 0 bytes, not opened: no run, no problem (``find_snapshot_files``).
+    empty: list[str] = field(default_factory=list)
 
 
 def read_inputs(paths_or_runs: Any, *, meter: Progress | None = None) -> WhatIfInputs:
@@ -84,6 +86,7 @@ def read_inputs(paths_or_runs: Any, *, meter: Progress | None = None) -> WhatIfI
         else:
             found = find_snapshot_files([item])
             inputs.skipped.extend(found.skipped)
+            inputs.empty.extend(found.empty)
             for done, path in enumerate(found.files):
                 if meter is not None and meter.due():
                     meter.show(_reading_line(len(taken.runs), done, len(found.files), meter))
@@ -162,6 +165,7 @@ def read_with_tables(
     )
     taken.finish(inputs)
     inputs.skipped = list(next(iter(found.values())).skipped) if found else []
+    inputs.empty = list(next(iter(found.values())).empty) if found else []
     return found, inputs
 
 

@@ -904,6 +904,7 @@ def _render(
         problems=data.tables.problems.to_pylist(),
         duplicates=data.tables.duplicates.to_pylist(),
         skipped=list(data.tables.skipped),
+        empty=list(data.tables.empty),
         snapshot_suffixes=", ".join(sorted(SNAPSHOT_SUFFIXES)),
         unreplayed=data.unreplayed,
         comparison=comparison,

@@ -22,7 +22,7 @@ import pyarrow as pa
 from contextledger.read.facts import RunFacts
 from contextledger.read.identity import DUPLICATES, RunIdentity, put_in_slot, unmatched_ids
 from contextledger.read.otel import RUNNER_KIND, Assembled, TraceRuns
-from contextledger.read.snapshot import ReadError, ReadProblem, RunSource
+from contextledger.read.snapshot import ReadError, ReadProblem, RunSource, describe_empty
 from contextledger.tables import ACCOUNTING_MODES as ACCOUNTING_MODES  # re-exported
 from contextledger.tables import schema
 from contextledger.tables.ahead import Reading, start_reading
@@ -46,6 +46,8 @@ class RunTables:
     duplicates: pa.Table = field(default_factory=lambda: schema.empty(DUPLICATES))
     #: Files in input folders not read because of their names (``find_snapshot_files``).
     skipped: tuple[str, ...] = ()
+    #: Files of 0 bytes, not opened: no run, no problem (``find_snapshot_files``).
+    empty: tuple[str, ...] = ()
     #: The order the runs come in, said where a result depends on it (the gates' replay).
     order: ClassVar[str] = "input order"
 
@@ -153,6 +155,8 @@ def _warn_unread(tables: RunTables, paths: Sequence[str | Path] | str | Path) ->
     for problem in tables.problems.to_pylist():
         where = ReadProblem(**problem).where
         warnings.warn(f"skipped {where}: {problem['reason']}", stacklevel=3)
+    for line in describe_empty(tables.empty):
+        warnings.warn(line, stacklevel=3)
     if tables.runs.num_rows == 0:
         names = [paths] if isinstance(paths, str | Path) else list(paths)
         warnings.warn(f"no run read from {' '.join(map(str, names))}", stacklevel=3)
@@ -231,6 +235,7 @@ def read_accountings(
             builder.finish(),
             duplicates=schema.from_rows(identity.duplicates, DUPLICATES),
             skipped=tuple(found.skipped),
+            empty=tuple(found.empty),
         )
     return out
 
