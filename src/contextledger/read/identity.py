@@ -54,6 +54,8 @@ DUPLICATES = pa.schema(
         pa.field("kept_line", pa.int64()),
         # the kept copy's run id: another when one recording arrived under two ids
         pa.field("kept_run_id", pa.string(), nullable=False),
+        # the kept copy is an archive's (ingested before), not one read now (null: no)
+        pa.field("kept_archived", pa.bool_()),
     ]
 )
 
@@ -103,6 +105,8 @@ class _Copy:
     slot: int | None = None
     #: The copy that took its place (a copy of the same recording with more identity).
     replaced_by: _Copy | None = None
+    #: Whether it is an archive's copy (ingested before): its file may have changed since.
+    archived: bool = False
 
     def kept(self) -> _Copy:
         """The copy counted for this one's recording now."""
@@ -123,9 +127,16 @@ class _Copy:
 
     def same_run_as(self, other: _Copy) -> bool:
         """Whether the two copies hold the same recording: the same source, the same
-        content, or (only then re-read and decoded) the same snapshot as a JSON value."""
+        content, or (only then re-read and decoded) the same snapshot as a JSON value.
+
+        An archived copy's file may have changed since it was ingested (a snapshot
+        rewritten, a trace file appended to): at the same source, only the content digest
+        stored then can tell, since re-reading the file would read the new content."""
         if self.source == other.source:
-            return True
+            if not (self.archived or other.archived):
+                return True  # one file given twice in this read: the same bytes
+            mine, theirs = self.content(), other.content()
+            return not mine or not theirs or mine == theirs
         mine, theirs = self.content(), other.content()
         if mine is not None and mine == theirs:
             return True
@@ -188,7 +199,9 @@ class RunIdentity:
         earlier = self._seen.get(run_id)
         if earlier is None and run_id in self.known:
             known_digest, known_path, known_line = self.known[run_id]
-            earlier = _Copy(RunSource(known_path, known_line), known_digest, run_id=run_id)
+            earlier = _Copy(
+                RunSource(known_path, known_line), known_digest, run_id=run_id, archived=True
+            )
             self._seen[run_id] = earlier
         copy = _Copy(source, digest, run_id=run_id, named=named)
         if earlier is None:
@@ -201,6 +214,9 @@ class RunIdentity:
         if copy.same_run_as(earlier):
             return self._settle(copy, earlier.kept(), execution_id)
         reason = f"run_id {run_id} already read from {earlier.source} {CONFLICT_NOTE}"
+        if earlier.archived and earlier.source == source:
+            changed = "which changed since it was ingested,"
+            reason = f"run_id {run_id} already archived from {source}, {changed} {CONFLICT_NOTE}"
         self.conflicts.append(ReadProblem(source.path, source.line, run_id, reason))
         return None
 
@@ -242,13 +258,14 @@ class RunIdentity:
         counted = self._executions.setdefault(execution_id, [])
         if not counted and execution_id in self.known_executions:
             run_id, known_digest, path, line = self.known_executions[execution_id]
-            counted.append(_Copy(RunSource(path, line), known_digest, run_id=run_id))
+            known = _Copy(RunSource(path, line), known_digest, run_id=run_id, archived=True)
+            counted.append(known)
         return next((c for c in counted if copy.same_run_as(c)), None)
 
     def add_duplicates(self, rows: Iterable[dict[str, object]]) -> None:
         """Record copies found not counted before they reached here (rows of
         ``DUPLICATES``: the spans of a trace read twice, found as it is assembled)."""
-        self._found.extend(rows)
+        self._found.extend({"kept_archived": None, **row} for row in rows)
 
     @property
     def duplicates(self) -> list[dict[str, object]]:
@@ -266,6 +283,7 @@ class RunIdentity:
                     "kept_path": kept.source.path,
                     "kept_line": kept.source.line,
                     "kept_run_id": kept.run_id,
+                    "kept_archived": kept.archived,
                 }
             )
         return rows + self._found
@@ -304,6 +322,9 @@ def describe_duplicates(duplicates: pa.Table, *, limit: int = 5) -> list[str]:
     >>> rows[0].update(path="a.json", run_id="r")
     >>> describe_duplicates(pa.Table.from_pylist(rows, schema=DUPLICATES))
     ['duplicate a.json (run r): the same file given twice, counted once']
+    >>> rows[0].update(kept_archived=True)
+    >>> describe_duplicates(pa.Table.from_pylist(rows, schema=DUPLICATES))
+    ['duplicate a.json (run r): already archived from this file, which changed since ...']
     """
     lines = []
     rows = duplicates.to_pylist()
@@ -311,7 +332,13 @@ def describe_duplicates(duplicates: pa.Table, *, limit: int = 5) -> list[str]:
         copy = ReadProblem(row["path"], row["line"], row["run_id"], "").where
         kept = RunSource(row["kept_path"], row["kept_line"])
         if (row["path"], row["line"]) == (row["kept_path"], row["kept_line"]):
-            lines.append(f"duplicate {copy}: the same file given twice, counted once")
+            if row.get("kept_archived"):
+                changed = "which changed since it was ingested (read again)"
+                lines.append(
+                    f"duplicate {copy}: already archived from this file, {changed}, counted once"
+                )
+            else:
+                lines.append(f"duplicate {copy}: the same file given twice, counted once")
         elif row["kept_run_id"] == row["run_id"]:
             lines.append(f"duplicate {copy}: the same run as {kept}, counted once")
         else:
