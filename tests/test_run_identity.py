@@ -442,12 +442,11 @@ def test_a_trace_file_appended_to_since_its_ingest_says_so_not_given_twice(tmp_p
     traces.write_bytes(b"".join(head + rest))
     again = ingest([traces.parent], tmp_path / "archive", workers=1)
     duplicates = [line for line in again.summary_lines() if "duplicate" in line]
-    assert len(duplicates) == 2 and again.runs_conflicting == 0
-    for line in duplicates:
-        assert line.endswith(
-            ": already archived from this file, which changed since it was ingested "
-            "(read again), counted once"
-        )
+    assert again.runs_conflicting == 0
+    assert duplicates == [
+        f"  duplicate {traces}: 2 runs already archived from this file, which changed since "
+        "it was ingested (read again), each counted once"
+    ]
 
 
 def test_a_snapshot_rewritten_since_its_ingest_is_a_conflict_not_a_duplicate(tmp_path):

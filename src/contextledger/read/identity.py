@@ -35,7 +35,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import pyarrow as pa
 
@@ -310,7 +310,9 @@ def put_in_slot(slots: list[T], slot: int, item: T) -> None:
 
 
 def describe_duplicates(duplicates: pa.Table, *, limit: int = 5) -> list[str]:
-    """Lines for people: each duplicate copy (the first ``limit``) and where the kept one is.
+    """Lines for people: one per file and the file its kept copies are in (the first
+    ``limit`` such pairs), so a copied folder of traces, many runs a file, says each file
+    once with a count; a pair of one copy names its line and run.
 
     >>> rows = [{"run_id": "r", "path": "b.json", "line": None, "kept_path": "a.json",
     ...          "kept_line": None, "kept_run_id": "r"}]
@@ -325,28 +327,69 @@ def describe_duplicates(duplicates: pa.Table, *, limit: int = 5) -> list[str]:
     >>> rows[0].update(kept_archived=True)
     >>> describe_duplicates(pa.Table.from_pylist(rows, schema=DUPLICATES))
     ['duplicate a.json (run r): already archived from this file, which changed since ...']
+    >>> spans = [{"run_id": f"t{i}", "path": "b.jsonl", "line": 1, "kept_path": "a.jsonl",
+    ...           "kept_line": 1, "kept_run_id": f"t{i}"} for i in range(3)]
+    >>> describe_duplicates(pa.Table.from_pylist(spans, schema=DUPLICATES))
+    ['duplicate b.jsonl: 3 runs the same as in a.jsonl, each counted once']
     """
+    pairs: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+    for row in duplicates.to_pylist():
+        pairs.setdefault((row["path"], row["kept_path"], _how_duplicate(row)), []).append(row)
     lines = []
-    rows = duplicates.to_pylist()
-    for row in rows[:limit]:
-        copy = ReadProblem(row["path"], row["line"], row["run_id"], "").where
-        kept = RunSource(row["kept_path"], row["kept_line"])
-        if (row["path"], row["line"]) == (row["kept_path"], row["kept_line"]):
-            if row.get("kept_archived"):
-                changed = "which changed since it was ingested (read again)"
-                lines.append(
-                    f"duplicate {copy}: already archived from this file, {changed}, counted once"
-                )
-            else:
-                lines.append(f"duplicate {copy}: the same file given twice, counted once")
-        elif row["kept_run_id"] == row["run_id"]:
-            lines.append(f"duplicate {copy}: the same run as {kept}, counted once")
+    for (path, kept_path, how), rows in list(pairs.items())[:limit]:
+        runs = len({row["run_id"] for row in rows})
+        if len(rows) == 1:
+            lines.append(_one_duplicate(rows[0], how))
+        elif how == "archived":
+            lines.append(
+                f"duplicate {path}: {runs} runs already archived from this file, which "
+                "changed since it was ingested (read again), each counted once"
+            )
+        elif how == "twice":
+            lines.append(
+                f"duplicate {path}: the same file given twice, {runs} runs each counted once"
+            )
+        elif how == "run":
+            lines.append(
+                f"duplicate {path}: {runs} runs the same as in {kept_path}, each counted once"
+            )
         else:
-            twin = f"{kept} (run {row['kept_run_id']})"
-            lines.append(f"duplicate {copy}: the same recording as {twin}, counted once")
-    if len(rows) > limit:
-        lines.append(f"... and {len(rows) - limit} more duplicate copies, each counted once")
+            lines.append(
+                f"duplicate {path}: {runs} recordings read from {kept_path} under other run "
+                "ids, each counted once"
+            )
+    if len(pairs) > limit:
+        rest = list(pairs.values())[limit:]
+        copies = sum(len(rows) for rows in rest)
+        lines.append(
+            f"... and {len(rest)} more file(s) with duplicate copies ({copies} copies in all), "
+            "each counted once"
+        )
     return lines
+
+
+def _how_duplicate(row: dict[str, Any]) -> str:
+    """Why a copy is a duplicate: ``twice`` (its own file read again in this read),
+    ``archived`` (its own file, changed since an ingest), ``run`` (the same run
+    elsewhere) or ``recording`` (the same recording under another run id)."""
+    if (row["path"], row["line"]) == (row["kept_path"], row["kept_line"]):
+        return "archived" if row.get("kept_archived") else "twice"
+    return "run" if row["kept_run_id"] == row["run_id"] else "recording"
+
+
+def _one_duplicate(row: dict[str, Any], how: str) -> str:
+    copy = ReadProblem(row["path"], row["line"], row["run_id"], "").where
+    kept = RunSource(row["kept_path"], row["kept_line"])
+    if how == "archived":
+        changed = "which changed since it was ingested (read again)"
+        return f"duplicate {copy}: already archived from this file, {changed}, counted once"
+    if how == "twice":
+        return f"duplicate {copy}: the same file given twice, counted once"
+    if how == "run":
+        return f"duplicate {copy}: the same run as {kept}, counted once"
+    return (
+        f"duplicate {copy}: the same recording as {kept} (run {row['kept_run_id']}), counted once"
+    )
 
 
 def unmatched_ids(ids: Iterable[str], runs: Iterable[str]) -> list[str]:
