@@ -26,6 +26,7 @@ BOTH = {
     "gates": ["gates", str(SAMPLE), "--min-offers", "1"],
     "sql": ["sql", str(SAMPLE), "select * from ledger_rows"],
     "compare": ["compare", str(SAMPLE), "--standings", str(STANDINGS)],
+    "whatif": ["whatif", str(SAMPLE), "--policy", "none", "--policy", "sliding:keep=3"],
 }
 
 
@@ -41,7 +42,7 @@ def test_jsonl_rows_equal_the_csv_rows_exactly(command):
     jsonl_text = output([*BOTH[command], "--format", "jsonl"])
     from_jsonl = pl.read_ndjson(io.StringIO(jsonl_text))
     nested = [name for name, dtype in from_jsonl.schema.items() if dtype.is_nested()]
-    from_jsonl = from_jsonl.with_columns(  # sql's CSV holds nested values as JSON text
+    from_jsonl = from_jsonl.with_columns(  # sql's, whatif's CSV: nested values as JSON text
         pl.Series(name, [json.dumps(v) for v in from_jsonl[name].to_list()]) for name in nested
     )
     # A column null in every row (compare's recorded cache use, on snapshots) has no type
@@ -107,7 +108,7 @@ def test_csv_safe_guards_every_formula_start_and_leaves_numbers_alone():
     assert_frame_equal(spreadsheet_safe(frame), expected, check_exact=True)
 
 
-@pytest.mark.parametrize("command", ["outcomes", "gates", "sql", "compare"])
+@pytest.mark.parametrize("command", ["outcomes", "gates", "sql", "compare", "whatif"])
 def test_every_csv_command_takes_csv_safe_and_leaves_ordinary_cells_alone(command):
     plain = output([*BOTH[command], "--format", "csv"])
     assert output([*BOTH[command], "--format", "csv", "--csv-safe"]) == plain

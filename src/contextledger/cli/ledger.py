@@ -32,6 +32,7 @@ from contextledger.cli.common import (
     whole_number,
 )
 from contextledger.cli.terminal import RATE_DECIMALS, Fit, output_width, prose, table_text
+from contextledger.output import nested_as_json
 
 if TYPE_CHECKING:
     import polars as pl
@@ -284,22 +285,6 @@ def _write_ledger(
         click.echo(summary, err=True)
 
 
-def _nested_as_json(frame: pl.DataFrame) -> pl.DataFrame:
-    """List and struct columns as JSON text, for CSV (which holds only flat values)."""
-    import json
-
-    import polars as pl
-
-    def encode(value: object) -> str | None:
-        return None if value is None else json.dumps(value, default=str, ensure_ascii=False)
-
-    nested = [name for name, dtype in frame.schema.items() if dtype.is_nested()]
-    return frame.with_columns(
-        pl.Series(name, [encode(value) for value in frame[name].to_list()], dtype=pl.String)
-        for name in nested
-    )
-
-
 @click.command()
 @click.argument("paths", nargs=-1, type=click.Path())
 @click.argument("query")
@@ -371,7 +356,7 @@ def sql(
         if output_format in ("json", "jsonl"):
             text = result.write_ndjson()  # query rows: JSON Lines
         elif output_format == "csv":
-            text = _csv(_nested_as_json(result), csv_safe)
+            text = _csv(nested_as_json(result), csv_safe)
         else:
             keep = Fit(keep=result.columns[:1])  # the rest give way, the rightmost first
             text = f"{table_text(result, width=output_width(output), fit=keep)}\n"
