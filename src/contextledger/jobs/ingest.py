@@ -110,6 +110,10 @@ class IngestReport:
         """A few lines for people: runs read, refused, bad files, where to look."""
         return "\n".join(self.summary_lines())
 
+    def __repr__(self) -> str:
+        """The summary's first line, not every field (``.summary()`` has it all)."""
+        return f"<IngestReport {self.archive}: {self.summary_lines()[0]}>"
+
     def _repr_html_(self) -> str:
         """In Jupyter: the summary the command prints, not every field."""
         import html

@@ -302,15 +302,23 @@ class ArchiveReplay:
     #: Ids of the selection's ``run_id`` filter that name no run the archive holds.
     unmatched_run_ids: list[str] = field(default_factory=list)
 
+    def _counts(self) -> list[tuple[str, str]]:
+        return [
+            ("runs replayed", f"{self.runs:,} in {self.seconds:.1f} s"),
+            ("left out", self.left_out_text() or "none"),
+        ]
+
+    def __repr__(self) -> str:
+        """How many runs, how fast, what was left out: not the rows (``.rows`` scans them)."""
+        from contextledger.tables.display import summary_text
+
+        return summary_text("ArchiveReplay", self._counts())
+
     def _repr_html_(self) -> str:
         """In Jupyter: how many runs, how fast, what was left out, and the per-policy table."""
         from contextledger.tables.display import summary_html
 
-        facts = [
-            ("runs replayed", f"{self.runs:,} in {self.seconds:.1f} s"),
-            ("left out", self.left_out_text() or "none"),
-        ]
-        return summary_html("What-if over an archive", facts, per_policy(self.rows))
+        return summary_html("What-if over an archive", self._counts(), per_policy(self.rows))
 
     def left_out_text(self) -> str:
         """How many runs were left out and how many problems are named: ``''`` if none.

@@ -68,17 +68,13 @@ class RunTables:
         (a typo, or a run not read: said on stderr, never an error)."""
         return unmatched_ids(self.outcomes["run_id"].to_pylist(), self.known_run_ids())
 
-    def _repr_html_(self) -> str:
-        """In Jupyter: what was read and what was not (each unreadable input where and
-        why, the first ten), not every table's columns."""
+    def _counts(self) -> list[tuple[str, str]]:
+        """What was read, in counts: the facts both reprs show."""
         import pyarrow.compute as pc
-
-        from contextledger.read.snapshot import ReadProblem
-        from contextledger.tables.display import summary_html
 
         read = self.runs.num_rows
         metered = pc.sum(self.runs["metered"].cast("int64")).as_py() or 0
-        facts = [
+        return [
             ("accounting", self.mode),
             ("runs", f"{read:,} ({metered:,} metered, {read - metered:,} refused)"),
             ("offers, uses", f"{self.offers.num_rows:,}, {self.uses.num_rows:,} rows"),
@@ -86,6 +82,20 @@ class RunTables:
             ("duplicate copies", f"{self.duplicates.num_rows:,}"),
             ("inputs not read", f"{self.problems.num_rows:,}"),
         ]
+
+    def __repr__(self) -> str:
+        """Counts per table and of the problems, not the tables (print them by name)."""
+        from contextledger.tables.display import summary_text
+
+        return summary_text(type(self).__name__, self._counts())
+
+    def _repr_html_(self) -> str:
+        """In Jupyter: what was read and what was not (each unreadable input where and
+        why, the first ten), not every table's columns."""
+        from contextledger.read.snapshot import ReadProblem
+        from contextledger.tables.display import summary_html
+
+        facts = self._counts()
         shown = self.problems.slice(0, 10).to_pylist()
         facts += [(ReadProblem(**row).where, row["reason"]) for row in shown]
         if self.problems.num_rows > len(shown):
