@@ -112,3 +112,23 @@ def test_csv_safe_guards_every_formula_start_and_leaves_numbers_alone():
 def test_every_csv_command_takes_csv_safe_and_leaves_ordinary_cells_alone(command):
     plain = output([*BOTH[command], "--format", "csv"])
     assert output([*BOTH[command], "--format", "csv", "--csv-safe"]) == plain
+
+
+def test_the_ledger_table_is_the_csv_with_signals_and_bounds_folded():
+    """One list of the ledger's columns (``ledger_csv_rows``): the table shows the same
+    columns in the same order, the per-signal counts folded into ``used_via`` and the
+    interval's bounds into ``earn_rate_95ci`` after ``earn_rate``, and the same values."""
+    from contextledger.cli.ledger import _printable
+    from contextledger.ledger.compute import compute_ledger
+    from contextledger.ledger.stats import with_uncertainty
+    from contextledger.tables.build import read_runs
+    from contextledger.tables.schema import USED_SIGNAL_COLUMNS
+
+    rows = with_uncertainty(compute_ledger(read_runs(SAMPLE, workers=1)).rows())
+    for_csv, table = _printable(rows, for_csv=True), _printable(rows)
+    folded = [*USED_SIGNAL_COLUMNS.values(), "earn_rate_low", "earn_rate_high"]
+    kept = [name for name in for_csv.columns if name not in folded]
+    assert table.columns == [*kept[: kept.index("earn_rate") + 1], "earn_rate_95ci", "judged"]
+    assert_frame_equal(table.select(kept), for_csv.select(kept), check_exact=True)
+    low, high = rows["earn_rate_low"][0], rows["earn_rate_high"][0]
+    assert table["earn_rate_95ci"][0] == f"[{low:.3f}, {high:.3f}]"
