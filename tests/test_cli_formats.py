@@ -26,6 +26,7 @@ BOTH = {
     "gates": ["gates", str(SAMPLE), "--min-offers", "1"],
     "sql": ["sql", str(SAMPLE), "select * from ledger_rows"],
     "compare": ["compare", str(SAMPLE), "--standings", str(STANDINGS)],
+    "whatif": ["whatif", str(SAMPLE), "--policy", "none", "--policy", "sliding:keep=3"],
 }
 
 
@@ -41,7 +42,7 @@ def test_jsonl_rows_equal_the_csv_rows_exactly(command):
     jsonl_text = output([*BOTH[command], "--format", "jsonl"])
     from_jsonl = pl.read_ndjson(io.StringIO(jsonl_text))
     nested = [name for name, dtype in from_jsonl.schema.items() if dtype.is_nested()]
-    from_jsonl = from_jsonl.with_columns(  # sql's CSV holds nested values as JSON text
+    from_jsonl = from_jsonl.with_columns(  # sql's, whatif's CSV: nested values as JSON text
         pl.Series(name, [json.dumps(v) for v in from_jsonl[name].to_list()]) for name in nested
     )
     # A column null in every row (compare's recorded cache use, on snapshots) has no type
@@ -107,7 +108,27 @@ def test_csv_safe_guards_every_formula_start_and_leaves_numbers_alone():
     assert_frame_equal(spreadsheet_safe(frame), expected, check_exact=True)
 
 
-@pytest.mark.parametrize("command", ["outcomes", "gates", "sql", "compare"])
+@pytest.mark.parametrize("command", ["outcomes", "gates", "sql", "compare", "whatif"])
 def test_every_csv_command_takes_csv_safe_and_leaves_ordinary_cells_alone(command):
     plain = output([*BOTH[command], "--format", "csv"])
     assert output([*BOTH[command], "--format", "csv", "--csv-safe"]) == plain
+
+
+def test_the_ledger_table_is_the_csv_with_signals_and_bounds_folded():
+    """One list of the ledger's columns (``ledger_csv_rows``): the table shows the same
+    columns in the same order, the per-signal counts folded into ``used_via`` and the
+    interval's bounds into ``earn_rate_95ci`` after ``earn_rate``, and the same values."""
+    from contextledger.cli.ledger import _printable
+    from contextledger.ledger.compute import compute_ledger
+    from contextledger.ledger.stats import with_uncertainty
+    from contextledger.tables.build import read_runs
+    from contextledger.tables.schema import USED_SIGNAL_COLUMNS
+
+    rows = with_uncertainty(compute_ledger(read_runs(SAMPLE, workers=1)).rows())
+    for_csv, table = _printable(rows, for_csv=True), _printable(rows)
+    folded = [*USED_SIGNAL_COLUMNS.values(), "earn_rate_low", "earn_rate_high"]
+    kept = [name for name in for_csv.columns if name not in folded]
+    assert table.columns == [*kept[: kept.index("earn_rate") + 1], "earn_rate_95ci", "judged"]
+    assert_frame_equal(table.select(kept), for_csv.select(kept), check_exact=True)
+    low, high = rows["earn_rate_low"][0], rows["earn_rate_high"][0]
+    assert table["earn_rate_95ci"][0] == f"[{low:.3f}, {high:.3f}]"

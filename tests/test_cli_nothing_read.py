@@ -90,3 +90,40 @@ def test_ingest_of_missing_paths_makes_no_archive(tmp_path):
     assert result.exit_code == EXIT_UNREADABLE_INPUT
     assert result.stdout == "" and NOTHING in result.stderr
     assert not archive.exists()
+
+
+@pytest.mark.parametrize("command", ["ledger", "whatif"])
+def test_an_empty_file_is_named_once_and_changes_nothing_else(command, tmp_path):
+    """A file of 0 bytes holds no run (a writer that has not written yet): it is named,
+    skipped, and neither the answer nor the exit status changes, whatever its format."""
+    folder = tmp_path / "runs"
+    folder.mkdir()
+    run = sorted(SAMPLE.iterdir())[0]
+    (folder / run.name).symlink_to(run)
+    args = [*WRITERS[command], "--format", "csv" if command == "ledger" else "jsonl"]
+    alone = invoke(command, str(folder), *args)
+    names = ["empty.json", "empty.json.gz", "traces.jsonl"]
+    for name in names:
+        (folder / name).write_bytes(b"")
+    result = invoke(command, str(folder), *args)
+    assert result.exit_code == alone.exit_code == 0, result.output
+    assert result.stdout == alone.stdout
+    assert result.stderr.splitlines() == [
+        *(
+            f"contextledger: skipped {folder / name}: empty file (0 bytes, no run in it)"
+            for name in names
+        ),
+        *alone.stderr.splitlines(),
+    ]
+
+
+def test_an_empty_file_named_alone_is_an_answer_with_a_note(tmp_path):
+    empty = tmp_path / "empty.json"
+    empty.write_bytes(b"")
+    result = invoke("ledger", str(empty), "--format", "csv")
+    assert result.exit_code == 0
+    assert result.stdout.startswith("id,kind,offered,")
+    assert result.stderr.splitlines()[:2] == [
+        f"contextledger: skipped {empty}: empty file (0 bytes, no run in it)",
+        f"contextledger: no run read from {empty}",
+    ]

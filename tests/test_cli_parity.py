@@ -13,12 +13,12 @@ from contextledger.cli.common import EXIT_UNREADABLE_INPUT
 
 from .conftest import SAMPLE
 
-UNREAD = ("trunc.json.gz", "zero.json")
+UNREAD = ("trunc.json.gz", "white.json")
 
 
 @pytest.fixture(scope="module")
 def damaged(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    """The sample plus a truncated .json.gz and a zero-byte .json, and its archive."""
+    """The sample plus a truncated .json.gz and a .json of white space, and its archive."""
     from contextledger.jobs.ingest import ingest
 
     root = tmp_path_factory.mktemp("parity")
@@ -26,7 +26,7 @@ def damaged(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     shutil.copytree(SAMPLE, folder)
     good = (SAMPLE / "s0003-loop.json.gz").read_bytes()
     (folder / "trunc.json.gz").write_bytes(good[:500])
-    (folder / "zero.json").write_bytes(b"")
+    (folder / "white.json").write_bytes(b" \n")
     ingest([folder], root / "archive", workers=1)
     return folder, root / "archive"
 

@@ -3,9 +3,12 @@ facts at the answer, input tokens, prefix-cache invalidations and their cost."""
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import shutil
 from dataclasses import replace
+from fractions import Fraction
 from pathlib import Path
 
 import polars as pl
@@ -373,6 +376,17 @@ def test_the_cost_arithmetic_is_exact_on_a_small_case():
     row = audit_run(silent, "none", [[a], [a, b, c], [a, b, c, d]])
     assert row["input_tokens"] is None and row["cost_with_cache"] is None
     assert row["input_tokens_from"] is None and row["cache_invalidations"] == 0
+
+
+def test_csv_prints_each_cost_as_its_exact_decimal_on_the_sample():
+    """With the default prices (1.25, 0.1) every cost is a whole number of twentieths:
+    the CSV shows it so (``3541.7``), never a float sum's ``3541.699999999999``."""
+    result = invoke(SAMPLE, "--policy", "none", "--policy", "sliding:keep=6", "--format", "csv")
+    rows = list(csv.DictReader(io.StringIO(result.stdout)))
+    costs = [row["cost_with_cache"] for row in rows if row["cost_with_cache"]]
+    assert (len(costs), len(rows)) == (24, 28)  # 2 runs have no token counts
+    assert [cost for cost in costs if (Fraction(cost) * 20).denominator != 1] == []
+    assert "3541.7" in costs  # s0001-fact-bench under sliding:keep=6
 
 
 def test_cache_prices_must_be_prices():

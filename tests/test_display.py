@@ -1,5 +1,6 @@
 """In Jupyter the result objects show as a short summary (``_repr_html_``): what was read,
-what was left out, and the frame that answers, not a dataclass repr of whole Arrow tables."""
+what was left out, and the frame that answers, not a dataclass repr of whole Arrow tables;
+``repr`` is the same counts on one line."""
 
 from __future__ import annotations
 
@@ -33,7 +34,13 @@ def test_run_tables_show_what_was_read_and_name_what_was_not(tmp_path: Path):
     (runs / "broken.json").write_text('{"not": "a snapshot"', encoding="utf-8")
     tables = read_runs(runs, workers=1).with_outcomes(load_outcomes(OUTCOMES))
     page = tables._repr_html_()
-    assert "pyarrow.Table" in repr(tables) and "pyarrow" not in page
+    assert "pyarrow" not in page
+    assert repr(tables) == (
+        f"<RunTables accounting: corrected; runs: 14 (14 metered, 0 refused); offers, uses: "
+        f"{tables.offers.num_rows:,}, {tables.uses.num_rows:,} rows; outcome labels: "
+        f"{tables.outcomes.num_rows:,} (run, label) pairs; duplicate copies: 0; "
+        "inputs not read: 1>"
+    )
     assert "<strong>Run tables</strong>" in page
     assert "14 (14 metered, 0 refused)" in page
     assert f"{tables.offers.num_rows:,}, {tables.uses.num_rows:,} rows" in page
@@ -52,6 +59,7 @@ def test_run_tables_count_refused_runs_apart():
 def test_the_ledger_shows_its_rows_worst_first_under_its_counts():
     ledger = compute_ledger(read_runs(SAMPLE, workers=1))
     page = ledger._repr_html_()
+    assert repr(ledger) == "<Ledger runs recorded: 14; pieces: 40>"
     assert "runs recorded</th><td" in page and ">14</td>" in page and ">40</td>" in page
     worst, best = ledger.rows()["id"][0], ledger.rows()["id"][-1]
     assert page.index(f"&quot;{worst}&quot;") < page.index(f"&quot;{best}&quot;")
@@ -61,6 +69,7 @@ def test_archive_tables_show_the_selection_without_reading_a_table(archive: Path
     tables = archive_tables([f"{archive}?since=2020-01-01&label=bad"], "corrected")
     assert tables is not None
     page = tables._repr_html_()
+    assert repr(tables).startswith(f"<ArchiveTables archive: {archive}; accounting: corrected;")
     assert tables._cache == {}  # nothing collected
     assert str(archive) in page and "since=2020-01-01&amp;label=bad" in page
     assert "1 of 1" in page and "14 (before the run id and label filters)" in page
@@ -73,6 +82,10 @@ def test_a_what_if_over_an_archive_shows_its_runs_and_its_policy_table(archive: 
     replay = whatif_archive(str(archive), parse_policies(["none", "sliding:keep=3"]))
     assert replay is not None
     page = replay._repr_html_()
+    assert (
+        repr(replay)
+        == f"<ArchiveReplay runs replayed: 14 in {replay.seconds:.1f} s; left out: none>"
+    )
     assert f"{replay.runs:,} in " in page and "left out</th><td" in page and ">none</td>" in page
     assert "&quot;sliding:keep=3&quot;" in page
     assert replay.per_run.height == 2 * replay.runs
@@ -82,3 +95,4 @@ def test_an_ingest_report_shows_its_summary(tmp_path: Path, archive: Path):
     report = ingest([SAMPLE], tmp_path / "again", workers=1)
     page = report._repr_html_()
     assert page.startswith("<pre>") and report.summary().splitlines()[0] in page
+    assert repr(report) == f"<IngestReport {report.archive}: {report.summary_lines()[0]}>"

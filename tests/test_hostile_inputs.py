@@ -340,17 +340,20 @@ def test_a_link_up_out_of_the_input_folder_is_a_loop_not_a_way_into_the_tree_aro
 
 def test_an_empty_file_says_so_and_a_misshapen_wrapper_names_its_run(tmp_path: Path):
     """An empty file read as "invalid JSON: Input data was truncated"; a wrapper whose
-    snapshot had the wrong shape was named without the run id it carries."""
+    snapshot had the wrong shape was named without the run id it carries. A file of 0
+    bytes holds no run and is no problem (listed in ``empty``, said in a warning); one
+    of white space only is."""
     (tmp_path / "zero.json").write_bytes(b"")
     (tmp_path / "blank.json").write_text("  \n")
     (tmp_path / "shape.json").write_text('{"run_id": "r-7", "snapshot": {"commitLog": "x"}}')
     (tmp_path / "odd.json").write_text('{"run_id": ["not", "an", "id"], "snapshot": 3}')
-    tables = read_runs(tmp_path, workers=1)
+    with pytest.warns(UserWarning, match="zero.json: empty file"):
+        tables = read_runs(tmp_path, workers=1)
+    assert tables.empty == (str(tmp_path / "zero.json"),)
     problems = {Path(row["path"]).name: row for row in tables.problems.to_pylist()}
-    assert (
-        problems["zero.json"]["reason"]
-        == problems["blank.json"]["reason"]
-        == ("empty: no JSON in it")
+    assert "zero.json" not in problems
+    assert problems["blank.json"]["reason"] == (
+        "blank: no JSON in it (only white space, or a gzip of nothing)"
     )
     assert problems["shape.json"]["run_id"] == "r-7"
     assert "got `str` - at `$.snapshot.commitLog`" in problems["shape.json"]["reason"]

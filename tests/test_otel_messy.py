@@ -68,6 +68,27 @@ def test_two_traces_of_one_conversation_copied_are_one_duplicate_line(tmp_path):
     assert len(rows) == tables.runs.num_rows == 3
 
 
+def test_a_copied_folder_of_traces_says_each_file_once_with_its_count(tmp_path):
+    """Each trace file copied holds many runs on a few lines: one line per file copied,
+    counting its runs, not one per run and line."""
+    names = ["genai-anthropic.jsonl.gz", "openai-v2-latest.jsonl"]
+    for folder in ("a", "b"):
+        (tmp_path / folder).mkdir()
+        for name in names:
+            shutil.copyfile(_trace(name), tmp_path / folder / name)
+    result = CliRunner().invoke(main, ["ledger", str(tmp_path / "a"), str(tmp_path / "b")])
+    tables = read_runs([tmp_path / "a"], workers=1)
+    paths = tables.runs["source_path"].to_pylist()
+    counts = [paths.count(str(tmp_path / "a" / name)) for name in names]
+    assert counts == [8, 5]
+    duplicates = [line for line in result.stderr.splitlines() if "duplicate" in line]
+    assert duplicates == [
+        f"contextledger: duplicate {tmp_path / 'b' / name}: {count} runs the same as in "
+        f"{tmp_path / 'a' / name}, each counted once"
+        for name, count in zip(names, counts, strict=True)
+    ]
+
+
 @pytest.mark.parametrize("command", COMMANDS, ids=lambda c: c[0])
 def test_every_command_names_messy_inputs_without_a_traceback(tmp_path, command):
     cut, held = _cut_line(tmp_path)

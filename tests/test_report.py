@@ -420,9 +420,21 @@ def test_the_findings_recommend_the_cheapest_policy_keeping_nearly_every_fact():
     assert advice == (
         "Recommended window policy: sliding:keep=6, the cheapest compared that brings at "
         "least 95% of the facts keeping everything (none) brings to the answer turn: 6 of 6 "
-        "declared facts (none: 6) for ~29,837 input tokens instead of ~34,493 (13.5% fewer)."
+        "declared facts (none: 6) for ~29,837 input tokens instead of ~34,493 (13.5% fewer). "
+        "Input tokens are not the whole cost: with a prompt cache it costs ~19,249 against "
+        "~12,588 for none (52.9% more), as a window that drops or rewrites messages breaks "
+        "the cached prefix (see the cost chart)."
     )
     assert advice in findings(sample_report())
+
+
+def test_the_recommendation_weighs_its_cache_cost_from_the_audit():
+    """The pick is made on input tokens; the sentence gives what the audit prices it at
+    with a prompt cache against the baseline, the same sums the cost chart draws."""
+    data = sample_report()
+    costs = dict(data.audit.group_by("policy").agg(pl.col("cost_with_cache").sum()).iter_rows())
+    advice = recommendation(data) or ""
+    assert f"~{costs['sliding:keep=6']:,.0f} against ~{costs['none']:,.0f} for none" in advice
 
 
 def test_nearly_is_the_documented_threshold(monkeypatch):

@@ -428,3 +428,41 @@ def test_a_named_copy_takes_its_twins_place_in_the_run_order(tmp_path):
     assert identity.place("copy", RunSource("e/copy.json"), "d1", "x") is None
     kept = {(row["path"], row["kept_run_id"]) for row in identity.duplicates}
     assert kept == {("c/twin.jsonl", "loop"), ("a/twin.jsonl", "loop"), ("e/copy.json", "loop")}
+
+
+def test_a_trace_file_appended_to_since_its_ingest_says_so_not_given_twice(tmp_path):
+    """Its earlier lines are read again with it: the runs on them are the archive's own,
+    named as such (it changed since it was ingested), not as one file given twice."""
+    lines = (SAMPLE.parent / "otel" / "traces" / "openai-v2-latest.jsonl").read_bytes()
+    head, rest = lines.splitlines(keepends=True)[:2], lines.splitlines(keepends=True)[2:]
+    traces = tmp_path / "in" / "t.jsonl"
+    traces.parent.mkdir()
+    traces.write_bytes(b"".join(head))
+    ingest([traces.parent], tmp_path / "archive", workers=1)
+    traces.write_bytes(b"".join(head + rest))
+    again = ingest([traces.parent], tmp_path / "archive", workers=1)
+    duplicates = [line for line in again.summary_lines() if "duplicate" in line]
+    assert again.runs_conflicting == 0
+    assert duplicates == [
+        f"  duplicate {traces}: 2 runs already archived from this file, which changed since "
+        "it was ingested (read again), each counted once"
+    ]
+
+
+def test_a_snapshot_rewritten_since_its_ingest_is_a_conflict_not_a_duplicate(tmp_path):
+    """The same run id with other content in the same file: not added, quarantined, and
+    the reason says the file changed since it was ingested."""
+    snapshot = tmp_path / "in" / LOOP.name
+    snapshot.parent.mkdir()
+    shutil.copyfile(LOOP, snapshot)
+    ingest([snapshot.parent], tmp_path / "archive", workers=1)
+    document = json.loads(gzip.decompress(LOOP.read_bytes()))
+    document["snapshot"]["commitLog"].pop()
+    snapshot.write_bytes(gzip.compress(json.dumps(document).encode()))
+    again = ingest([snapshot.parent], tmp_path / "archive", workers=1)
+    assert (again.runs_added, again.runs_already_archived, again.runs_conflicting) == (0, 0, 1)
+    assert again.duplicates == []
+    assert [problem["reason"] for problem in again.problems] == [
+        f"run_id s0003-loop already archived from {snapshot}, which changed since it was "
+        "ingested, with different content; this copy was not counted (the first copy is kept)"
+    ]

@@ -16,20 +16,80 @@ import os
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
+from agent_loops import MODEL_ANTHROPIC, MODEL_OPENAI
 from families import FAMILIES, INSTRUMENT_OPTIONS, INSTRUMENTORS, Family
 
-# The distribution whose version a family's client is.
-CLIENT_DISTRIBUTIONS = {
-    "openai": "openai",
-    "openai-responses": "openai",
-    "anthropic": "anthropic",
-    "langchain-openai": "langchain-openai",
-    "openai-agents": "openai-agents",
+
+@dataclass(frozen=True)
+class Client:
+    """What recording with one kind of client takes, in one place: a family names its
+    client (``Family.client``) and everything below follows from it."""
+
+    #: The distribution whose version the truth records.
+    distribution: str
+    #: The ``agent_loops`` function that runs one segment of a scenario.
+    loop: str
+    #: Makes the client, pointed at the fake server.
+    make: Callable[[Any], Any]
+    #: The model every request names (and the root span, for util-genai's agent span).
+    model: str = MODEL_OPENAI
+    #: How the scripted tool call ids start, as this provider's do.
+    call_id_prefix: str = "call_"
+    #: Whether the conversation starts with the scenario's system message (else the loop
+    #: sends it as its API wants, or not at all).
+    system_message: bool = False
+
+
+def _openai(server: Any) -> Any:
+    import openai
+
+    return openai.OpenAI(base_url=server.openai_base_url, api_key="sk-scripted", max_retries=0)
+
+
+def _openai_async(server: Any) -> Any:
+    import openai
+
+    return openai.AsyncOpenAI(base_url=server.openai_base_url, api_key="sk-scripted", max_retries=0)
+
+
+def _langchain_openai(server: Any) -> Any:
+    from langchain_openai import ChatOpenAI
+
+    return ChatOpenAI(
+        model=MODEL_OPENAI,
+        base_url=server.openai_base_url,
+        api_key="sk-scripted",
+        max_retries=0,
+        stream_usage=True,
+    )
+
+
+def _anthropic(server: Any) -> Any:
+    import anthropic
+
+    return anthropic.Anthropic(
+        base_url=server.anthropic_base_url, api_key="sk-ant-scripted", max_retries=0
+    )
+
+
+CLIENTS: dict[str, Client] = {
+    "openai": Client("openai", "openai_segment", _openai, system_message=True),
+    "openai-responses": Client("openai", "openai_responses_segment", _openai),
+    "anthropic": Client(
+        "anthropic",
+        "anthropic_segment",
+        _anthropic,
+        model=MODEL_ANTHROPIC,
+        call_id_prefix="toolu_",
+    ),
+    "langchain-openai": Client("langchain-openai", "langchain_segment", _langchain_openai),
+    # The Agents SDK runs the loop itself: the run's truth is the fake server's exchanges.
+    "openai-agents": Client("openai-agents", "openai_agents_segment", _openai_async),
 }
 
 
@@ -78,7 +138,7 @@ def main() -> None:
         "instrumentation_version": version(family.instrumentations[0]),
         "instrumentations": {name: version(name) for name in family.instrumentations},
         "client": family.client,
-        "client_version": version(CLIENT_DISTRIBUTIONS[family.client]),
+        "client_version": version(CLIENTS[family.client].distribution),
         "environment": family.env,
         "content_captured": family.content_captured,
         "records_tool_definitions": family.records_tool_definitions,
@@ -125,7 +185,7 @@ def record(family: Family, out: Path) -> tuple[list[dict[str, Any]], list[str]]:
         instrumentors.append(instrumentor)
     runs: list[dict[str, Any]] = []
     with FakeModelServer() as server:
-        client = _client(family, server)
+        client = CLIENTS[family.client].make(server)
         for scenario_name in family.scenarios:
             rotate: Callable[[], None] | None = None
             if family.rotate_in == scenario_name:
@@ -143,35 +203,6 @@ def record(family: Family, out: Path) -> tuple[list[dict[str, Any]], list[str]]:
     return runs, [path.name for path in exporter.paths]
 
 
-def _client(family: Family, server: Any) -> Any:
-    if family.client in ("openai", "openai-responses"):
-        import openai
-
-        return openai.OpenAI(base_url=server.openai_base_url, api_key="sk-scripted", max_retries=0)
-    if family.client == "openai-agents":
-        import openai
-
-        return openai.AsyncOpenAI(
-            base_url=server.openai_base_url, api_key="sk-scripted", max_retries=0
-        )
-    if family.client == "langchain-openai":
-        from agent_loops import MODEL_OPENAI
-        from langchain_openai import ChatOpenAI
-
-        return ChatOpenAI(
-            model=MODEL_OPENAI,
-            base_url=server.openai_base_url,
-            api_key="sk-scripted",
-            max_retries=0,
-            stream_usage=True,
-        )
-    import anthropic
-
-    return anthropic.Anthropic(
-        base_url=server.anthropic_base_url, api_key="sk-ant-scripted", max_retries=0
-    )
-
-
 def _record_scenario(
     family: Family,
     scenario_name: str,
@@ -184,7 +215,8 @@ def _record_scenario(
     import scenarios
     from opentelemetry import trace
 
-    prefix = "toolu_" if family.client == "anthropic" else "call_"
+    setup = CLIENTS[family.client]
+    prefix = setup.call_id_prefix
     scenario = scenarios.build(
         scenario_name, call_id_prefix=f"{prefix}{scenario_name.replace('-', '')}_"
     )
@@ -196,15 +228,9 @@ def _record_scenario(
         _genai_handler(provider) if family.root == "invoke_agent" or family.tool_spans else None
     )
     messages: list[dict[str, Any]] = (
-        [{"role": "system", "content": scenario.system}] if family.client == "openai" else []
+        [{"role": "system", "content": scenario.system}] if setup.system_message else []
     )
-    loop = {
-        "openai": agent_loops.openai_segment,
-        "anthropic": agent_loops.anthropic_segment,
-        "langchain-openai": agent_loops.langchain_segment,
-        "openai-agents": agent_loops.openai_agents_segment,
-        "openai-responses": agent_loops.openai_responses_segment,
-    }[family.client]
+    loop = getattr(agent_loops, setup.loop)
     segments: list[dict[str, Any]] = []
     total_calls = sum(len(segment.steps) for segment in scenario.segments)
     made = 0
@@ -288,9 +314,7 @@ def _root(
     family: Family, tracer: Any, handler: Any, conversation_id: str | None
 ) -> AbstractContextManager[Any]:
     """What wraps one agent invocation: the trace's root span."""
-    from agent_loops import MODEL_ANTHROPIC, MODEL_OPENAI
-
-    model = MODEL_ANTHROPIC if family.client == "anthropic" else MODEL_OPENAI
+    model = CLIENTS[family.client].model
     if family.root == "invoke_agent":
         return handler.invoke_local_agent(
             agent_name="recorder-agent", request_model=model, conversation_id=conversation_id

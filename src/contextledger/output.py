@@ -159,3 +159,26 @@ def spreadsheet_safe(frame: pl.DataFrame) -> pl.DataFrame:
         for name, dtype in frame.schema.items()
         if dtype == pl.String
     )
+
+
+def nested_as_json(frame: pl.DataFrame) -> pl.DataFrame:
+    """List and struct columns as JSON text, for CSV (which holds only flat values): the
+    same columns as JSON Lines and Parquet give (``sql``, ``whatif``); null stays null.
+
+    >>> import polars as pl
+    >>> frame = pl.DataFrame({"id": ["a", "b"], "kept": [[1, 2], None]})
+    >>> nested_as_json(frame).rows()
+    [('a', '[1, 2]'), ('b', None)]
+    """
+    import json
+
+    import polars as pl
+
+    def encode(value: object) -> str | None:
+        return None if value is None else json.dumps(value, default=str, ensure_ascii=False)
+
+    nested = [name for name, dtype in frame.schema.items() if dtype.is_nested()]
+    return frame.with_columns(
+        pl.Series(name, [encode(value) for value in frame[name].to_list()], dtype=pl.String)
+        for name in nested
+    )

@@ -325,10 +325,20 @@ class ArchiveTables(RunTables):
             self._verify((table,))
         self._handed = True
 
+    def __repr__(self) -> str:
+        """Which archive and selection, from the commits, reading no table."""
+        from contextledger.tables.display import summary_text
+
+        return summary_text("ArchiveTables", self._counts())
+
     def _repr_html_(self) -> str:
         """In Jupyter: which archive and selection, from the commits, reading no table."""
         from contextledger.tables.display import summary_html
 
+        return summary_html("Archive tables", self._counts())
+
+    def _counts(self) -> list[tuple[str, str]]:
+        """The archive, its selection and what it holds, from the commits alone."""
         chosen = self.selection
         filters = [
             f"{name}={value if isinstance(value, str) else ','.join(value)}"
@@ -343,14 +353,13 @@ class ArchiveTables(RunTables):
         runs = f"{sum(commit.run_count for commit in self._commits):,}"
         if chosen.run_ids is not None or chosen.labels is not None:
             runs += " (before the run id and label filters)"
-        facts = [
+        return [
             ("archive", str(self.archive.root)),
             ("accounting", self.mode),
             ("selection", "&".join(filters) or "every run"),
             ("commits selected", f"{len(self._commits):,} of {len(self.archive.commits):,}"),
             ("runs in them", runs),
         ]
-        return summary_html("Archive tables", facts)
 
     # ── what is selected ───────────────────────────────────────────
     @property

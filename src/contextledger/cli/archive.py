@@ -152,7 +152,7 @@ def ingest_command(
     except (ArchiveError, ValueError) as error:
         _fail(_error_lines(error))
         raise  # unreachable: _fail exits
-    _name_skipped(report.files_skipped)
+    _name_skipped(report.files_skipped, report.files_empty)
     click.echo(terminal_lines(report.summary_lines()))
     if report.problems:
         sys.exit(EXIT_UNREADABLE_INPUT)

@@ -20,6 +20,7 @@ from contextledger.read.snapshot import (
     MAX_DOCUMENT_MB_ENV,
     ReadError,
     ReadProblem,
+    describe_empty,
     describe_skipped,
 )
 from contextledger.tables import ACCOUNTING_MODES
@@ -352,7 +353,7 @@ def _read_inputs(
     runs = tables.runs.column("run_id").to_pylist()
     if archived is not None:
         _name_unmatched_run_ids(archived.unmatched_run_ids())
-    _name_skipped(tables.skipped)
+    _name_skipped(tables.skipped, tables.empty)
     for problem in tables.problems.to_pylist():
         _warn(f"skipped {ReadProblem(**problem).where}: {problem['reason']}")
     _refuse_if_nothing_read(len(runs), tables.problems.num_rows)
@@ -441,11 +442,13 @@ def _name_unmatched_run_ids(ids: Sequence[str]) -> None:
         _warn(line)
 
 
-def _name_skipped(skipped: Sequence[str]) -> None:
-    """Say on stderr which files in input folders were not read for their names (a note:
-    the exit status stays as it is)."""
+def _name_skipped(skipped: Sequence[str], empty: Sequence[str] = ()) -> None:
+    """Say on stderr which files in input folders were not read for their names, and
+    which files were empty (notes: the exit status stays as it is)."""
     line = describe_skipped(skipped)
     if line is not None:
+        _warn(line)
+    for line in describe_empty(empty):
         _warn(line)
 
 

@@ -32,6 +32,7 @@ from contextledger.cli.common import (
     whole_number,
 )
 from contextledger.cli.terminal import RATE_DECIMALS, Fit, output_width, prose, table_text
+from contextledger.output import nested_as_json
 
 if TYPE_CHECKING:
     import polars as pl
@@ -49,32 +50,26 @@ def _a_number(_ctx: click.Context, _param: click.Parameter, value: float) -> flo
 def _printable(rows: pl.DataFrame, *, for_csv: bool = False) -> pl.DataFrame:
     """Nested columns as short text, for the table and CSV (JSON Lines too). CSV keeps
     ``earn_rate_low`` / ``earn_rate_high`` as numbers, and the per-signal counts, as
-    Parquet does (:func:`~contextledger.ledger.stats.ledger_csv_rows`); the table shows
-    the interval as ``[low, high]`` at the earn rate's decimals."""
+    Parquet does (:func:`~contextledger.ledger.stats.ledger_csv_rows`, the one list of
+    the columns); the table is those columns without the per-signal counts (``used_via``
+    says them) and with the interval as ``[low, high]`` at the earn rate's decimals."""
     import polars as pl
 
-    from contextledger.ledger.stats import ledger_csv_rows, outcomes_text, used_via_text
+    from contextledger.ledger.stats import ledger_csv_rows
+    from contextledger.tables.schema import USED_SIGNAL_COLUMNS
 
+    shown = ledger_csv_rows(rows)
     if for_csv:
-        return ledger_csv_rows(rows)
+        return shown
     interval = (
         pl.struct(low="earn_rate_low", high="earn_rate_high")
         .map_elements(_interval_text, return_dtype=pl.String)
         .alias("earn_rate_95ci")
     )
-    return rows.select(
-        "id",
-        "kind",
-        "offered",
-        "approx_tokens_spent",
-        "used",
-        used_via_text().alias("used_via"),
-        "runs_seen",
-        outcomes_text().alias("outcomes"),
-        "earn_rate",
-        interval,
-        "judged",
-    )
+    folded = {*USED_SIGNAL_COLUMNS.values(), "earn_rate_low", "earn_rate_high"}
+    columns = [name for name in shown.columns if name not in folded]
+    columns.insert(columns.index("earn_rate") + 1, "earn_rate_95ci")
+    return shown.with_columns(interval).select(columns)
 
 
 def _interval_text(bounds: dict[str, float | None]) -> str | None:
@@ -284,22 +279,6 @@ def _write_ledger(
         click.echo(summary, err=True)
 
 
-def _nested_as_json(frame: pl.DataFrame) -> pl.DataFrame:
-    """List and struct columns as JSON text, for CSV (which holds only flat values)."""
-    import json
-
-    import polars as pl
-
-    def encode(value: object) -> str | None:
-        return None if value is None else json.dumps(value, default=str, ensure_ascii=False)
-
-    nested = [name for name, dtype in frame.schema.items() if dtype.is_nested()]
-    return frame.with_columns(
-        pl.Series(name, [encode(value) for value in frame[name].to_list()], dtype=pl.String)
-        for name in nested
-    )
-
-
 @click.command()
 @click.argument("paths", nargs=-1, type=click.Path())
 @click.argument("query")
@@ -371,7 +350,7 @@ def sql(
         if output_format in ("json", "jsonl"):
             text = result.write_ndjson()  # query rows: JSON Lines
         elif output_format == "csv":
-            text = _csv(_nested_as_json(result), csv_safe)
+            text = _csv(nested_as_json(result), csv_safe)
         else:
             keep = Fit(keep=result.columns[:1])  # the rest give way, the rightmost first
             text = f"{table_text(result, width=output_width(output), fit=keep)}\n"

@@ -37,7 +37,7 @@ from contextledger.cli.common import (
     standings_option,
 )
 from contextledger.cli.terminal import Fit, output_width, prose, table_text
-from contextledger.output import terminal_text
+from contextledger.output import nested_as_json, terminal_text
 from contextledger.read.snapshot import ReadProblem
 
 if TYPE_CHECKING:
@@ -103,11 +103,13 @@ COMPARE_FIT = Fit(
 )
 @standings_option()
 @format_option(
-    ["table", "json", "jsonl", "parquet"],
+    ["table", "json", "jsonl", "csv", "parquet"],
     help="table: one row per policy over the runs, fitted to the terminal; json and jsonl: "
-    "JSON Lines, one object per (run, policy); parquet: the same rows (needs -o).",
+    "JSON Lines, one object per (run, policy); csv: the same rows and columns (visits "
+    "and answer as JSON text); parquet: the same rows (needs -o).",
 )
 @output_option
+@csv_safe_option
 @max_document_option
 @engine_option
 @progress_option
@@ -117,6 +119,7 @@ def whatif_command(
     standings_file: str | None,
     output_format: str,
     output: str | None,
+    csv_safe: bool,
     engine: str,
     progress: bool | None,
 ) -> None:
@@ -172,7 +175,7 @@ def whatif_command(
         inputs = sourced.read_inputs(paths, meter=meter)
         meter.close()  # the notes below on lines of their own
         problems = list(inputs.problems)
-        _name_skipped(inputs.skipped)
+        _name_skipped(inputs.skipped, inputs.empty)
         _name_duplicates(inputs.duplicates)
         _name_unmatched(
             "standings",
@@ -203,13 +206,15 @@ def whatif_command(
     else:
         if rows == "json":
             text = per_run.lazy().collect().write_ndjson()
+        elif rows == "csv":
+            text = _csv(nested_as_json(per_run.lazy().collect()), csv_safe)
         else:
             table = replayed.display_table(replayed.per_policy(per_run))
             width = output_width(output)
             shown = table_text(table, width=width, fit=WHATIF_FIT)
             text = f"{shown}\n{prose(note, width)}\n"
         _emit(text, output)
-        if rows == "json" or output:
+        if rows in ("json", "csv") or output:
             click.echo(note, err=True)
     if problems:
         sys.exit(EXIT_UNREADABLE_INPUT)
@@ -350,7 +355,7 @@ def report_command(
     archived = isinstance(data.tables, ArchiveTables)
     if isinstance(data.tables, ArchiveTables):
         _name_unmatched_run_ids(data.tables.unmatched_run_ids())
-    _name_skipped(data.tables.skipped)
+    _name_skipped(data.tables.skipped, data.tables.empty)
     for problem in data.tables.problems.to_pylist():
         _warn(f"skipped {ReadProblem(**problem).where}: {problem['reason']}")
     _name_duplicates(data.tables.duplicates)
@@ -457,7 +462,7 @@ def compare_command(
         _fail(str(error))
         raise  # unreachable: _fail exits
     _name_unmatched_run_ids(found.unmatched_run_ids)
-    _name_skipped(found.skipped)
+    _name_skipped(found.skipped, found.empty)
     _name_duplicates(found.duplicates)
     if standings is not None:
         _name_unmatched("standings", standings.column("run_id").to_pylist(), found.run_ids)

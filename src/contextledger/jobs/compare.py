@@ -67,6 +67,7 @@ class Comparison:
     problems: list[ReadProblem] = field(default_factory=list)
     duplicates: pa.Table = field(default_factory=lambda: schema.empty(DUPLICATES))
     skipped: list[str] = field(default_factory=list)
+    empty: list[str] = field(default_factory=list)  # files of 0 bytes: no run in them
     #: The run ids read (to name standings rows that match none).
     run_ids: list[str] = field(default_factory=list)
     #: Over an archive: how many selected runs were left out (``''``: none, or snapshots).
@@ -135,6 +136,7 @@ def compare(
         problems=list(inputs.problems),
         duplicates=inputs.duplicates,
         skipped=list(inputs.skipped),
+        empty=list(inputs.empty),
         run_ids=[stream.run_id for stream in inputs.streams],
         notes=[note for stream in inputs.streams for note in stream.notes],
     )

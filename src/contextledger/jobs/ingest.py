@@ -85,6 +85,7 @@ class IngestReport:
     files_found: int = 0
     #: Files in input folders not read because of their names (``find_snapshot_files``).
     files_skipped: list[str] = field(default_factory=list)
+    files_empty: list[str] = field(default_factory=list)  # 0 bytes: no run, not recorded
     files_unchanged: int = 0  # already ingested with the same content: not read again
     files_read: int = 0
     bytes_read: int = 0
@@ -108,6 +109,10 @@ class IngestReport:
     def summary(self) -> str:
         """A few lines for people: runs read, refused, bad files, where to look."""
         return "\n".join(self.summary_lines())
+
+    def __repr__(self) -> str:
+        """The summary's first line, not every field (``.summary()`` has it all)."""
+        return f"<IngestReport {self.archive}: {self.summary_lines()[0]}>"
 
     def _repr_html_(self) -> str:
         """In Jupyter: the summary the command prints, not every field."""
@@ -221,6 +226,7 @@ def ingest(
         found = find_snapshot_files(list(paths))
         files = found.files
         report.files_found, report.files_skipped = len(files), found.skipped
+        report.files_empty = found.empty
         pending = _Pending(archive, date, report)
         if outcomes is not None:
             pending.add_outcomes(Path(outcomes), known)

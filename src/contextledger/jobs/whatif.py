@@ -58,6 +58,8 @@ class WhatIfInputs:
     duplicates: pa.Table = field(default_factory=lambda: schema.empty(DUPLICATES))
     #: Files in input folders not read because of their names (``find_snapshot_files``).
     skipped: list[str] = field(default_factory=list)
+    #: Files of 0 bytes, not opened: no run, no problem (``find_snapshot_files``).
+    empty: list[str] = field(default_factory=list)
 
 
 def read_inputs(paths_or_runs: Any, *, meter: Progress | None = None) -> WhatIfInputs:
@@ -84,6 +86,7 @@ def read_inputs(paths_or_runs: Any, *, meter: Progress | None = None) -> WhatIfI
         else:
             found = find_snapshot_files([item])
             inputs.skipped.extend(found.skipped)
+            inputs.empty.extend(found.empty)
             for done, path in enumerate(found.files):
                 if meter is not None and meter.due():
                     meter.show(_reading_line(len(taken.runs), done, len(found.files), meter))
@@ -162,6 +165,7 @@ def read_with_tables(
     )
     taken.finish(inputs)
     inputs.skipped = list(next(iter(found.values())).skipped) if found else []
+    inputs.empty = list(next(iter(found.values())).empty) if found else []
     return found, inputs
 
 
@@ -298,15 +302,23 @@ class ArchiveReplay:
     #: Ids of the selection's ``run_id`` filter that name no run the archive holds.
     unmatched_run_ids: list[str] = field(default_factory=list)
 
+    def _counts(self) -> list[tuple[str, str]]:
+        return [
+            ("runs replayed", f"{self.runs:,} in {self.seconds:.1f} s"),
+            ("left out", self.left_out_text() or "none"),
+        ]
+
+    def __repr__(self) -> str:
+        """How many runs, how fast, what was left out: not the rows (``.rows`` scans them)."""
+        from contextledger.tables.display import summary_text
+
+        return summary_text("ArchiveReplay", self._counts())
+
     def _repr_html_(self) -> str:
         """In Jupyter: how many runs, how fast, what was left out, and the per-policy table."""
         from contextledger.tables.display import summary_html
 
-        facts = [
-            ("runs replayed", f"{self.runs:,} in {self.seconds:.1f} s"),
-            ("left out", self.left_out_text() or "none"),
-        ]
-        return summary_html("What-if over an archive", facts, per_policy(self.rows))
+        return summary_html("What-if over an archive", self._counts(), per_policy(self.rows))
 
     def left_out_text(self) -> str:
         """How many runs were left out and how many problems are named: ``''`` if none.

@@ -42,12 +42,21 @@ class Ledger:
         """Both ledgers' counts added, as ``importJSON`` does (self's rows first)."""
         return merge_ledgers([self, other])
 
+    def _counts(self) -> list[tuple[str, str]]:
+        return [("runs recorded", f"{self.runs_recorded:,}"), ("pieces", f"{self.frame.height:,}")]
+
+    def __repr__(self) -> str:
+        """How many runs and pieces, not the frame (``ledger.rows()`` prints it)."""
+        from contextledger.tables.display import summary_text
+
+        return summary_text("Ledger", self._counts())
+
     def _repr_html_(self) -> str:
         """In Jupyter: the rows worst first, under how many runs and pieces they cover."""
         from contextledger.tables.display import summary_html
 
-        facts = [("runs recorded", f"{self.runs_recorded:,}"), ("pieces", f"{self.frame.height:,}")]
-        return summary_html("Context ledger, worst earn rate first", facts, self.rows())
+        title = "Context ledger, worst earn rate first"
+        return summary_html(title, self._counts(), self.rows())
 
 
 def _empty_frame() -> pl.DataFrame:

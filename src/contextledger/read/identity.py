@@ -35,7 +35,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import pyarrow as pa
 
@@ -54,6 +54,8 @@ DUPLICATES = pa.schema(
         pa.field("kept_line", pa.int64()),
         # the kept copy's run id: another when one recording arrived under two ids
         pa.field("kept_run_id", pa.string(), nullable=False),
+        # the kept copy is an archive's (ingested before), not one read now (null: no)
+        pa.field("kept_archived", pa.bool_()),
     ]
 )
 
@@ -103,6 +105,8 @@ class _Copy:
     slot: int | None = None
     #: The copy that took its place (a copy of the same recording with more identity).
     replaced_by: _Copy | None = None
+    #: Whether it is an archive's copy (ingested before): its file may have changed since.
+    archived: bool = False
 
     def kept(self) -> _Copy:
         """The copy counted for this one's recording now."""
@@ -123,9 +127,16 @@ class _Copy:
 
     def same_run_as(self, other: _Copy) -> bool:
         """Whether the two copies hold the same recording: the same source, the same
-        content, or (only then re-read and decoded) the same snapshot as a JSON value."""
+        content, or (only then re-read and decoded) the same snapshot as a JSON value.
+
+        An archived copy's file may have changed since it was ingested (a snapshot
+        rewritten, a trace file appended to): at the same source, only the content digest
+        stored then can tell, since re-reading the file would read the new content."""
         if self.source == other.source:
-            return True
+            if not (self.archived or other.archived):
+                return True  # one file given twice in this read: the same bytes
+            mine, theirs = self.content(), other.content()
+            return not mine or not theirs or mine == theirs
         mine, theirs = self.content(), other.content()
         if mine is not None and mine == theirs:
             return True
@@ -188,7 +199,9 @@ class RunIdentity:
         earlier = self._seen.get(run_id)
         if earlier is None and run_id in self.known:
             known_digest, known_path, known_line = self.known[run_id]
-            earlier = _Copy(RunSource(known_path, known_line), known_digest, run_id=run_id)
+            earlier = _Copy(
+                RunSource(known_path, known_line), known_digest, run_id=run_id, archived=True
+            )
             self._seen[run_id] = earlier
         copy = _Copy(source, digest, run_id=run_id, named=named)
         if earlier is None:
@@ -201,6 +214,9 @@ class RunIdentity:
         if copy.same_run_as(earlier):
             return self._settle(copy, earlier.kept(), execution_id)
         reason = f"run_id {run_id} already read from {earlier.source} {CONFLICT_NOTE}"
+        if earlier.archived and earlier.source == source:
+            changed = "which changed since it was ingested,"
+            reason = f"run_id {run_id} already archived from {source}, {changed} {CONFLICT_NOTE}"
         self.conflicts.append(ReadProblem(source.path, source.line, run_id, reason))
         return None
 
@@ -242,13 +258,14 @@ class RunIdentity:
         counted = self._executions.setdefault(execution_id, [])
         if not counted and execution_id in self.known_executions:
             run_id, known_digest, path, line = self.known_executions[execution_id]
-            counted.append(_Copy(RunSource(path, line), known_digest, run_id=run_id))
+            known = _Copy(RunSource(path, line), known_digest, run_id=run_id, archived=True)
+            counted.append(known)
         return next((c for c in counted if copy.same_run_as(c)), None)
 
     def add_duplicates(self, rows: Iterable[dict[str, object]]) -> None:
         """Record copies found not counted before they reached here (rows of
         ``DUPLICATES``: the spans of a trace read twice, found as it is assembled)."""
-        self._found.extend(rows)
+        self._found.extend({"kept_archived": None, **row} for row in rows)
 
     @property
     def duplicates(self) -> list[dict[str, object]]:
@@ -266,6 +283,7 @@ class RunIdentity:
                     "kept_path": kept.source.path,
                     "kept_line": kept.source.line,
                     "kept_run_id": kept.run_id,
+                    "kept_archived": kept.archived,
                 }
             )
         return rows + self._found
@@ -292,7 +310,9 @@ def put_in_slot(slots: list[T], slot: int, item: T) -> None:
 
 
 def describe_duplicates(duplicates: pa.Table, *, limit: int = 5) -> list[str]:
-    """Lines for people: each duplicate copy (the first ``limit``) and where the kept one is.
+    """Lines for people: one per file and the file its kept copies are in (the first
+    ``limit`` such pairs), so a copied folder of traces, many runs a file, says each file
+    once with a count; a pair of one copy names its line and run.
 
     >>> rows = [{"run_id": "r", "path": "b.json", "line": None, "kept_path": "a.json",
     ...          "kept_line": None, "kept_run_id": "r"}]
@@ -304,22 +324,72 @@ def describe_duplicates(duplicates: pa.Table, *, limit: int = 5) -> list[str]:
     >>> rows[0].update(path="a.json", run_id="r")
     >>> describe_duplicates(pa.Table.from_pylist(rows, schema=DUPLICATES))
     ['duplicate a.json (run r): the same file given twice, counted once']
+    >>> rows[0].update(kept_archived=True)
+    >>> describe_duplicates(pa.Table.from_pylist(rows, schema=DUPLICATES))
+    ['duplicate a.json (run r): already archived from this file, which changed since ...']
+    >>> spans = [{"run_id": f"t{i}", "path": "b.jsonl", "line": 1, "kept_path": "a.jsonl",
+    ...           "kept_line": 1, "kept_run_id": f"t{i}"} for i in range(3)]
+    >>> describe_duplicates(pa.Table.from_pylist(spans, schema=DUPLICATES))
+    ['duplicate b.jsonl: 3 runs the same as in a.jsonl, each counted once']
     """
+    pairs: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+    for row in duplicates.to_pylist():
+        pairs.setdefault((row["path"], row["kept_path"], _how_duplicate(row)), []).append(row)
     lines = []
-    rows = duplicates.to_pylist()
-    for row in rows[:limit]:
-        copy = ReadProblem(row["path"], row["line"], row["run_id"], "").where
-        kept = RunSource(row["kept_path"], row["kept_line"])
-        if (row["path"], row["line"]) == (row["kept_path"], row["kept_line"]):
-            lines.append(f"duplicate {copy}: the same file given twice, counted once")
-        elif row["kept_run_id"] == row["run_id"]:
-            lines.append(f"duplicate {copy}: the same run as {kept}, counted once")
+    for (path, kept_path, how), rows in list(pairs.items())[:limit]:
+        runs = len({row["run_id"] for row in rows})
+        if len(rows) == 1:
+            lines.append(_one_duplicate(rows[0], how))
+        elif how == "archived":
+            lines.append(
+                f"duplicate {path}: {runs} runs already archived from this file, which "
+                "changed since it was ingested (read again), each counted once"
+            )
+        elif how == "twice":
+            lines.append(
+                f"duplicate {path}: the same file given twice, {runs} runs each counted once"
+            )
+        elif how == "run":
+            lines.append(
+                f"duplicate {path}: {runs} runs the same as in {kept_path}, each counted once"
+            )
         else:
-            twin = f"{kept} (run {row['kept_run_id']})"
-            lines.append(f"duplicate {copy}: the same recording as {twin}, counted once")
-    if len(rows) > limit:
-        lines.append(f"... and {len(rows) - limit} more duplicate copies, each counted once")
+            lines.append(
+                f"duplicate {path}: {runs} recordings read from {kept_path} under other run "
+                "ids, each counted once"
+            )
+    if len(pairs) > limit:
+        rest = list(pairs.values())[limit:]
+        copies = sum(len(rows) for rows in rest)
+        lines.append(
+            f"... and {len(rest)} more file(s) with duplicate copies ({copies} copies in all), "
+            "each counted once"
+        )
     return lines
+
+
+def _how_duplicate(row: dict[str, Any]) -> str:
+    """Why a copy is a duplicate: ``twice`` (its own file read again in this read),
+    ``archived`` (its own file, changed since an ingest), ``run`` (the same run
+    elsewhere) or ``recording`` (the same recording under another run id)."""
+    if (row["path"], row["line"]) == (row["kept_path"], row["kept_line"]):
+        return "archived" if row.get("kept_archived") else "twice"
+    return "run" if row["kept_run_id"] == row["run_id"] else "recording"
+
+
+def _one_duplicate(row: dict[str, Any], how: str) -> str:
+    copy = ReadProblem(row["path"], row["line"], row["run_id"], "").where
+    kept = RunSource(row["kept_path"], row["kept_line"])
+    if how == "archived":
+        changed = "which changed since it was ingested (read again)"
+        return f"duplicate {copy}: already archived from this file, {changed}, counted once"
+    if how == "twice":
+        return f"duplicate {copy}: the same file given twice, counted once"
+    if how == "run":
+        return f"duplicate {copy}: the same run as {kept}, counted once"
+    return (
+        f"duplicate {copy}: the same recording as {kept} (run {row['kept_run_id']}), counted once"
+    )
 
 
 def unmatched_ids(ids: Iterable[str], runs: Iterable[str]) -> list[str]:

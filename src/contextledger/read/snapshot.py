@@ -297,12 +297,16 @@ class SnapshotFiles:
 
     files: list[Path] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
+    #: Files of 0 bytes, never opened: no run in them (a writer that has not written
+    #: yet, or a ``touch``), so no problem either; :func:`describe_empty` names them.
+    empty: list[str] = field(default_factory=list)
 
 
 def find_snapshot_files(paths: Sequence[str | Path]) -> SnapshotFiles:
     """Every snapshot file under ``paths``: files as given (read whatever their name),
     directories walked in name order, taking the names :data:`SNAPSHOT_SUFFIXES` end
-    in, in any case; the other files there are listed in ``skipped``, never opened.
+    in, in any case; the other files there are listed in ``skipped``, never opened, and
+    files of 0 bytes (named or found) in ``empty``.
 
     Symlinked folders are followed, each real folder once; a link back to a folder it
     is inside (a loop) is listed, not followed, as is anything with a snapshot's name
@@ -315,8 +319,31 @@ def find_snapshot_files(paths: Sequence[str | Path]) -> SnapshotFiles:
         if path.is_dir():
             _walk(path, found)
         else:
-            found.files.append(path)
+            _take_file(path, found)
     return found
+
+
+def _take_file(path: Path, found: SnapshotFiles) -> None:
+    """``path`` to be read, or listed as empty when it is a regular file of 0 bytes
+    (anything that cannot be stat'ed is read, so the reader says why)."""
+    try:
+        info = path.stat()
+    except OSError:
+        found.files.append(path)
+        return
+    if stat.S_ISREG(info.st_mode) and info.st_size == 0:
+        found.empty.append(display_path(path))
+    else:
+        found.files.append(path)
+
+
+def describe_empty(empty: Sequence[str]) -> list[str]:
+    """One line per file of 0 bytes: named, skipped, not an error (no run is in it).
+
+    >>> describe_empty(["in/a.json"])
+    ['skipped in/a.json: empty file (0 bytes, no run in it)']
+    """
+    return [f"skipped {path}: empty file (0 bytes, no run in it)" for path in empty]
 
 
 def describe_skipped(skipped: Sequence[str], shown: int = 3) -> str | None:
@@ -352,7 +379,7 @@ def _walk(root: Path, found: SnapshotFiles) -> None:
     while stack:
         path, is_folder, ancestors = stack.pop()
         if not is_folder:
-            found.files.append(path)
+            _take_file(path, found)
             continue
         try:
             info = path.stat()
@@ -612,7 +639,7 @@ def decode_run(document: Document) -> Run:
     if document.refused is not None:
         raise ReadError(source, document.refused)
     if not document.payload.strip():
-        raise ReadError(source, "empty: no JSON in it")
+        raise ReadError(source, "blank: no JSON in it (only white space, or a gzip of nothing)")
     tolerant = False
     try:
         decoded = _DOCUMENT.decode(document.payload)

@@ -613,7 +613,10 @@ def recommendation(data: ReportData) -> str | None:
     bringing the most facts). Recommended: the windowed policy with the fewest input
     tokens among those bringing at least :data:`NEARLY_ALL_FACTS` of the baseline's
     facts to the answer turn (rounded up: with 6 facts, all 6). With no fact declared
-    (no standings), none is recommended: facts kept cannot be weighed.
+    (no standings), none is recommended: facts kept cannot be weighed. The pick weighs
+    input tokens, not a prompt cache; the sentence says what the pick costs with one
+    against the baseline (the audit's ``cost_with_cache``), since a window that moves
+    breaks the cached prefix and may cost more than keeping everything.
 
     >>> advice = recommendation(collect(policies=["none", "sliding:keep=3", "sliding:keep=6"]))
     >>> advice.split(":")[0], advice.split(": ")[2]
@@ -660,6 +663,7 @@ def _advice(data: ReportData) -> tuple[str | None, str | None]:
             f"the cheapest compared, {cheapest['policy']}, sends "
             f"~{cheapest[tokens]:,} input tokens instead of ~{base[tokens]:,} "
             f"({base['policy']}{_fewer(cheapest[tokens], base[tokens])})."
+            f"{_with_cache(data, cheapest['policy'], base['policy'])}"
         ), cheapest["policy"]
     needed = math.ceil(NEARLY_ALL_FACTS * base[facts] - 1e-9)
     source = "keeping everything" if base["kind"] == "none" else "the policy bringing the most"
@@ -676,6 +680,7 @@ def _advice(data: ReportData) -> tuple[str | None, str | None]:
             f"{closest['policy']}, brings {closest[facts]:,} "
             f"({base['policy']}: {base[facts]:,}) for ~{closest[tokens]:,} input tokens "
             f"instead of ~{base[tokens]:,}{_fewer(closest[tokens], base[tokens], ' (', ')')}."
+            f"{_with_cache(data, closest['policy'], base['policy'])}"
         ), closest["policy"]
     pick = enough.row(0, named=True)
     versus = (
@@ -687,7 +692,35 @@ def _advice(data: ReportData) -> tuple[str | None, str | None]:
         f"Recommended window policy: {pick['policy']}, the cheapest compared that brings "
         f"{rule}: {pick[facts]:,} of {declared:,} declared facts ({base['policy']}: "
         f"{base[facts]:,}) for ~{pick[tokens]:,} input tokens{versus}."
+        f"{_with_cache(data, pick['policy'], base['policy'])}"
     ), pick["policy"]
+
+
+def _with_cache(data: ReportData, policy: str, base: str) -> str:
+    """What ``policy`` costs with a prompt cache against ``base`` (the audit's
+    ``cost_with_cache`` summed over the runs it prices), said because the pick weighs
+    input tokens only; '' when either was not audited or priced, or they are one policy.
+    """
+    if policy == base or data.audit.height == 0:
+        return ""
+    costs = data.audit.group_by("policy").agg(
+        pl.col("cost_with_cache").sum(), pl.col("cost_with_cache").is_not_null().sum().alias("n")
+    )
+    found = {row["policy"]: row for row in costs.to_dicts()}
+    if policy not in found or base not in found or not found[policy]["n"] or not found[base]["n"]:
+        return ""
+    mine, theirs = found[policy]["cost_with_cache"], found[base]["cost_with_cache"]
+    if mine > theirs:
+        return (
+            f" Input tokens are not the whole cost: with a prompt cache it costs "
+            f"~{mine:,.0f} against ~{theirs:,.0f} for {base} ({(mine - theirs) / theirs:.1%} "
+            "more), as a window that drops or rewrites messages breaks the cached prefix "
+            "(see the cost chart)."
+        )
+    return (
+        f" With a prompt cache it costs less too: ~{mine:,.0f} against ~{theirs:,.0f} for "
+        f"{base} (see the cost chart)."
+    )
 
 
 def _fewer(tokens: int, base: int, before: str = ", ", after: str = "") -> str:
@@ -904,6 +937,7 @@ def _render(
         problems=data.tables.problems.to_pylist(),
         duplicates=data.tables.duplicates.to_pylist(),
         skipped=list(data.tables.skipped),
+        empty=list(data.tables.empty),
         snapshot_suffixes=", ".join(sorted(SNAPSHOT_SUFFIXES)),
         unreplayed=data.unreplayed,
         comparison=comparison,

@@ -22,7 +22,7 @@ import pyarrow as pa
 from contextledger.read.facts import RunFacts
 from contextledger.read.identity import DUPLICATES, RunIdentity, put_in_slot, unmatched_ids
 from contextledger.read.otel import RUNNER_KIND, Assembled, TraceRuns
-from contextledger.read.snapshot import ReadError, ReadProblem, RunSource
+from contextledger.read.snapshot import ReadError, ReadProblem, RunSource, describe_empty
 from contextledger.tables import ACCOUNTING_MODES as ACCOUNTING_MODES  # re-exported
 from contextledger.tables import schema
 from contextledger.tables.ahead import Reading, start_reading
@@ -46,6 +46,8 @@ class RunTables:
     duplicates: pa.Table = field(default_factory=lambda: schema.empty(DUPLICATES))
     #: Files in input folders not read because of their names (``find_snapshot_files``).
     skipped: tuple[str, ...] = ()
+    #: Files of 0 bytes, not opened: no run, no problem (``find_snapshot_files``).
+    empty: tuple[str, ...] = ()
     #: The order the runs come in, said where a result depends on it (the gates' replay).
     order: ClassVar[str] = "input order"
 
@@ -66,17 +68,13 @@ class RunTables:
         (a typo, or a run not read: said on stderr, never an error)."""
         return unmatched_ids(self.outcomes["run_id"].to_pylist(), self.known_run_ids())
 
-    def _repr_html_(self) -> str:
-        """In Jupyter: what was read and what was not (each unreadable input where and
-        why, the first ten), not every table's columns."""
+    def _counts(self) -> list[tuple[str, str]]:
+        """What was read, in counts: the facts both reprs show."""
         import pyarrow.compute as pc
-
-        from contextledger.read.snapshot import ReadProblem
-        from contextledger.tables.display import summary_html
 
         read = self.runs.num_rows
         metered = pc.sum(self.runs["metered"].cast("int64")).as_py() or 0
-        facts = [
+        return [
             ("accounting", self.mode),
             ("runs", f"{read:,} ({metered:,} metered, {read - metered:,} refused)"),
             ("offers, uses", f"{self.offers.num_rows:,}, {self.uses.num_rows:,} rows"),
@@ -84,6 +82,20 @@ class RunTables:
             ("duplicate copies", f"{self.duplicates.num_rows:,}"),
             ("inputs not read", f"{self.problems.num_rows:,}"),
         ]
+
+    def __repr__(self) -> str:
+        """Counts per table and of the problems, not the tables (print them by name)."""
+        from contextledger.tables.display import summary_text
+
+        return summary_text(type(self).__name__, self._counts())
+
+    def _repr_html_(self) -> str:
+        """In Jupyter: what was read and what was not (each unreadable input where and
+        why, the first ten), not every table's columns."""
+        from contextledger.read.snapshot import ReadProblem
+        from contextledger.tables.display import summary_html
+
+        facts = self._counts()
         shown = self.problems.slice(0, 10).to_pylist()
         facts += [(ReadProblem(**row).where, row["reason"]) for row in shown]
         if self.problems.num_rows > len(shown):
@@ -153,6 +165,8 @@ def _warn_unread(tables: RunTables, paths: Sequence[str | Path] | str | Path) ->
     for problem in tables.problems.to_pylist():
         where = ReadProblem(**problem).where
         warnings.warn(f"skipped {where}: {problem['reason']}", stacklevel=3)
+    for line in describe_empty(tables.empty):
+        warnings.warn(line, stacklevel=3)
     if tables.runs.num_rows == 0:
         names = [paths] if isinstance(paths, str | Path) else list(paths)
         warnings.warn(f"no run read from {' '.join(map(str, names))}", stacklevel=3)
@@ -231,6 +245,7 @@ def read_accountings(
             builder.finish(),
             duplicates=schema.from_rows(identity.duplicates, DUPLICATES),
             skipped=tuple(found.skipped),
+            empty=tuple(found.empty),
         )
     return out
 

@@ -26,3 +26,12 @@ def summary_html(title: str, facts: Sequence[tuple[str, Any]], frame: Any = None
     if frame is not None:
         body += frame._repr_html_()
     return f'<div class="contextledger-summary">{body}</div>'
+
+
+def summary_text(name: str, facts: Sequence[tuple[str, Any]]) -> str:
+    """The same facts on one line, for ``repr``: a result's counts, not its tables.
+
+    >>> summary_text("Ledger", [("runs recorded", "14"), ("pieces", "9")])
+    '<Ledger runs recorded: 14; pieces: 9>'
+    """
+    return f"<{name} " + "; ".join(f"{label}: {value}" for label, value in facts) + ">"

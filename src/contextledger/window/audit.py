@@ -20,6 +20,8 @@ Pure functions, no I/O.
 
 from __future__ import annotations
 
+import fractions
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -324,18 +326,30 @@ def priced(costs: Sequence[CallCost], prices: CachePrices) -> tuple[float | None
     first call writes all of it): ``sum(cached * read + (tokens - cached) * write)``.
     None when some call's tokens are unknown.
 
+    The sum is exact, at the prices as written in decimal (``0.1`` is a tenth), rounded
+    once to the nearest double: ``3541.7``, never a float sum's ``3541.699999999999``,
+    so JSON and CSV print it short and every engine gets the same bits.
+
     >>> costs = [CallCost(100, True, 0, False), CallCost(150, False, 100, False)]
     >>> priced(costs, CachePrices())
     (250.0, 197.5)
+    >>> priced([CallCost(3539, True, 767, False)], CachePrices())
+    (3539.0, 3541.7)
     """
     if any(c.tokens is None or c.cached is None for c in costs):
         return None, None
-    without = float(sum(c.tokens or 0 for c in costs))
-    with_cache = sum(
-        (c.cached or 0) * prices.read + ((c.tokens or 0) - (c.cached or 0)) * prices.write
-        for c in costs
-    )
-    return without, with_cache
+    tokens = sum(c.tokens or 0 for c in costs)
+    cached = sum(c.cached or 0 for c in costs)
+    read, write = _decimal(prices.read), _decimal(prices.write)
+    numerator = cached * read.numerator * write.denominator
+    numerator += (tokens - cached) * write.numerator * read.denominator
+    return float(tokens), numerator / (read.denominator * write.denominator)
+
+
+@functools.lru_cache(maxsize=64)
+def _decimal(price: float) -> fractions.Fraction:
+    """``price`` as the decimal it is written as (its shortest repr): ``0.1`` is 1/10."""
+    return fractions.Fraction(repr(price))
 
 
 # ── one row per (run, policy) ──────────────────────────────────────
