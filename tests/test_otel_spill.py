@@ -148,3 +148,15 @@ def test_reading_past_the_budget_leaves_no_temporary_file(
     tables = _read_all(messy)["corrected"]
     assert tables.runs.num_rows > 0
     assert not list(tmp_path.iterdir())
+
+
+def test_whatif_inputs_read_past_the_budget_equal_those_read_in_memory(
+    messy: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from contextledger.jobs.whatif import read_inputs
+
+    held = _plain(read_inputs(messy))
+    monkeypatch.setattr(_spill, "SPANS_HELD", TINY)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    assert _plain(read_inputs(messy)) == held
+    assert not list(tmp_path.iterdir())
