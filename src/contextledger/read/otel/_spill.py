@@ -155,37 +155,41 @@ def append_batch(path: str, entries: Sequence[Entry]) -> None:
         handle.write(payload)
 
 
-def read_batches(path: str, ordinal: int | None = None) -> Iterator[list[Entry]]:
-    """The batches of the file at ``path``; ``ordinal``: given to its unplaced entries."""
+def read_batches(
+    path: str, ordinal: int | None = None, shared: dict[Tools, Tools] | None = None
+) -> Iterator[list[Entry]]:
+    """The batches of the file at ``path``; ``ordinal``: given to its unplaced entries;
+    ``shared``: equal tool lists made one tuple, across batches."""
     with open(path, "rb") as handle:
         while header := handle.read(_FRAME.size):
             (size,) = _FRAME.unpack(header)
             batch = _DECODER.decode(handle.read(size))
             table = batch.tools
+            if shared is not None:
+                table = [shared.setdefault(tools, tools) for tools in table]
             entries = []
             for entry in batch.entries:
                 record = entry.record
                 record.tools = table[entry.tools] if entry.tools >= 0 else None
                 placed = entry.ordinal
-                entries.append(
-                    (ordinal if placed == UNPLACED and ordinal is not None else placed, record)
-                )
+                if placed == UNPLACED and ordinal is not None:
+                    placed = ordinal
+                entries.append((placed, record))
             yield entries
 
 
 def load(files: Iterable[tuple[str, int | None]]) -> list[Entry]:
     """Every entry of ``files`` (each a path and the ordinal of its unplaced entries),
-    equal tool lists and paths made one object each, as the reader makes them (the
-    ledger's offer rows are shared by the calls that send the same tools)."""
+    equal tool lists made one tuple each, as the reader makes them (the ledger's offer
+    rows are shared by the calls that send the same tools)."""
+    shared: dict[Tools, Tools] = {}
     with collector_paused():
-        entries = [entry for path, ordinal in files for entry in _each(read_batches(path, ordinal))]
-    tools: dict[Tools, Tools] = {}
-    paths: dict[str, str] = {}
-    for _, record in entries:
-        if record.tools is not None:
-            record.tools = tools.setdefault(record.tools, record.tools)
-        record.path = paths.setdefault(record.path, record.path)
-    return entries
+        return [
+            entry
+            for path, ordinal in files
+            for batch in read_batches(path, ordinal, shared)
+            for entry in batch
+        ]
 
 
 @contextlib.contextmanager
@@ -199,11 +203,6 @@ def collector_paused() -> Iterator[None]:
     finally:
         if enabled:
             gc.enable()
-
-
-def _each(batches: Iterable[list[Entry]]) -> Iterator[Entry]:
-    for batch in batches:
-        yield from batch
 
 
 class SpanSpill:
