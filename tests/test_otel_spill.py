@@ -160,3 +160,28 @@ def test_whatif_inputs_read_past_the_budget_equal_those_read_in_memory(
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     assert _plain(read_inputs(messy)) == held
     assert not list(tmp_path.iterdir())
+
+
+def test_workers_write_a_big_files_records_and_the_tables_are_the_same(
+    messy: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Read by two worker processes, which are given the budget and write the records
+    of each file past it; the tables equal those read in memory in this process."""
+    from contextledger.tables import ahead
+
+    held = _read_all(messy)
+    adopted: list[bool] = []
+    add = TraceRuns.add
+
+    def watched(self: TraceRuns, read: Any) -> None:
+        adopted.append(read.spilled is not None)
+        add(self, read)
+
+    monkeypatch.setattr(_spill, "SPANS_HELD", TINY)
+    monkeypatch.setattr(ahead, "POOL_FROM_JSON_BYTES", 0)
+    monkeypatch.setattr(TraceRuns, "add", watched)
+    pooled = read_accountings([messy], ACCOUNTING_MODES, workers=2)
+    assert any(adopted)
+    for mode in ACCOUNTING_MODES:
+        for name in ("runs", "offers", "uses", "problems", "duplicates"):
+            assert getattr(pooled[mode], name).equals(getattr(held[mode], name)), (mode, name)

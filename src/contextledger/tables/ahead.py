@@ -44,11 +44,8 @@ class Reading:
     found: SnapshotFiles
     results: Iterator[FileRead]
     folder: tempfile.TemporaryDirectory[str] | None = None
-
-    @property
-    def spill(self) -> SpillTo | None:
-        """Where the readers write span records past the budget."""
-        return None if self.folder is None else SpillTo(self.folder.name)
+    #: Where the readers write span records past the budget (in :attr:`folder`).
+    spill: SpillTo | None = None
 
     def close(self) -> None:
         """Stop reading (the workers finish what they hold) and remove what they wrote."""
@@ -72,11 +69,11 @@ def start_reading(
     found = find_snapshot_files(paths)
     files = found.files
     folder = tempfile.TemporaryDirectory(prefix="contextledger-read-", ignore_cleanup_errors=True)
-    spill = SpillTo(folder.name)
+    spill = SpillTo.budgeted(folder.name)
     count = workers if workers is not None else (os.cpu_count() or 1)
     if count <= 1 or json_bytes(files) < POOL_FROM_JSON_BYTES:
         here = (read_for_tables(path, modes, sidecar, strict, streams, spill) for path in files)
-        return Reading(found, here, folder)
+        return Reading(found, here, folder, spill)
     pool = worker_pool(count)
     total = len(files)
     submitted: list[Iterator[FileRead] | BaseException] = []
@@ -102,7 +99,7 @@ def start_reading(
 
     starter = threading.Thread(target=submit, name="contextledger-start-workers", daemon=True)
     starter.start()
-    return Reading(found, _then_closed(starter, submitted, pool), folder)
+    return Reading(found, _then_closed(starter, submitted, pool), folder, spill)
 
 
 def _then_closed(

@@ -75,6 +75,11 @@ class SpillTo:
     folder: str
     spans: int | None = None
 
+    @classmethod
+    def budgeted(cls, folder: str) -> SpillTo:
+        """A spill to ``folder`` with this process's budget (a worker is told it)."""
+        return cls(folder, spans_held(None))
+
 
 def spans_held(given: int | None) -> int:
     """``given``, or the budget :data:`SPANS_HELD` says now (a test may lower it)."""
