@@ -10,12 +10,24 @@ disk as to records taken in as they were read.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Protocol
 
 from contextledger.read.otel._spans import SpanRecord
 from contextledger.read.snapshot import ReadProblem
 
 #: A span's place in reading order: its file's ordinal, its position in the file.
 Place = tuple[int, int]
+
+
+class Started(Protocol):
+    """What :func:`run_of` reads of a span (a record, or a record on disk unread)."""
+
+    @property
+    def trace_id(self) -> str: ...
+    @property
+    def start(self) -> int: ...
+    @property
+    def conversation_id(self) -> str | None: ...
 
 
 class Copies:
@@ -48,7 +60,7 @@ class Copies:
             self.conflicts.append((sequence, record.trace_id, problem))
 
 
-def run_of(trace: str, spans: Sequence[tuple[Place, SpanRecord]]) -> str:
+def run_of(trace: str, spans: Sequence[tuple[Place, Started]]) -> str:
     """The trace's conversation id (the earliest span carrying one; ties: the least id),
     else the trace id."""
     carrying = [(r.start, r.conversation_id) for _, r in spans if r.conversation_id]

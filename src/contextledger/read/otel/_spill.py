@@ -26,7 +26,7 @@ from typing import Any
 
 import msgspec
 
-from contextledger.read.otel._copies import Copies, Place, run_of
+from contextledger.read.otel._copies import Copies, Place, Started, run_of
 from contextledger.read.otel._spans import SpanRecord
 from contextledger.read.snapshot import ReadProblem
 
@@ -47,9 +47,16 @@ Tools = tuple[tuple[str, int], ...]
 
 
 class _Stored(msgspec.Struct, array_like=True, gc=False):
-    """An entry as written: its record's tools by their place in the batch's list."""
+    """An entry as written: where it was read and what assembling runs sorts it by
+    (so a pass that only sorts records and moves them leaves them undecoded:
+    :class:`_Light`), its record's tools by their place in the batch's list, the record."""
 
     ordinal: int
+    trace_id: str
+    span_id: str
+    position: int
+    start: int
+    conversation_id: str | None
     tools: int  # -1: None
     record: SpanRecord
 
@@ -62,8 +69,27 @@ class _Batch(msgspec.Struct, array_like=True, gc=False):
     entries: list[_Stored]
 
 
+class _Light(msgspec.Struct, array_like=True, gc=False):
+    """A :class:`_Stored` with its record left as bytes."""
+
+    ordinal: int
+    trace_id: str
+    span_id: str
+    position: int
+    start: int
+    conversation_id: str | None
+    tools: int
+    record: msgspec.Raw
+
+
+class _LightBatch(msgspec.Struct, array_like=True, gc=False):
+    tools: list[Tools]
+    entries: list[_Light]
+
+
 _ENCODER = msgspec.msgpack.Encoder()
 _DECODER = msgspec.msgpack.Decoder(_Batch)
+_LIGHT = msgspec.msgpack.Decoder(_LightBatch)
 _FRAME = struct.Struct("<I")
 
 
@@ -148,16 +174,79 @@ def append_batch(path: str, entries: Sequence[Entry]) -> None:
             if place < 0:
                 place = places[id(tools)] = len(table)
                 table.append(tools)
-        stored.append(_Stored(ordinal, place, record))
+        stored.append(
+            _Stored(
+                ordinal,
+                record.trace_id,
+                record.span_id,
+                record.position,
+                record.start,
+                record.conversation_id,
+                place,
+                record,
+            )
+        )
         record.tools = None
     try:
         payload = _ENCODER.encode(_Batch(table, stored))
     finally:
         for entry in stored:
             entry.record.tools = table[entry.tools] if entry.tools >= 0 else None
+    _append(path, payload)
+
+
+def _append(path: str, payload: bytes) -> None:
     with open(path, "ab") as handle:
         handle.write(_FRAME.pack(len(payload)))
         handle.write(payload)
+
+
+#: An entry read light: its record's tools (the tuple), and the entry.
+LightEntry = tuple[Tools | None, _Light]
+
+
+def load_light(files: Iterable[tuple[str, int | None]]) -> list[LightEntry]:
+    """The entries of ``files`` as :func:`load` reads them, records left as bytes, in
+    reading order."""
+    shared: dict[Tools, Tools] = {}
+    entries: list[LightEntry] = []
+    with collector_paused():
+        for path, ordinal in files:
+            for payload in _payloads(path):
+                batch = _LIGHT.decode(payload)
+                table = [shared.setdefault(tools, tools) for tools in batch.tools]
+                for entry in batch.entries:
+                    if entry.ordinal == UNPLACED and ordinal is not None:
+                        entry.ordinal = ordinal
+                    entries.append((table[entry.tools] if entry.tools >= 0 else None, entry))
+    entries.sort(key=_reading_order)
+    return entries
+
+
+def _reading_order(entry: LightEntry) -> tuple[int, int]:
+    return entry[1].ordinal, entry[1].position
+
+
+def append_light(path: str, entries: Sequence[LightEntry]) -> None:
+    """Append entries read light to the file at ``path`` (their records as read)."""
+    places: dict[int, int] = {}
+    table: list[Tools] = []
+    for tools, entry in entries:
+        place = -1
+        if tools is not None:
+            place = places.get(id(tools), -1)
+            if place < 0:
+                place = places[id(tools)] = len(table)
+                table.append(tools)
+        entry.tools = place
+    _append(path, _ENCODER.encode(_LightBatch(table, [entry for _, entry in entries])))
+
+
+def _payloads(path: str) -> Iterator[bytes]:
+    with open(path, "rb") as handle:
+        while header := handle.read(_FRAME.size):
+            (size,) = _FRAME.unpack(header)
+            yield handle.read(size)
 
 
 def read_batches(
@@ -165,22 +254,20 @@ def read_batches(
 ) -> Iterator[list[Entry]]:
     """The batches of the file at ``path``; ``ordinal``: given to its unplaced entries;
     ``shared``: equal tool lists made one tuple, across batches."""
-    with open(path, "rb") as handle:
-        while header := handle.read(_FRAME.size):
-            (size,) = _FRAME.unpack(header)
-            batch = _DECODER.decode(handle.read(size))
-            table = batch.tools
-            if shared is not None:
-                table = [shared.setdefault(tools, tools) for tools in table]
-            entries = []
-            for entry in batch.entries:
-                record = entry.record
-                record.tools = table[entry.tools] if entry.tools >= 0 else None
-                placed = entry.ordinal
-                if placed == UNPLACED and ordinal is not None:
-                    placed = ordinal
-                entries.append((placed, record))
-            yield entries
+    for payload in _payloads(path):
+        batch = _DECODER.decode(payload)
+        table = batch.tools
+        if shared is not None:
+            table = [shared.setdefault(tools, tools) for tools in table]
+        entries = []
+        for entry in batch.entries:
+            record = entry.record
+            record.tools = table[entry.tools] if entry.tools >= 0 else None
+            placed = entry.ordinal
+            if placed == UNPLACED and ordinal is not None:
+                placed = ordinal
+            entries.append((placed, record))
+        yield entries
 
 
 def load(files: Iterable[tuple[str, int | None]]) -> list[Entry]:
@@ -292,35 +379,41 @@ class SpanSpill:
         (``before``: those told apart before the records spilled); the run of each
         trace, its first start and its count are kept. Runs are ordered by their first
         start (ties: run id) and cut into ranges; each group is read again and its kept
-        records written to their range's file (:meth:`range_runs` reads it)."""
+        records written to their range's file (:meth:`range_runs` reads it). Only a
+        group holding copies of a span has its records decoded before then (to tell a
+        copy from a conflict); the others are sorted and moved as bytes."""
         out = Arranged(conflicts=before.conflicts, copies=before.copies)
         groups = self.groups()
-        with collector_paused():
-            for files in groups:
-                found = _read_group(files)
+        for files in groups:
+            spans = _kept_light(load_light(files))
+            if spans is None:  # copies of a span: told apart by their content
+                with collector_paused():
+                    found = _read_group(files)
                 out.conflicts.extend(found.conflicts)
                 for where, copy in found.copies.items():
                     if where not in out.copies or copy[0] < out.copies[where][0]:
                         out.copies[where] = copy
-                by_trace: dict[str, list[tuple[Place, SpanRecord]]] = {}
-                for place, record in found.kept.values():
-                    by_trace.setdefault(record.trace_id, []).append((place, record))
-                for trace, spans in by_trace.items():
-                    start = min(record.start for _, record in spans)
-                    out.traces[trace] = TraceFacts(
-                        run_of(trace, spans), start, len(spans), spans[0][0]
-                    )
+                spans = [(place, record) for place, record in found.kept.values()]
+            by_trace: dict[str, list[tuple[Place, Started]]] = {}
+            for place, span in spans:
+                by_trace.setdefault(span.trace_id, []).append((place, span))
+            for trace, held in by_trace.items():
+                start = min(span.start for _, span in held)
+                out.traces[trace] = TraceFacts(run_of(trace, held), start, len(held), held[0][0])
         range_of = self._cut(out)
-        with collector_paused():
-            for files in groups:
-                buckets: dict[int, list[Entry]] = {}
-                for (ordinal, _), record in _read_group(files).kept.values():
-                    index = range_of[out.traces[record.trace_id].run_id]
-                    buckets.setdefault(index, []).append((ordinal, record))
-                for index, entries in buckets.items():
-                    append_batch(self._range_path(index), entries)
-                for path, _ in files:
-                    remove(path)
+        for files in groups:
+            buckets: dict[int, list[LightEntry]] = {}
+            seen: set[tuple[str, str]] = set()
+            for tools, entry in load_light(files):
+                key = (entry.trace_id, entry.span_id)
+                if key not in seen:  # the first copy read is the one kept
+                    seen.add(key)
+                    index = range_of[out.traces[entry.trace_id].run_id]
+                    buckets.setdefault(index, []).append((tools, entry))
+            for index, entries in buckets.items():
+                append_light(self._range_path(index), entries)
+            for path, _ in files:
+                remove(path)
         return out
 
     def _cut(self, out: Arranged) -> dict[str, int]:
@@ -383,6 +476,19 @@ def remove(path: str) -> None:
     """Remove the file at ``path`` if it is still there."""
     with contextlib.suppress(FileNotFoundError):
         os.remove(path)
+
+
+def _kept_light(entries: list[LightEntry]) -> list[tuple[Place, Started]] | None:
+    """Each entry's place and itself, in reading order; None when a span is there twice."""
+    seen: set[tuple[str, str]] = set()
+    spans: list[tuple[Place, Started]] = []
+    for _, entry in entries:
+        key = (entry.trace_id, entry.span_id)
+        if key in seen:
+            return None
+        seen.add(key)
+        spans.append(((entry.ordinal, entry.position), entry))
+    return spans
 
 
 def _first(keyed: tuple[tuple[Any, ...], SpanRecord]) -> tuple[Any, ...]:
