@@ -239,11 +239,11 @@ _MEMORY_CODE = {
 
 def peak_memory(
     path: Path, *, what: str = "read_runs", src: Path = REPO / "src", spans_held: int | None = None
-) -> tuple[float, float, int]:
-    """Seconds, peak resident MiB and runs of reading ``path`` in a fresh process, with
-    the package under ``src`` (another checkout's, to compare), Polars and Arrow
-    imported as every command imports them; ``spans_held``: the span records held before
-    they spill (read.otel's ``SPANS_HELD``)."""
+) -> tuple[float, float, float, int]:
+    """Wall and CPU seconds, peak resident MiB and runs of reading ``path`` in a fresh
+    process, with the package under ``src`` (another checkout's, to compare), Polars
+    and Arrow imported as every command imports them; ``spans_held``: the span records
+    held before they spill (read.otel's ``SPANS_HELD``)."""
     code = (
         "import resource, sys, tempfile, time\n"
         "from pathlib import Path\n"
@@ -255,16 +255,20 @@ def peak_memory(
         "path = sys.argv[1]\n"
         f"if {spans_held!r} is not None:\n"
         f"    _spill.SPANS_HELD = {spans_held!r}\n"
+        "before = resource.getrusage(resource.RUSAGE_SELF)\n"
+        "cpu_before = before.ru_utime + before.ru_stime\n"
         "begin = time.perf_counter()\n"
         + _MEMORY_CODE[what]
         + "seconds = time.perf_counter() - begin\n"
+        "used = resource.getrusage(resource.RUSAGE_SELF)\n"
+        "cpu = used.ru_utime + used.ru_stime - cpu_before\n"
         # VmHWM, not ru_maxrss: Linux carries ru_maxrss over exec from the process that
         # started this one (the bench, over 100 MiB), VmHWM is this program's own
         "status = Path('/proc/self/status')\n"
         "lines = status.read_text().splitlines() if status.exists() else []\n"
         "high = [int(line.split()[1]) for line in lines if line.startswith('VmHWM:')]\n"
         "kib = high[0] if high else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
-        "print(seconds, kib, runs)\n"
+        "print(seconds, cpu, kib, runs)\n"
     )
     environment = dict(os.environ, PYTHONPATH=str(src))
     out = subprocess.run(
@@ -274,8 +278,8 @@ def peak_memory(
         check=True,
         env=environment,
     )
-    seconds, kib, runs = out.stdout.split()
-    return float(seconds), int(kib) / 1024, int(runs)
+    seconds, cpu, kib, runs = out.stdout.split()
+    return float(seconds), float(cpu), int(kib) / 1024, int(runs)
 
 
 _TABLES = ("runs", "offers", "uses", "problems")
@@ -368,13 +372,13 @@ def main() -> None:
             big_size = big.stat().st_size / (1 << 20)
             for name, src in sources:
                 for what in ("reader", "read_runs"):
-                    seconds, peak, big_runs = peak_memory(
+                    seconds, cpu, peak, big_runs = peak_memory(
                         big, what=what, src=src, spans_held=options.spans_held
                     )
                     print(
                         f"  {big_size:7,.0f} MiB, {big_runs:,} runs, {name}, {what:9}: "
-                        f"{seconds:6.1f} s ({big_size / seconds:5.1f} MiB/s), "
-                        f"peak {peak:5,.0f} MiB"
+                        f"{seconds:6.1f} s wall, {cpu:6.1f} s CPU "
+                        f"({big_size / cpu:5.1f} MiB/s of CPU), peak {peak:5,.0f} MiB"
                     )
             big.unlink()
     load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
