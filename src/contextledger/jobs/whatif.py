@@ -76,24 +76,27 @@ def read_inputs(paths_or_runs: Any, *, meter: Progress | None = None) -> WhatIfI
     )
     inputs = WhatIfInputs()
     taken = _Taken()
-    # a big trace file's span records wait on disk here (read.otel's budget)
-    with tempfile.TemporaryDirectory(prefix="contextledger-whatif-") as folder:
-        traces = TraceInputs((), messages=True, spill_folder=folder)
-        for item in items:
-            if isinstance(item, RunMessages):
-                taken.given(item)
-            elif isinstance(item, Run):
-                _take(taken, item)
-            else:
-                found = find_snapshot_files([item])
-                inputs.skipped.extend(found.skipped)
-                for done, path in enumerate(found.files):
-                    if meter is not None and meter.due():
-                        meter.show(_reading_line(len(taken.runs), done, len(found.files), meter))
-                    read = read_file(path, (), {}, False, streams=True, spill=SpillTo(folder))
-                    _take_streams(inputs, taken, traces.take(read))
-        if traces:  # a trace's spans may be in any file: its runs come once all are read
-            _take_streams(inputs, taken, traces.finish())
+    # a big trace file's span records wait on disk here (read.otel's budget); removed at
+    # the end, or when the folder is collected (an error)
+    folder = tempfile.TemporaryDirectory(prefix="contextledger-whatif-spans-")
+    traces = TraceInputs((), messages=True, spill_folder=folder.name)
+    for item in items:
+        if isinstance(item, RunMessages):
+            taken.given(item)
+        elif isinstance(item, Run):
+            _take(taken, item)
+        else:
+            found = find_snapshot_files([item])
+            inputs.skipped.extend(found.skipped)
+            for done, path in enumerate(found.files):
+                if meter is not None and meter.due():
+                    meter.show(_reading_line(len(taken.runs), done, len(found.files), meter))
+                spill = SpillTo(folder.name)
+                read = traces.take(read_file(path, (), {}, False, streams=True, spill=spill))
+                _take_streams(inputs, taken, read)
+    if traces:  # a trace's spans may be in any file: its runs come once all are read
+        _take_streams(inputs, taken, traces.finish())
+    folder.cleanup()
     taken.finish(inputs)
     return inputs
 
