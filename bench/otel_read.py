@@ -17,9 +17,13 @@ copy is runs of its own). Measured, each the median of repetitions filling about
 offers, uses, problems as Arrow IPC); ``--check-rows PATH`` compares them with a file
 saved before, exactly (a change to the reader must give the same rows).
 
-``--memory-mb`` also writes a file that large and reads it in a fresh process, reporting
-its peak resident set (the reader keeps small records, never a line's JSON).
-Run: ``.venv/bin/python bench/otel_read.py [--mb 50] [--seconds 5] [--memory-mb 1024]``.
+``--memory-mb 256 1024 2048`` also writes files that large and reads each in a fresh
+process, reporting its peak resident set: the trace reader alone (runs assembled and
+let go of) and ``read_runs`` (whose tables grow with the runs). Past a budget of span
+records (``--spans-held``, default 8192) the reader writes them to temporary files, so
+what it holds does not grow with the input. ``--compare-src ../main/src`` measures
+another checkout's package beside this one.
+Run: ``.venv/bin/python bench/otel_read.py [--mb 50] [--seconds 5] [--memory-mb 256 1024]``.
 """
 
 from __future__ import annotations
@@ -213,21 +217,69 @@ def timed(works: list[Callable[[], object]], seconds: float) -> list[tuple[float
     return [(statistics.median(spent), len(spent)) for spent in times]
 
 
-def peak_memory(path: Path) -> tuple[float, float, int]:
-    """Seconds, peak resident MiB and runs of reading ``path`` in a fresh process."""
-    code = (
-        "import resource, sys, time\n"
+#: What :func:`peak_memory` runs: ``read_runs`` (the tables, which grow with the runs), or
+#: the trace reader alone (runs assembled and let go of, as a consumer that stores them
+#: elsewhere would: what the reader itself holds).
+_MEMORY_CODE = {
+    "read_runs": (
         "from contextledger.tables.build import read_runs\n"
+        "runs = read_runs([path], workers=1).runs.num_rows\n"
+    ),
+    "reader": (
+        "from contextledger.tables.build import TraceInputs\n"
+        "from contextledger.tables.files import read_file\n"
+        "with tempfile.TemporaryDirectory() as folder:\n"
+        "    spill = {'spill': SpillTo(folder)} if SpillTo else {}\n"
+        "    traces = TraceInputs(['corrected'], **({'spill_folder': folder} if SpillTo else {}))\n"
+        "    reads = [read_file(Path(path), ['corrected'], {}, False, **spill)]\n"
+        "    runs = sum(len(read.runs) for read in traces.after(reads))\n"
+    ),
+}
+
+
+def peak_memory(
+    path: Path, *, what: str = "read_runs", src: Path = REPO / "src", spans_held: int | None = None
+) -> tuple[float, float, float, int]:
+    """Wall and CPU seconds, peak resident MiB and runs of reading ``path`` in a fresh
+    process, with the package under ``src`` (another checkout's, to compare), Polars
+    and Arrow imported as every command imports them; ``spans_held``: the span records
+    held before they spill (read.otel's ``SPANS_HELD``)."""
+    code = (
+        "import resource, sys, tempfile, time\n"
+        "from pathlib import Path\n"
+        "import polars, pyarrow\n"
+        "try:\n"
+        "    from contextledger.read.otel import SpillTo, _spill\n"
+        "except ImportError:\n"
+        "    SpillTo = None\n"
+        "path = sys.argv[1]\n"
+        f"if {spans_held!r} is not None:\n"
+        f"    _spill.SPANS_HELD = {spans_held!r}\n"
+        "before = resource.getrusage(resource.RUSAGE_SELF)\n"
+        "cpu_before = before.ru_utime + before.ru_stime\n"
         "begin = time.perf_counter()\n"
-        "tables = read_runs([sys.argv[1]], workers=1)\n"
-        "print(time.perf_counter() - begin, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,"
-        " tables.runs.num_rows)\n"
+        + _MEMORY_CODE[what]
+        + "seconds = time.perf_counter() - begin\n"
+        "used = resource.getrusage(resource.RUSAGE_SELF)\n"
+        "cpu = used.ru_utime + used.ru_stime - cpu_before\n"
+        # VmHWM, not ru_maxrss: Linux carries ru_maxrss over exec from the process that
+        # started this one (the bench, over 100 MiB), VmHWM is this program's own
+        "status = Path('/proc/self/status')\n"
+        "lines = status.read_text().splitlines() if status.exists() else []\n"
+        "high = [int(line.split()[1]) for line in lines if line.startswith('VmHWM:')]\n"
+        "kib = high[0] if high else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+        "print(seconds, cpu, kib, runs)\n"
     )
+    environment = dict(os.environ, PYTHONPATH=str(src))
     out = subprocess.run(
-        [sys.executable, "-c", code, str(path)], capture_output=True, text=True, check=True
+        [sys.executable, "-c", code, str(path)],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=environment,
     )
-    seconds, kib, runs = out.stdout.split()
-    return float(seconds), int(kib) / 1024, int(runs)
+    seconds, cpu, kib, runs = out.stdout.split()
+    return float(seconds), float(cpu), int(kib) / 1024, int(runs)
 
 
 _TABLES = ("runs", "offers", "uses", "problems")
@@ -268,7 +320,21 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--mb", type=int, default=50, help="size of the timed trace file")
     parser.add_argument("--seconds", type=float, default=5.0)
-    parser.add_argument("--memory-mb", type=int, default=0, help="also read a file this large")
+    parser.add_argument(
+        "--memory-mb",
+        type=int,
+        nargs="*",
+        default=[],
+        help="also read files this large (MiB) in fresh processes: peak resident memory",
+    )
+    parser.add_argument(
+        "--spans-held", type=int, help="span records held before they spill (default 8192)"
+    )
+    parser.add_argument(
+        "--compare-src",
+        type=Path,
+        help="also measure the memory of another checkout's package (its src folder)",
+    )
     parser.add_argument("--save-rows", type=Path, help="write read_runs' tables here")
     parser.add_argument("--check-rows", type=Path, help="compare read_runs' tables with these")
     options = parser.parse_args()
@@ -295,15 +361,26 @@ def main() -> None:
                 f"{size / seconds:6.1f} MiB/s  (median of {count})"
             )
         print(f"  ratio: {plain / ours:.2f}x the json.loads loop, CPU time on one core each")
+        sources = [("this checkout", REPO / "src")]
+        if options.compare_src:
+            sources.append((str(options.compare_src), options.compare_src))
         if options.memory_mb:
+            print("peak resident memory, each read in a fresh process (Polars and Arrow imported):")
+        for megabytes in options.memory_mb:
             big = Path(folder) / "big.jsonl"
-            write_traces(big, options.memory_mb)
-            seconds, peak, big_runs = peak_memory(big)
+            write_traces(big, megabytes)
             big_size = big.stat().st_size / (1 << 20)
-            print(
-                f"  {big_size:,.0f} MiB file: {seconds:.1f} s ({big_size / seconds:.1f} MiB/s, "
-                f"{big_runs:,} runs), peak resident {peak:,.0f} MiB"
-            )
+            for name, src in sources:
+                for what in ("reader", "read_runs"):
+                    seconds, cpu, peak, big_runs = peak_memory(
+                        big, what=what, src=src, spans_held=options.spans_held
+                    )
+                    print(
+                        f"  {big_size:7,.0f} MiB, {big_runs:,} runs, {name}, {what:9}: "
+                        f"{seconds:6.1f} s wall, {cpu:6.1f} s CPU "
+                        f"({big_size / cpu:5.1f} MiB/s of CPU), peak {peak:5,.0f} MiB"
+                    )
+            big.unlink()
     load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"load average: {load}; this process peak {peak:,.0f} MiB")

@@ -23,6 +23,7 @@ from contextledger.progress import Progress
 from contextledger.read.findings import standings_from_snapshot
 from contextledger.read.identity import DUPLICATES, RunIdentity
 from contextledger.read.messages import RunMessages, rebuild_messages
+from contextledger.read.otel import SpillTo
 from contextledger.read.snapshot import (
     ReadProblem,
     Run,
@@ -77,7 +78,10 @@ def read_inputs(paths_or_runs: Any, *, meter: Progress | None = None) -> WhatIfI
     )
     inputs = WhatIfInputs()
     taken = _Taken()
-    traces = TraceInputs((), messages=True)
+    # a big trace file's span records wait on disk here (read.otel's budget); removed at
+    # the end, or when the folder is collected (an error)
+    folder = tempfile.TemporaryDirectory(prefix="contextledger-whatif-spans-")
+    traces = TraceInputs((), messages=True, spill_folder=folder.name)
     for item in items:
         if isinstance(item, RunMessages):
             taken.given(item)
@@ -90,10 +94,12 @@ def read_inputs(paths_or_runs: Any, *, meter: Progress | None = None) -> WhatIfI
             for done, path in enumerate(found.files):
                 if meter is not None and meter.due():
                     meter.show(_reading_line(len(taken.runs), done, len(found.files), meter))
-                read = traces.take(read_file(path, (), {}, False, streams=True))
+                spill = SpillTo(folder.name)
+                read = traces.take(read_file(path, (), {}, False, streams=True, spill=spill))
                 _take_streams(inputs, taken, read)
     if traces:  # a trace's spans may be in any file: its runs come once all are read
         _take_streams(inputs, taken, traces.finish())
+    folder.cleanup()
     taken.finish(inputs)
     return inputs
 

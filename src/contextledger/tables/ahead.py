@@ -11,6 +11,7 @@ in this process, where a pool would cost more to start than it saves
 from __future__ import annotations
 
 import os
+import tempfile
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from contextledger.processes import worker_pool
+from contextledger.read.otel import SpillTo
 from contextledger.read.snapshot import SnapshotFiles, find_snapshot_files
 from contextledger.tables.files import FileRead, read_for_tables
 
@@ -35,10 +37,23 @@ GZIP_EXPANSION = 18
 
 @dataclass
 class Reading:
-    """Snapshot files found and being read, in file order, one :class:`FileRead` each."""
+    """Snapshot files found and being read, in file order, one :class:`FileRead` each;
+    trace files' span records past the budget wait in :attr:`spill`'s folder, removed by
+    :meth:`close` (or at exit)."""
 
     found: SnapshotFiles
     results: Iterator[FileRead]
+    folder: tempfile.TemporaryDirectory[str] | None = None
+    #: Where the readers write span records past the budget (in :attr:`folder`).
+    spill: SpillTo | None = None
+
+    def close(self) -> None:
+        """Stop reading (the workers finish what they hold) and remove what they wrote."""
+        close = getattr(self.results, "close", None)
+        if close is not None:
+            close()
+        if self.folder is not None:
+            self.folder.cleanup()
 
 
 def start_reading(
@@ -53,10 +68,12 @@ def start_reading(
     all to its workers now; the results come in file order as they are iterated."""
     found = find_snapshot_files(paths)
     files = found.files
+    folder = tempfile.TemporaryDirectory(prefix="contextledger-read-", ignore_cleanup_errors=True)
+    spill = SpillTo.budgeted(folder.name)
     count = workers if workers is not None else (os.cpu_count() or 1)
     if count <= 1 or json_bytes(files) < POOL_FROM_JSON_BYTES:
-        here = (read_for_tables(path, modes, sidecar, strict, streams) for path in files)
-        return Reading(found, here)
+        here = (read_for_tables(path, modes, sidecar, strict, streams, spill) for path in files)
+        return Reading(found, here, folder, spill)
     pool = worker_pool(count)
     total = len(files)
     submitted: list[Iterator[FileRead] | BaseException] = []
@@ -73,6 +90,7 @@ def start_reading(
                     [sidecar] * total,
                     [strict] * total,
                     [streams] * total,
+                    [spill] * total,
                     chunksize=max(1, total // (count * 8)),
                 )
             )
@@ -81,7 +99,7 @@ def start_reading(
 
     starter = threading.Thread(target=submit, name="contextledger-start-workers", daemon=True)
     starter.start()
-    return Reading(found, _then_closed(starter, submitted, pool))
+    return Reading(found, _then_closed(starter, submitted, pool), folder, spill)
 
 
 def _then_closed(

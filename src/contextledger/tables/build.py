@@ -208,28 +208,35 @@ def read_accountings(
     builders = {mode: TableBuilder(mode) for mode in modes}
     identities = {mode: RunIdentity() for mode in modes}
     counted: dict[str, list[RunRead]] = {mode: [] for mode in modes}  # by slot
-    traces = TraceInputs(modes, messages=each_file is not None)
-    for result in traces.after(reading.results):
-        if strict and result.problems and result.traces is None:
-            _, problem = result.problems[0]
-            raise ReadError(RunSource(problem.path, problem.line), problem.reason, problem.run_id)
-        for confined, problem in result.problems:
-            for mode, builder in builders.items():
-                if confined in (None, mode):
-                    builder.add_problem(problem)
-        for row in result.runs:
-            for mode in modes:
-                if mode not in row.facts:
-                    continue
-                slot = identities[mode].place(
-                    row.run_id, row.source, row.digest, row.execution_id, named=row.named
+    spill_folder = reading.spill.folder if reading.spill is not None else None
+    traces = TraceInputs(modes, messages=each_file is not None, spill_folder=spill_folder)
+    try:
+        for result in traces.after(reading.results):
+            if strict and result.problems and result.traces is None:
+                _, problem = result.problems[0]
+                raise ReadError(
+                    RunSource(problem.path, problem.line), problem.reason, problem.run_id
                 )
-                if slot is not None:
-                    put_in_slot(counted[mode], slot, row)
-        for mode in modes:
-            identities[mode].add_duplicates(result.duplicates)
-        if each_file is not None:
-            each_file(result)
+            for confined, problem in result.problems:
+                for mode, builder in builders.items():
+                    if confined in (None, mode):
+                        builder.add_problem(problem)
+            for row in result.runs:
+                for mode in modes:
+                    if mode not in row.facts:
+                        continue
+                    slot = identities[mode].place(
+                        row.run_id, row.source, row.digest, row.execution_id, named=row.named
+                    )
+                    if slot is not None:
+                        put_in_slot(counted[mode], slot, row)
+            for mode in modes:
+                identities[mode].add_duplicates(result.duplicates)
+            if each_file is not None:
+                each_file(result)
+    finally:
+        reading.close()  # the span records spilled are removed
+
     out = {}
     for mode, builder in builders.items():
         for run_order, row in enumerate(counted[mode]):
@@ -257,15 +264,24 @@ class TraceInputs:
     ``messages``: also rebuild each run's message stream (:class:`RunStream`);
     ``windows``: also give each run what an archive stores (its stream's rows, and a
     digest of its spans to tell a run that arrives again from another under its id).
+    Past a budget the spans wait on disk, under ``spill_folder`` when given
+    (:class:`~contextledger.read.otel.TraceRuns`).
     """
 
     def __init__(
-        self, modes: Sequence[str], *, messages: bool = False, windows: bool = False
+        self,
+        modes: Sequence[str],
+        *,
+        messages: bool = False,
+        windows: bool = False,
+        spill_folder: str | None = None,
     ) -> None:
         self.modes = tuple(modes)
         self.messages = messages
         self.windows = windows
-        self._runs = TraceRuns(messages=messages or windows, digests=windows)
+        self._runs = TraceRuns(
+            messages=messages or windows, digests=windows, spill_folder=spill_folder
+        )
 
     def __bool__(self) -> bool:
         return bool(self._runs)

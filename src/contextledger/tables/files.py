@@ -18,7 +18,7 @@ from contextledger.read.digest import content_digest
 from contextledger.read.facts import RunFacts
 from contextledger.read.findings import standings_from_snapshot
 from contextledger.read.messages import RunMessages, rebuild_messages
-from contextledger.read.otel import PROTOBUF, SNAKE_CASE, ZSTD, TraceFileRead
+from contextledger.read.otel import PROTOBUF, SNAKE_CASE, ZSTD, SpillTo, TraceFileRead
 from contextledger.read.otel import read_trace_file as _read_trace_file
 from contextledger.read.otel import sniff as _sniff
 from contextledger.read.reference import record_run
@@ -135,6 +135,7 @@ def read_file(
     digest: bool = False,
     windows: bool = False,
     streams: bool = False,
+    spill: SpillTo | None = None,
 ) -> FileRead:
     """Read one snapshot file under each accounting in ``modes`` (each document decoded once).
 
@@ -144,7 +145,8 @@ def read_file(
     (:class:`~contextledger.tables.windows.RunWindow`; a stream that cannot be folded is
     a problem confined to ``whatif``). ``streams``: also fold every decoded run's
     message stream for a what-if (:class:`RunStream`; the same confinement), so one
-    pass serves the accountings and the replay.
+    pass serves the accountings and the replay. ``spill``: a trace file's span records
+    past its budget are written there (:attr:`TraceFileRead.spilled`).
 
     >>> read = read_file(Path("data/sample/s0003-loop.json.gz"), ACCOUNTING_MODES, {}, False)
     >>> [(run.run_id, sorted(run.facts)) for run in read.runs], read.problems
@@ -154,7 +156,7 @@ def read_file(
     result = FileRead()
     found = _sniff(path)
     if found == "otlp-json":
-        result.traces = _read_trace_file(path, messages=streams or windows)
+        result.traces = _read_trace_file(path, messages=streams or windows, spill=spill)
         return result
     if found in _UNREAD_FORMATS:
         source = RunSource(display_path(path))
@@ -263,9 +265,10 @@ def read_for_tables(
     sidecar: Mapping[str, Sequence[str]],
     strict: bool,
     streams: bool,
+    spill: SpillTo | None = None,
 ) -> FileRead:
     """:func:`read_file` with its options in order, as ``pool.map`` hands them out."""
-    return read_file(path, modes, sidecar, strict, streams=streams)
+    return read_file(path, modes, sidecar, strict, streams=streams, spill=spill)
 
 
 def _problem(source: RunSource, reason: str, run_id: str | None) -> ReadProblem:

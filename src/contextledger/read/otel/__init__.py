@@ -18,6 +18,7 @@ from contextledger.read.otel._runs import (
     TraceRun,
     TraceRuns,
 )
+from contextledger.read.otel._spill import SpillTo
 from contextledger.read.otel.functions import (
     PROTOBUF,
     SNAKE_CASE,
@@ -39,6 +40,7 @@ __all__ = [
     "SNAKE_CASE",
     "ZSTD",
     "Assembled",
+    "SpillTo",
     "TraceFileRead",
     "TraceRun",
     "TraceRuns",

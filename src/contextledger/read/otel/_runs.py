@@ -29,7 +29,10 @@ from contextledger.read.messages import (
     ToolCall,
     common_ends,
 )
+from contextledger.read.otel._copies import Copies, Place, run_of
 from contextledger.read.otel._spans import Said, SpanRecord
+from contextledger.read.otel._spill import SpanSpill
+from contextledger.read.otel._spill import spans_held as budget
 from contextledger.read.otel.functions import TraceFileRead
 from contextledger.read.snapshot import ReadProblem, RunSource
 
@@ -99,42 +102,62 @@ class Assembled:
 
 
 class TraceRuns:
-    """Collects the spans of trace files, in reading order, and assembles their runs."""
+    """Collects the spans of trace files, in reading order, and assembles their runs.
 
-    def __init__(self, *, messages: bool = False, digests: bool = False) -> None:
+    Past ``spans_held`` span records (:data:`~contextledger.read.otel._spill.SPANS_HELD`)
+    they are written to temporary files under ``spill_folder`` (default: the system's),
+    partitioned by trace, and runs are assembled a range of runs at a time: what is held
+    is bounded by the budget, not the input (one run larger than it is held whole).
+    """
+
+    def __init__(
+        self,
+        *,
+        messages: bool = False,
+        digests: bool = False,
+        spans_held: int | None = None,
+        spill_folder: str | None = None,
+    ) -> None:
         self.messages = messages
         self.digests = digests
-        self._spans: dict[tuple[str, str], tuple[int, SpanRecord]] = {}
+        self.spans_held = budget(spans_held)
+        self.spill_folder = spill_folder
+        self._copies = Copies()
         self._problems: list[ReadProblem] = []
-        self._conflicts: list[tuple[str, ReadProblem]] = []
-        self._copies: dict[tuple[str, int | None, str], tuple[SpanRecord, SpanRecord]] = {}
-        self._sequence = 0
+        self._files = 0
+        self._spill: SpanSpill | None = None
 
     def __bool__(self) -> bool:
-        return bool(self._spans or self._problems)
+        return bool(self._copies.kept or self._problems or self._spill is not None)
+
+    @property
+    def spilled(self) -> bool:
+        """Whether span records were written to disk (the budget was passed)."""
+        return self._spill is not None
 
     def add(self, read: TraceFileRead) -> None:
         """Take in one file's spans (a span read before is a duplicate or a conflict)."""
+        ordinal = self._files
+        self._files += 1
         self._problems.extend(read.problems)
+        if read.spilled is not None:
+            self._spilling().adopt(read.spilled, ordinal)
+        if self._spill is not None:
+            self._spill.add((ordinal, record) for record in read.spans)
+            return
         for record in read.spans:
-            key = (record.trace_id, record.span_id)
-            earlier = self._spans.get(key)
-            if earlier is None:
-                self._spans[key] = (self._sequence, record)
-                self._sequence += 1
-                continue
-            kept = earlier[1]
-            if kept.same_content(record):
-                where = (record.path, record.line, record.trace_id)
-                self._copies.setdefault(where, (record, kept))
-            else:
-                reason = (
-                    f"span {record.span_id} of trace {record.trace_id} already read from "
-                    f"{_where(kept)} with different content; this copy was not counted "
-                    "(the first copy is kept)"
-                )
-                problem = ReadProblem(record.path, record.line, None, reason)
-                self._conflicts.append((record.trace_id, problem))
+            self._copies.take((ordinal, record.position), record)
+        if len(self._copies.kept) > self.spans_held:
+            self._spilling()
+
+    def _spilling(self) -> SpanSpill:
+        """The spill, started (the records held so far written out) if it was not."""
+        if self._spill is None:
+            self._spill = SpanSpill(self.spans_held, self.spill_folder)
+            kept = self._copies.kept
+            self._spill.add((sequence[0], record) for sequence, record in kept.values())
+            self._copies.kept = {}
+        return self._spill
 
     def finish(self) -> Assembled:
         """The runs of every span taken in, in the order of their first span's start time
@@ -152,21 +175,50 @@ class TraceRuns:
         carries the problems and copies not of one run), letting go of each run's spans
         once it is assembled: what is held is the records not yet made runs. Takes the
         spans: a second call gives nothing."""
-        by_trace: dict[str, list[tuple[int, SpanRecord]]] = {}
-        for sequence, record in self._spans.values():
+        if self._spill is not None:
+            spill, self._spill = self._spill, None
+            try:
+                yield from self._spilled_chunks(spill, runs)
+            finally:
+                spill.close()
+            return
+        by_trace: dict[str, list[tuple[Place, SpanRecord]]] = {}
+        for sequence, record in self._copies.kept.values():
             by_trace.setdefault(record.trace_id, []).append((sequence, record))
-        self._spans = {}
-        run_of_trace = {trace: _run_id(trace, spans) for trace, spans in by_trace.items()}
-        by_run: dict[str, list[tuple[int, SpanRecord]]] = {}
+        run_of_trace = {trace: run_of(trace, spans) for trace, spans in by_trace.items()}
+        by_run: dict[str, list[tuple[Place, SpanRecord]]] = {}
         for trace, spans in by_trace.items():
             by_run.setdefault(run_of_trace[trace], []).extend(spans)
         del by_trace
+        copies, self._copies = self._copies, Copies()
+        part = self._first_part(copies.conflicts, copies.copies, run_of_trace)
+        order = sorted(by_run, key=lambda run_id: (min(r.start for _, r in by_run[run_id]), run_id))
+        for run_id in order:
+            records = sorted((record for _, record in by_run.pop(run_id)), key=_span_order)
+            self._assemble(run_id, records, part)
+            if len(part.runs) >= runs:
+                yield part
+                part = Assembled()
+        if part.runs or part.problems or part.stream_problems or part.duplicates:
+            yield part
+
+    def _first_part(
+        self,
+        conflicts: list[tuple[Place, str, ReadProblem]],
+        copies: dict[tuple[str, int | None, str], tuple[Place, SpanRecord, SpanRecord]],
+        run_of_trace: dict[str, str],
+    ) -> Assembled:
+        """The part that carries the problems not of one run: the files', then the
+        conflicting copies, and the copies of spans, each in reading order."""
         part = Assembled(problems=self._problems)
-        for trace, problem in self._conflicts:
+        self._problems = []
+        for _, trace, problem in sorted(conflicts, key=lambda found: found[0]):
             problem.run_id = run_of_trace.get(trace)
             part.problems.append(problem)
         named: set[tuple[str, str, int | None]] = set()
-        for (path, _, trace), (copy, kept) in self._copies.items():
+        for (path, _, trace), (_, copy, kept) in sorted(
+            copies.items(), key=lambda item: item[1][0]
+        ):
             run_id = run_of_trace.get(trace, trace)
             if (run_id, path, copy.line) in named:  # two traces of one conversation
                 continue
@@ -181,22 +233,35 @@ class TraceRuns:
                     "kept_run_id": run_id,
                 }
             )
-        self._problems, self._conflicts, self._copies = [], [], {}
-        order = sorted(by_run, key=lambda run_id: (min(r.start for _, r in by_run[run_id]), run_id))
-        for run_id in order:
-            records = sorted((record for _, record in by_run.pop(run_id)), key=_span_order)
-            part.runs.append(self._run(run_id, records, part.stream_problems))
-            seen: set[str] = set()
-            for record in records:
-                for number, reason in enumerate(record.problems):
-                    if reason not in seen:
-                        seen.add(reason)
-                        problem = ReadProblem(record.path, record.line, run_id, reason)
-                        ledger = number < record.ledger_problems
-                        (part.problems if ledger else part.stream_problems).append(problem)
-            if len(part.runs) >= runs:
-                yield part
-                part = Assembled()
+        return part
+
+    def _assemble(self, run_id: str, records: list[SpanRecord], part: Assembled) -> None:
+        """One run (its records in span order) and its spans' problems, added to ``part``."""
+        part.runs.append(self._run(run_id, records, part.stream_problems))
+        seen: set[str] = set()
+        for record in records:
+            for number, reason in enumerate(record.problems):
+                if reason not in seen:
+                    seen.add(reason)
+                    problem = ReadProblem(record.path, record.line, run_id, reason)
+                    ledger = number < record.ledger_problems
+                    (part.problems if ledger else part.stream_problems).append(problem)
+
+    def _spilled_chunks(self, spill: SpanSpill, runs: int) -> Iterator[Assembled]:
+        """:meth:`chunks` of records on disk, a range of runs at a time
+        (:meth:`~contextledger.read.otel._spill.SpanSpill.arrange`)."""
+        before, self._copies = self._copies, Copies()  # found before the records spilled
+        arranged = spill.arrange(before)
+        run_of_trace = {trace: facts.run_id for trace, facts in arranged.traces.items()}
+        part = self._first_part(arranged.conflicts, arranged.copies, run_of_trace)
+        del run_of_trace
+        for index, run_ids in enumerate(arranged.ranges):
+            by_run = spill.range_runs(index, arranged.traces, _span_order)
+            for run_id in run_ids:
+                self._assemble(run_id, by_run.pop(run_id), part)
+                if len(part.runs) >= runs:
+                    yield part
+                    part = Assembled()
         if part.runs or part.problems or part.stream_problems or part.duplicates:
             yield part
 
@@ -251,21 +316,10 @@ def input_check(messages: RunMessages, calls: Sequence[SpanRecord]) -> str | Non
     )
 
 
-def _where(record: SpanRecord) -> str:
-    return record.path if record.line is None else f"{record.path}:{record.line}"
-
-
 def _span_order(record: SpanRecord) -> tuple[int, int, str]:
     """A run's spans in start-time order, ties by their place in their file, then by span
     id: an order of the spans themselves, not of the files they came in."""
     return record.start, record.position, record.span_id
-
-
-def _run_id(trace: str, spans: Sequence[tuple[int, SpanRecord]]) -> str:
-    """The trace's conversation id (the earliest span carrying one; ties: the least id),
-    else the trace id."""
-    carrying = [(r.start, r.conversation_id) for _, r in spans if r.conversation_id]
-    return str(min(carrying)[1]) if carrying else trace
 
 
 def _digest(records: Sequence[SpanRecord]) -> str:

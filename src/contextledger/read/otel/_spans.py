@@ -56,8 +56,9 @@ class Said(msgspec.Struct, frozen=True, gc=False):
     tool_call_id: str | None = None
 
 
-class SpanRecord(msgspec.Struct, gc=False):
-    """What one span says, in the terms the ledger and the what-if read.
+class SpanRecord(msgspec.Struct, array_like=True, gc=False):
+    """What one span says, in the terms the ledger and the what-if read (written to
+    disk past a budget as an array: :mod:`~contextledger.read.otel._spill`).
 
     ``tools`` is None when the span carries no tool definitions at all (content capture
     off, or an instrumentation that never records them), ``()`` when it says none were

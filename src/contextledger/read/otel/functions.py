@@ -6,7 +6,7 @@ plain or gzip. Such a file is read a line at a time whatever its suffix (the
 collector's file exporter writes JSON Lines into ``.json`` files), except a file whose
 first line cannot end a document (one request, pretty-printed), read whole. Runs are
 assembled only once every file is read (:class:`~contextledger.read.otel.TraceRuns`),
-since a trace may be spread over many files.
+since a trace may be spread over many files; past a budget, the records wait on disk.
 """
 
 from __future__ import annotations
@@ -22,6 +22,15 @@ import msgspec
 from contextledger.read.gunzip import GzipError, open_inflated
 from contextledger.read.otel._otlp import decode_request
 from contextledger.read.otel._spans import SpanRecord, span_record
+from contextledger.read.otel._spill import (
+    PARTITIONS,
+    UNPLACED,
+    Spilled,
+    SpillTo,
+    new_token,
+    spans_held,
+    write_parts,
+)
 from contextledger.read.snapshot import ReadError, ReadProblem, display_path, iter_documents
 
 #: Bytes of a file (decompressed) looked at to tell its format.
@@ -106,14 +115,22 @@ class TraceFileRead:
 
     spans: list[SpanRecord] = field(default_factory=list)
     problems: list[ReadProblem] = field(default_factory=list)
+    #: The records read before ``spans``, written to disk past the budget
+    #: (``read_trace_file(spill=...)``).
+    spilled: Spilled | None = None
 
 
-def read_trace_file(path: Path, *, messages: bool = False) -> TraceFileRead:
+def read_trace_file(
+    path: Path, *, messages: bool = False, spill: SpillTo | None = None
+) -> TraceFileRead:
     """Every span of the OTLP JSON file at ``path`` as a :class:`SpanRecord` (``messages``:
     with the message texts a what-if replays). A line that is not OTLP JSON is a problem
-    naming its line; the other lines are still read.
+    naming its line; the other lines are still read. ``spill``: write the records to
+    files in its folder, partitioned by trace, whenever ``spill.spans`` are held
+    (:attr:`TraceFileRead.spilled`), so that a file of any size is read in bounded memory.
     """
     result = TraceFileRead()
+    writer = _Spiller(spill) if spill is not None else None
     shown = display_path(path)
     whole = _pretty(path)
     position = 0
@@ -144,11 +161,31 @@ def read_trace_file(path: Path, *, messages: bool = False) -> TraceFileRead:
                             result.problems.append(ReadProblem(shown, line, None, reason))
                             continue
                         result.spans.append(record)
+            if writer is not None and len(result.spans) >= writer.spans:
+                writer.write(result.spans)
+                result.spans = []
     except ReadError as error:
         result.problems.append(
             ReadProblem(error.source.path, error.source.line, None, error.reason)
         )
+    if writer is not None and writer.counts:
+        result.spilled = Spilled(writer.spill.folder, writer.token, tuple(writer.counts))
     return result
+
+
+class _Spiller:
+    """A file's records written out past the budget, under a name of their own."""
+
+    def __init__(self, spill: SpillTo) -> None:
+        self.spill = spill
+        self.spans = spans_held(spill.spans)
+        self.token = new_token()
+        self.counts: list[int] = []
+
+    def write(self, records: list[SpanRecord]) -> None:
+        entries = ((UNPLACED, record) for record in records)
+        written = write_parts(self.spill.folder, self.token, entries, PARTITIONS)
+        self.counts = [a + b for a, b in zip(self.counts or [0] * PARTITIONS, written, strict=True)]
 
 
 _TRACE_ID = re.compile(rb'"traceId"\s*:\s*"([0-9a-fA-F]{32})"')

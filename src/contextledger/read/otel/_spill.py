@@ -1,0 +1,529 @@
+"""Span records past a budget kept on disk, partitioned by trace, until runs are assembled.
+
+A run is assembled only once all of its spans are read, and a trace may be spread over
+files in any order: held in memory, the records grow with the input. Past
+:data:`SPANS_HELD` records they are written to temporary files (msgpack batches),
+partitioned by a hash of their trace id so that each trace's spans meet in one
+partition, and each partition past the budget is split again. Each record travels with
+its file's ordinal, so a partition is put back in reading order (the first copy of a
+span counts). What it deliberately gets wrong: one run larger than the budget is held
+whole when it is assembled.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import hashlib
+import os
+import struct
+import tempfile
+import uuid
+import zlib
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+
+from contextledger.read.otel._copies import Copies, Place, Started, run_of
+from contextledger.read.otel._spans import SpanRecord
+from contextledger.read.snapshot import ReadProblem
+
+#: Span records a process holds before it writes them to disk: about 6 MiB of the
+#: ledger's records (a few times more with a what-if's message texts).
+SPANS_HELD = 1 << 13
+#: Partitions by trace id: a trace's spans meet in one of them.
+PARTITIONS = 64
+#: The ordinal of records a file's reader wrote, given when the file is taken in.
+UNPLACED = -1
+
+#: One record and the ordinal of the file it was read from (its reading order is the
+#: ordinal, then the record's position in its file).
+Entry = tuple[int, SpanRecord]
+
+#: A call's tools offered, as a record holds them.
+Tools = tuple[tuple[str, int], ...]
+
+
+class _Stored(msgspec.Struct, array_like=True, gc=False):
+    """An entry as written: where it was read and what assembling runs sorts it by
+    (so a pass that only sorts records and moves them leaves them undecoded:
+    :class:`_Light`), its record's tools by their place in the batch's list, the record."""
+
+    ordinal: int
+    trace_id: str
+    span_id: str
+    position: int
+    start: int
+    conversation_id: str | None
+    tools: int  # -1: None
+    record: SpanRecord
+
+
+class _Batch(msgspec.Struct, array_like=True, gc=False):
+    """Entries written at once. The calls of an agent send the same tools (hundreds of
+    definitions, with OpenInference's): written once a batch, read back as one tuple."""
+
+    tools: list[Tools]
+    entries: list[_Stored]
+
+
+class _Light(msgspec.Struct, array_like=True, gc=False):
+    """A :class:`_Stored` with its record left as bytes."""
+
+    ordinal: int
+    trace_id: str
+    span_id: str
+    position: int
+    start: int
+    conversation_id: str | None
+    tools: int
+    record: msgspec.Raw
+
+
+class _LightBatch(msgspec.Struct, array_like=True, gc=False):
+    tools: list[Tools]
+    entries: list[_Light]
+
+
+_ENCODER = msgspec.msgpack.Encoder()
+_DECODER = msgspec.msgpack.Decoder(_Batch)
+_LIGHT = msgspec.msgpack.Decoder(_LightBatch)
+_FRAME = struct.Struct("<I")
+
+
+@dataclass(frozen=True)
+class SpillTo:
+    """Where a reader writes span records past ``spans`` (default :data:`SPANS_HELD`):
+    a folder its caller removes."""
+
+    folder: str
+    spans: int | None = None
+
+    @classmethod
+    def budgeted(cls, folder: str) -> SpillTo:
+        """A spill to ``folder`` with this process's budget (a worker is told it)."""
+        return cls(folder, spans_held(None))
+
+
+def spans_held(given: int | None) -> int:
+    """``given``, or the budget :data:`SPANS_HELD` says now (a test may lower it)."""
+    return SPANS_HELD if given is None else given
+
+
+@dataclass(frozen=True)
+class Spilled:
+    """Span records a file's reader wrote to ``folder/token.{k}``: ``counts[k]`` records
+    of partition ``k``, in reading order, ordinal :data:`UNPLACED`."""
+
+    folder: str
+    token: str
+    counts: tuple[int, ...]
+
+
+def partition_of(trace_id: str, parts: int, level: int = 0) -> int:
+    """The partition of a trace among ``parts``; ``level`` > 0 splits a partition again
+    with a hash unrelated to the first (CRC-32's is linear: a prefix would not do).
+
+    >>> trace = "5b8efff798038103d269b633813fc60c"
+    >>> partition_of(trace, PARTITIONS), partition_of(trace, PARTITIONS, level=1)
+    (33, 44)
+    """
+    if level == 0:
+        return zlib.crc32(trace_id.encode()) % parts
+    digest = hashlib.blake2b(f"{level}:{trace_id}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little") % parts
+
+
+def new_token() -> str:
+    """A name no other writer in the folder uses."""
+    return uuid.uuid4().hex
+
+
+def part_path(folder: str, token: str, part: int) -> str:
+    return os.path.join(folder, f"{token}.{part}")
+
+
+def write_parts(
+    folder: str, token: str, entries: Iterable[Entry], parts: int, level: int = 0
+) -> list[int]:
+    """Append ``entries`` to ``folder/token.{k}`` by the partition of their trace; the
+    count written to each."""
+    grouped: list[list[Entry]] = [[] for _ in range(parts)]
+    for entry in entries:
+        grouped[partition_of(entry[1].trace_id, parts, level)].append(entry)
+    counts = []
+    for part, group in enumerate(grouped):
+        counts.append(len(group))
+        if group:
+            append_batch(part_path(folder, token, part), group)
+    return counts
+
+
+def append_batch(path: str, entries: Sequence[Entry]) -> None:
+    """Append one batch of entries to the file at ``path``."""
+    places: dict[int, int] = {}  # id of a tools tuple (held by ``table``) -> its place
+    table: list[Tools] = []
+    stored = []
+    for ordinal, record in entries:
+        tools = record.tools
+        place = -1
+        if tools is not None:
+            place = places.get(id(tools), -1)
+            if place < 0:
+                place = places[id(tools)] = len(table)
+                table.append(tools)
+        stored.append(
+            _Stored(
+                ordinal,
+                record.trace_id,
+                record.span_id,
+                record.position,
+                record.start,
+                record.conversation_id,
+                place,
+                record,
+            )
+        )
+        record.tools = None
+    try:
+        payload = _ENCODER.encode(_Batch(table, stored))
+    finally:
+        for entry in stored:
+            entry.record.tools = table[entry.tools] if entry.tools >= 0 else None
+    _append(path, payload)
+
+
+def _append(path: str, payload: bytes) -> None:
+    with open(path, "ab") as handle:
+        handle.write(_FRAME.pack(len(payload)))
+        handle.write(payload)
+
+
+#: An entry read light: its record's tools (the tuple), and the entry.
+LightEntry = tuple[Tools | None, _Light]
+
+
+def load_light(files: Iterable[tuple[str, int | None]]) -> list[LightEntry]:
+    """The entries of ``files`` as :func:`load` reads them, records left as bytes, in
+    reading order."""
+    shared: dict[Tools, Tools] = {}
+    entries: list[LightEntry] = []
+    with collector_paused():
+        for path, ordinal in files:
+            for payload in _payloads(path):
+                batch = _LIGHT.decode(payload)
+                table = [shared.setdefault(tools, tools) for tools in batch.tools]
+                for entry in batch.entries:
+                    if entry.ordinal == UNPLACED and ordinal is not None:
+                        entry.ordinal = ordinal
+                    entries.append((table[entry.tools] if entry.tools >= 0 else None, entry))
+    entries.sort(key=_reading_order)
+    return entries
+
+
+def _reading_order(entry: LightEntry) -> tuple[int, int]:
+    return entry[1].ordinal, entry[1].position
+
+
+def append_light(path: str, entries: Sequence[LightEntry]) -> None:
+    """Append entries read light to the file at ``path`` (their records as read)."""
+    places: dict[int, int] = {}
+    table: list[Tools] = []
+    for tools, entry in entries:
+        place = -1
+        if tools is not None:
+            place = places.get(id(tools), -1)
+            if place < 0:
+                place = places[id(tools)] = len(table)
+                table.append(tools)
+        entry.tools = place
+    _append(path, _ENCODER.encode(_LightBatch(table, [entry for _, entry in entries])))
+
+
+def _payloads(path: str) -> Iterator[bytes]:
+    with open(path, "rb") as handle:
+        while header := handle.read(_FRAME.size):
+            (size,) = _FRAME.unpack(header)
+            yield handle.read(size)
+
+
+def read_batches(
+    path: str, ordinal: int | None = None, shared: dict[Tools, Tools] | None = None
+) -> Iterator[list[Entry]]:
+    """The batches of the file at ``path``; ``ordinal``: given to its unplaced entries;
+    ``shared``: equal tool lists made one tuple, across batches."""
+    for payload in _payloads(path):
+        batch = _DECODER.decode(payload)
+        table = batch.tools
+        if shared is not None:
+            table = [shared.setdefault(tools, tools) for tools in table]
+        entries = []
+        for entry in batch.entries:
+            record = entry.record
+            record.tools = table[entry.tools] if entry.tools >= 0 else None
+            placed = entry.ordinal
+            if placed == UNPLACED and ordinal is not None:
+                placed = ordinal
+            entries.append((placed, record))
+        yield entries
+
+
+def load(files: Iterable[tuple[str, int | None]]) -> list[Entry]:
+    """Every entry of ``files`` (each a path and the ordinal of its unplaced entries),
+    equal tool lists made one tuple each, as the reader makes them (the ledger's offer
+    rows are shared by the calls that send the same tools)."""
+    shared: dict[Tools, Tools] = {}
+    with collector_paused():
+        return [
+            entry
+            for path, ordinal in files
+            for batch in read_batches(path, ordinal, shared)
+            for entry in batch
+        ]
+
+
+@contextlib.contextmanager
+def collector_paused() -> Iterator[None]:
+    """No cyclic garbage collection while records are decoded: they hold no cycles, and
+    the collections their tuples set off cost more than the decoding."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+class SpanSpill:
+    """Span records on disk: those a :class:`~contextledger.read.otel.TraceRuns` let go
+    of (``held`` at a time), and those its files' readers wrote (:class:`Spilled`), in a
+    temporary folder of its own (under ``folder``, when given) removed by :meth:`close`,
+    or when it is collected, or at exit."""
+
+    def __init__(self, spans: int, folder: str | None = None) -> None:
+        self.spans = spans
+        self._folder = tempfile.TemporaryDirectory(
+            prefix="contextledger-spans-", dir=folder, ignore_cleanup_errors=True
+        )
+        self.folder = self._folder.name
+        self._token = new_token()
+        self._counts = [0] * PARTITIONS
+        self._adopted: list[tuple[Spilled, int]] = []
+        self._held: list[Entry] = []
+
+    def add(self, entries: Iterable[Entry]) -> None:
+        """Take in ``entries``, writing them out once :attr:`spans` are held."""
+        self._held.extend(entries)
+        if len(self._held) >= self.spans:
+            self._write()
+
+    def adopt(self, spilled: Spilled, ordinal: int) -> None:
+        """Take in the records a file's reader wrote (the file's ``ordinal``)."""
+        self._adopted.append((spilled, ordinal))
+
+    def _write(self) -> None:
+        if self._held:
+            written = write_parts(self.folder, self._token, self._held, PARTITIONS)
+            self._counts = [a + b for a, b in zip(self._counts, written, strict=True)]
+            self._held = []
+
+    def groups(self) -> list[list[tuple[str, int | None]]]:
+        """The files of each group of traces, in partition order: every span of a trace
+        is in one group, and a group holds at most :attr:`spans` records unless one
+        trace holds more (a partition past it is split again)."""
+        self._write()
+        out: list[list[tuple[str, int | None]]] = []
+        for part in range(PARTITIONS):
+            files: list[tuple[str, int | None]] = []
+            count = self._counts[part]
+            if count:
+                files.append((part_path(self.folder, self._token, part), None))
+            for spilled, ordinal in self._adopted:
+                if spilled.counts[part]:
+                    files.append((part_path(spilled.folder, spilled.token, part), ordinal))
+                    count += spilled.counts[part]
+            if count:
+                out.extend(self._fitted(files, count, 1))
+        return out
+
+    def _fitted(
+        self, files: list[tuple[str, int | None]], count: int, level: int
+    ) -> list[list[tuple[str, int | None]]]:
+        if count <= self.spans:
+            return [files]
+        parts = 2 * -(-count // self.spans)
+        token = new_token()
+        counts = [0] * parts
+        for path, ordinal in files:
+            for batch in read_batches(path, ordinal):
+                written = write_parts(self.folder, token, batch, parts, level)
+                counts = [a + b for a, b in zip(counts, written, strict=True)]
+            remove(path)
+        out = []
+        for part, held in enumerate(counts):
+            if held == count:  # one trace past the budget: held whole
+                return [[(part_path(self.folder, token, part), None)]]
+            if held:
+                out.extend(
+                    self._fitted([(part_path(self.folder, token, part), None)], held, level + 1)
+                )
+        return out
+
+    def arrange(self, before: Copies) -> Arranged:
+        """Runs put in order, their records in files of at most :attr:`spans` each.
+
+        Each group of traces is read back in reading order and its copies told apart
+        (``before``: those told apart before the records spilled); the run of each
+        trace, its first start and its count are kept. Runs are ordered by their first
+        start (ties: run id) and cut into ranges; each group is read again and its kept
+        records written to their range's file (:meth:`range_runs` reads it). Only a
+        group holding copies of a span has its records decoded before then (to tell a
+        copy from a conflict); the others are sorted and moved as bytes."""
+        out = Arranged(conflicts=before.conflicts, copies=before.copies)
+        groups = self.groups()
+        for files in groups:
+            spans = _kept_light(load_light(files))
+            if spans is None:  # copies of a span: told apart by their content
+                with collector_paused():
+                    found = _read_group(files)
+                out.conflicts.extend(found.conflicts)
+                for where, copy in found.copies.items():
+                    if where not in out.copies or copy[0] < out.copies[where][0]:
+                        out.copies[where] = copy
+                spans = [(place, record) for place, record in found.kept.values()]
+            by_trace: dict[str, list[tuple[Place, Started]]] = {}
+            for place, span in spans:
+                by_trace.setdefault(span.trace_id, []).append((place, span))
+            for trace, held in by_trace.items():
+                start = min(span.start for _, span in held)
+                out.traces[trace] = TraceFacts(run_of(trace, held), start, len(held), held[0][0])
+        range_of = self._cut(out)
+        for files in groups:
+            buckets: dict[int, list[LightEntry]] = {}
+            seen: set[tuple[str, str]] = set()
+            for tools, entry in load_light(files):
+                key = (entry.trace_id, entry.span_id)
+                if key not in seen:  # the first copy read is the one kept
+                    seen.add(key)
+                    index = range_of[out.traces[entry.trace_id].run_id]
+                    buckets.setdefault(index, []).append((tools, entry))
+            for index, entries in buckets.items():
+                append_light(self._range_path(index), entries)
+            for path, _ in files:
+                remove(path)
+        return out
+
+    def _cut(self, out: Arranged) -> dict[str, int]:
+        """``out.ranges``: runs in order, cut into ranges of at most :attr:`spans`
+        records (one run past it alone); each run's range."""
+        started: dict[str, int] = {}
+        counts: dict[str, int] = {}
+        for facts in out.traces.values():
+            earlier = started.get(facts.run_id)
+            started[facts.run_id] = facts.start if earlier is None else min(earlier, facts.start)
+            counts[facts.run_id] = counts.get(facts.run_id, 0) + facts.count
+        range_of: dict[str, int] = {}
+        held = 0
+        for run_id in sorted(started, key=lambda run_id: (started[run_id], run_id)):
+            if not out.ranges or (held and held + counts[run_id] > self.spans):
+                out.ranges.append([])
+                held = 0
+            out.ranges[-1].append(run_id)
+            range_of[run_id] = len(out.ranges) - 1
+            held += counts[run_id]
+        return range_of
+
+    def range_runs(
+        self,
+        index: int,
+        traces: dict[str, TraceFacts],
+        span_order: Callable[[SpanRecord], tuple[Any, ...]],
+    ) -> dict[str, list[SpanRecord]]:
+        """The records of the ``index``-th range of runs, by run, each run's in
+        ``span_order`` (ties: as they were taken in: by trace, in reading order)."""
+        path = self._range_path(index)
+        by_run: dict[str, list[tuple[tuple[Any, ...], SpanRecord]]] = {}
+        with collector_paused():
+            for ordinal, record in load([(path, None)]):
+                facts = traces[record.trace_id]
+                key = (span_order(record), facts.first, (ordinal, record.position))
+                by_run.setdefault(facts.run_id, []).append((key, record))
+        remove(path)
+        out = {}
+        for run_id, keyed in by_run.items():
+            keyed.sort(key=_first)
+            out[run_id] = [record for _, record in keyed]
+        return out
+
+    def _range_path(self, index: int) -> str:
+        return os.path.join(self.folder, f"runs.{index}")
+
+    def close(self) -> None:
+        """Remove every file written (also the files' readers' once adopted)."""
+        for spilled, _ in self._adopted:
+            for part, count in enumerate(spilled.counts):
+                if count:
+                    remove(part_path(spilled.folder, spilled.token, part))
+        self._adopted = []
+        self._held = []
+        self._folder.cleanup()
+
+
+def remove(path: str) -> None:
+    """Remove the file at ``path`` if it is still there."""
+    with contextlib.suppress(FileNotFoundError):
+        os.remove(path)
+
+
+def _kept_light(entries: list[LightEntry]) -> list[tuple[Place, Started]] | None:
+    """Each entry's place and itself, in reading order; None when a span is there twice."""
+    seen: set[tuple[str, str]] = set()
+    spans: list[tuple[Place, Started]] = []
+    for _, entry in entries:
+        key = (entry.trace_id, entry.span_id)
+        if key in seen:
+            return None
+        seen.add(key)
+        spans.append(((entry.ordinal, entry.position), entry))
+    return spans
+
+
+def _first(keyed: tuple[tuple[Any, ...], SpanRecord]) -> tuple[Any, ...]:
+    return keyed[0]
+
+
+def _read_group(files: list[tuple[str, int | None]]) -> Copies:
+    """The records of one group of traces on disk, told apart in reading order."""
+    found = Copies()
+    entries = load(files)
+    entries.sort(key=lambda entry: (entry[0], entry[1].position))
+    for ordinal, record in entries:
+        found.take((ordinal, record.position), record)
+    return found
+
+
+@dataclass(slots=True)
+class TraceFacts:
+    """What is held of each trace while its records are on disk."""
+
+    run_id: str
+    start: int
+    count: int
+    #: Its first kept span's place in reading order (ties between a run's spans).
+    first: Place
+
+
+@dataclass
+class Arranged:
+    """What :meth:`SpanSpill.arrange` gives: each trace's facts, the runs of each
+    range in order, and the conflicting copies and the copies, with their places."""
+
+    traces: dict[str, TraceFacts] = field(default_factory=dict)
+    ranges: list[list[str]] = field(default_factory=list)
+    conflicts: list[tuple[Place, str, ReadProblem]] = field(default_factory=list)
+    copies: dict[tuple[str, int | None, str], tuple[Place, SpanRecord, SpanRecord]] = field(
+        default_factory=dict
+    )
