@@ -35,10 +35,17 @@ from contextledger.archive.manifest import (
 )
 from contextledger.archive.store import Archive
 from contextledger.archive.tables import ArchiveTables
-from contextledger.jobs.ingest_batch import _append_source, write_batch
+from contextledger.jobs.ingest_batch import (
+    ArchivedTrace,
+    _append_source,
+    batch_labels,
+    write_batch,
+)
+from contextledger.jobs.ingest_merge import ArchivedTraces, replace_runs
 from contextledger.jobs.ingest_report import IngestReport, Source
 from contextledger.processes import worker_pool
 from contextledger.progress import Progress
+from contextledger.read.otel import TraceFileRead
 from contextledger.read.snapshot import display_path, find_snapshot_files
 from contextledger.tables import schema
 from contextledger.tables.build import ACCOUNTING_MODES, TraceInputs
@@ -116,9 +123,13 @@ def ingest(
         last_flush = time.perf_counter()
         read_files = reader or local_reader(workers)
         traces = TraceInputs(ACCOUNTING_MODES, windows=True)
+        archived = ArchivedTraces(archive)  # spans of runs archived before count first
         held: list[tuple[Source, FileRead]] = []  # trace files: runs come once all are read
         for source, read in read_files(todo, dict(static_tools or {})):
             if read.traces is not None:
+                earlier = archived.records_for(read.traces.spans)
+                if earlier:
+                    traces.take(FileRead(traces=TraceFileRead(spans=earlier)))
                 traces.take(read)
                 held.append((source, FileRead()))
                 continue
@@ -130,7 +141,10 @@ def ingest(
                 pending.flush()
                 last_flush = time.perf_counter()
         if held:
-            for source, read in _runs_to_files(held, traces.finish()):
+            assembled = traces.finish()
+            pending.archived = archived.grown_from(assembled.runs)
+            pending.ranks = {id(run): rank for rank, run in enumerate(assembled.runs)}
+            for source, read in _runs_to_files(held, assembled):
                 pending.add(source, read)
         pending.flush()
         meter.close(_ingest_line(report, pending, len(todo), meter.elapsed))
@@ -306,6 +320,10 @@ class _Pending:
         self.reads: list[tuple[Source, FileRead]] = []
         self.outcomes: list[tuple[Source, pa.Table | None, str | None]] = []
         self.run_count = 0
+        #: Trace runs assembled with archived spans (``write_batch``'s ``archived``).
+        self.archived: dict[int, ArchivedTrace | str] = {}
+        #: Trace runs' places, by their first span's start time (``write_batch``'s ``ranks``).
+        self.ranks: dict[int, int] = {}
 
     def add(self, source: Source, read: FileRead) -> None:
         self.reads.append((source, read))
@@ -330,7 +348,11 @@ class _Pending:
         if not self.reads and not self.outcomes:
             return
         batch = self.archive.new_batch(self.date)
-        write_batch(batch, self.reads, self.outcomes, self.report)
+        merged = write_batch(
+            batch, self.reads, self.outcomes, self.report, archived=self.archived, ranks=self.ranks
+        )
+        if merged:
+            replace_runs(batch, merged, batch_labels(batch))
         batch.commit()
         self.report.commits += 1
         self.reads, self.outcomes, self.run_count = [], [], 0

@@ -9,6 +9,7 @@ run-identity rule decides which copy of a run counts, against what is archived.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import polars as pl
@@ -33,14 +34,39 @@ from contextledger.tables.window_rows import RunWindow
 from contextledger.tables.windows import messages_from_columns
 
 
+@dataclass(frozen=True)
+class ArchivedTrace:
+    """A trace run the archive holds, that spans read now belong to: where it is."""
+
+    run_id: str
+    run_order: int
+    digest: str
+    partition: str
+    #: The number of the commit that added it (its rows are that commit's).
+    commit: int
+
+
 def write_batch(
     batch: Batch,
     reads: Sequence[tuple[Source, FileRead]],
     outcomes: Sequence[tuple[Source, pa.Table | None, str | None]],
     report: IngestReport,
-) -> None:
-    """Decide what each read run adds, and write the batch's files (not yet committed)."""
+    *,
+    archived: Mapping[int, ArchivedTrace | str] | None = None,
+    ranks: Mapping[int, int] | None = None,
+) -> list[tuple[RunRead, ArchivedTrace]]:
+    """Decide what each read run adds, and write the batch's files (not yet committed).
+
+    ``archived`` (by ``id()`` of the run read) names the trace runs assembled with spans
+    the archive holds: the archived run they grew from (the same spans: already
+    archived; more: the run to merge into it, returned for
+    :func:`~contextledger.jobs.ingest_merge.replace_runs`), or why they cannot be merged
+    (a conflict). ``ranks`` (by ``id()``) orders trace runs after the snapshots' runs
+    (their first span's start time, as reading the files orders them).
+    """
     archive = batch.archive
+    archived = archived or {}
+    extended: list[tuple[RunRead, ArchivedTrace]] = []
     runs = [run for _, read in reads for run in read.runs]
     identity = RunIdentity(
         known=archived_digests(archive, (run.run_id for run in runs)),
@@ -57,6 +83,16 @@ def write_batch(
     conflicts: dict[int, list[ReadProblem]] = {}  # by id() of the copy
     for _, read in reads:
         for run in read.runs:
+            grown = archived.get(id(run))
+            if isinstance(grown, ArchivedTrace):
+                if grown.digest != run.digest:
+                    extended.append((run, grown))
+                conflicts[id(run)] = []
+                continue
+            if grown is not None:
+                problem = ReadProblem(run.source.path, run.source.line, run.run_id, grown)
+                conflicts[id(run)] = [problem]
+                continue
             found = len(identity.conflicts)
             slot = identity.place(
                 run.run_id, run.source, run.digest or "", run.execution_id, named=run.named
@@ -64,7 +100,11 @@ def write_batch(
             if slot is not None:
                 put_in_slot(counted, slot, run)
             conflicts[id(run)] = identity.conflicts[found:]
+    if ranks:  # trace runs after the snapshots', by their first span's start time
+        counted.sort(key=lambda run: ranks.get(id(run), -1))
     kept = {id(run) for run in counted}
+    merged = {id(run) for run, _ in extended}
+    spans: dict[str, list[dict[str, Any]]] = {}  # by partition
     for run in counted:
         order = batch.first_run_order + batch.run_count
         batch.run_count += 1
@@ -74,22 +114,29 @@ def write_batch(
         partitions.append(partition)
         if run.window is not None:
             windows.setdefault(partition, _WindowRows()).add(run.window, order)
+        if run.spans is not None:
+            spans.setdefault(partition, []).append(span_row(run, order))
         for mode, facts in run.facts.items():
             builders[mode].add_run(run, order)
             if not facts.metered:
                 report.refused[mode] += 1
         _append_index(index, run, order, partition)
+    for run, _ in extended:
+        for mode, facts in run.facts.items():
+            if not facts.metered:
+                report.refused[mode] += 1
     for source, read in reads:
         problems = [
             _quarantined(problem, mode, batch.ingest_date) for mode, problem in read.problems
         ]
-        added = [run.run_id for run in read.runs if id(run) in kept]
+        added = [run.run_id for run in read.runs if id(run) in kept or id(run) in merged]
         conflicting = 0
         for run in read.runs:
             for problem in conflicts[id(run)]:
                 conflicting += 1
                 problems.append(_quarantined(problem, None, batch.ingest_date))
         already = len(read.runs) - len(added) - conflicting
+        grew = sum(1 for run in read.runs if id(run) in merged)
         quarantine.extend(problems)
         _append_source(sources, source, "snapshots", added, len(read.runs), already, conflicting)
         sources["problem_count"][-1] = len(problems)
@@ -98,7 +145,8 @@ def write_batch(
             if any(p["run_id"] is None and p["line"] is None for p in problems) and not read.runs
             else "read"
         )
-        report.runs_added += len(added)
+        report.runs_added += len(added) - grew
+        report.runs_extended += grew
         report.runs_already_archived += already
         report.runs_conflicting += conflicting
         report.bad_files += bool(problems)
@@ -115,6 +163,9 @@ def write_batch(
         write_tables(batch, builder.finish(), by_order, labels)
     for partition, rows in windows.items():
         rows.write(batch, partition)
+    for partition, span_rows in spans.items():
+        table = pa.Table.from_pylist(span_rows, schema=store.TRACE_SPANS)
+        batch.write("spans", table, partition=partition)
     batch.write("run_index", pa.table(index, schema=store.RUN_INDEX), directory="_manifest/runs")
     batch.write("sources", pa.table(sources, schema=store.SOURCES), directory="_manifest/sources")
     batch.write(
@@ -122,6 +173,17 @@ def write_batch(
         pa.Table.from_pylist(quarantine, schema=store.QUARANTINE),
         directory="_manifest/quarantine",
     )
+    return extended
+
+
+def span_row(run: RunRead, order: int) -> dict[str, Any]:
+    """A trace run's row of ``store.TRACE_SPANS``."""
+    return {
+        "run_id": run.run_id,
+        "run_order": order,
+        "trace_ids": list(run.trace_ids),
+        "records": run.spans,
+    }
 
 
 def write_outcomes(batch: Batch, table: pa.Table, source: str) -> None:
@@ -178,6 +240,25 @@ def write_tables(
     both are split by whether the row is its piece's first offer (use) in its run.
     Given ``labels`` (:func:`batch_labels`), each partition's label credit is stored too.
     """
+    runs, offers, uses = partition_rows(tables, partitions)
+    for value in runs["partition"].unique(maintain_order=True).to_list():
+        chosen = pl.col("partition") == value
+        write_partition(
+            batch,
+            tables.mode,
+            value,
+            (runs.filter(chosen), offers.filter(chosen), uses.filter(chosen)),
+            labels,
+        )
+    if labels is not None:
+        batch.label_credit = True
+
+
+def partition_rows(
+    tables: RunTables, partitions: Mapping[int, str]
+) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    """One accounting's runs, and the offers and uses of its metered runs, each row
+    with its ``partition`` (by run order) and the offers and uses with ``first_in_run``."""
     runs = pl.DataFrame(tables.runs).with_columns(
         partition=pl.col("run_order").replace_strict(partitions, return_dtype=pl.String)
     )
@@ -194,42 +275,57 @@ def write_tables(
         .filter(pl.col("metered"))
         .with_columns(first_in_run=pl.struct("run_id", "kind", "piece_id").is_first_distinct())
     )
-    for value in runs["partition"].unique(maintain_order=True).to_list():
-        chosen = pl.col("partition") == value
-        batch.write(
-            "runs",
-            runs.filter(chosen).drop("partition").to_arrow().cast(schema.RUNS),
-            accounting=tables.mode,
-            partition=value,
-        )
-        for name, frame, table_schema in (
-            ("offers", offers, schema.OFFERS),
-            ("uses", uses, schema.USES),
-        ):
-            for first in (True, False):
-                part = frame.filter(chosen & (pl.col("first_in_run") == first))
-                batch.write(
-                    name,
-                    part.select(table_schema.names).to_arrow().cast(table_schema),
-                    accounting=tables.mode,
-                    partition=value,
-                    first_in_run=first,
-                )
-        batch.write(
-            "piece_totals",
-            _piece_totals(runs.filter(chosen), offers.filter(chosen), uses.filter(chosen)),
-            accounting=tables.mode,
-            partition=value,
-        )
-        if labels is not None:
+    return runs, offers, uses
+
+
+def write_partition(
+    batch: Batch,
+    mode: str,
+    value: str,
+    rows: tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame],
+    labels: pl.DataFrame | None,
+    replacing: int | None = None,
+) -> None:
+    """Write one partition's runs, offers and uses (:func:`partition_rows`) of accounting
+    ``mode``, their piece totals and (given ``labels``) their label credit; ``replacing``:
+    as new versions of that earlier commit's files (``Batch.write``)."""
+    runs, offers, uses = rows
+    batch.write(
+        "runs",
+        runs.drop("partition").to_arrow().cast(schema.RUNS),
+        accounting=mode,
+        partition=value,
+        replacing=replacing,
+    )
+    for name, frame, table_schema in (
+        ("offers", offers, schema.OFFERS),
+        ("uses", uses, schema.USES),
+    ):
+        for first in (True, False):
+            part = frame.filter(pl.col("first_in_run") == first)
             batch.write(
-                "label_credit",
-                _label_credit(labels, runs.filter(chosen), offers.filter(chosen)),
-                accounting=tables.mode,
+                name,
+                part.select(table_schema.names).to_arrow().cast(table_schema),
+                accounting=mode,
                 partition=value,
+                first_in_run=first,
+                replacing=replacing,
             )
+    batch.write(
+        "piece_totals",
+        _piece_totals(runs, offers, uses),
+        accounting=mode,
+        partition=value,
+        replacing=replacing,
+    )
     if labels is not None:
-        batch.label_credit = True
+        batch.write(
+            "label_credit",
+            _label_credit(labels, runs, offers),
+            accounting=mode,
+            partition=value,
+            replacing=replacing,
+        )
 
 
 def _label_credit(labels: pl.DataFrame, runs: pl.DataFrame, offers: pl.DataFrame) -> pa.Table:
@@ -275,12 +371,17 @@ class _WindowRows:
         self.streams.append({**window.stream, "run_order": order})
         self.standings.extend(window.standings)
 
+    def tables(self) -> dict[str, pa.Table]:
+        """The rows as ``streams``, ``messages`` and ``standings`` tables."""
+        return {
+            "streams": pa.Table.from_pylist(self.streams, schema=schema.STREAMS),
+            "messages": messages_from_columns(self.messages),
+            "standings": pa.Table.from_pylist(self.standings, schema=schema.STANDINGS),
+        }
+
     def write(self, batch: Batch, partition: str) -> None:
-        streams = pa.Table.from_pylist(self.streams, schema=schema.STREAMS)
-        batch.write("streams", streams, partition=partition)
-        batch.write("messages", messages_from_columns(self.messages), partition=partition)
-        standings = pa.Table.from_pylist(self.standings, schema=schema.STANDINGS)
-        batch.write("standings", standings, partition=partition)
+        for name, table in self.tables().items():
+            batch.write(name, table, partition=partition)
 
 
 def _quarantined(problem: ReadProblem, mode: str | None, date: str) -> dict[str, Any]:

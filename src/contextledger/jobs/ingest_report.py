@@ -39,6 +39,8 @@ class IngestReport:
     runs_added: int = 0
     runs_already_archived: int = 0
     runs_conflicting: int = 0
+    #: Trace runs archived before, whose spans arriving now were merged into them.
+    runs_extended: int = 0
     refused: dict[str, int] = field(default_factory=lambda: dict.fromkeys(ACCOUNTING_MODES, 0))
     bad_files: int = 0  # files with at least one problem
     problems: list[dict[str, Any]] = field(default_factory=list)
@@ -71,7 +73,13 @@ class IngestReport:
             f"({self.files_unchanged} unchanged file(s) skipped) in {self.seconds:.1f} s: "
             f"{rate:.0f} runs/s, {megabytes / self.seconds if self.seconds else 0:.1f} MB/s",
             f"  {self.runs_added} added, {self.runs_already_archived} already archived, "
-            f"{self.runs_conflicting} conflicting (same run_id, other content: not added)",
+            f"{self.runs_conflicting} conflicting (same run_id, other content: not added)"
+            + (
+                f", {self.runs_extended} archived trace run(s) extended by spans that "
+                "arrived later (merged in place)"
+                if self.runs_extended
+                else ""
+            ),
             "  refused: "
             + ", ".join(f"{count} under {mode}" for mode, count in self.refused.items()),
             f"  {self.bad_files} bad file(s), {len(self.problems)} problem(s) quarantined"

@@ -68,6 +68,10 @@ class RunRead:
     execution_id: str | None = None
     #: Whether its document names it (:attr:`~contextledger.read.snapshot.Run.named`).
     named: bool = False
+    #: A trace run's traces and its span records, encoded (what an archive keeps to
+    #: merge spans of it that arrive in a later ingest); empty and None for a snapshot.
+    trace_ids: tuple[str, ...] = ()
+    spans: bytes | None = None
 
 
 @dataclass

@@ -77,6 +77,10 @@ class TraceRun:
     #: A hash of the run's spans (:func:`_digest`), when asked for (what an archive keeps).
     digest: str | None = None
     messages: RunMessages | None = None
+    #: The traces the run is made of, and its span records (:func:`encode_spans`), when
+    #: digests are asked for: what an archive keeps to merge spans arriving later.
+    trace_ids: tuple[str, ...] = ()
+    spans: bytes | None = None
 
     def facts_as(self, mode: str) -> RunFacts:
         """The facts under accounting ``mode``: the same offers and uses whatever the
@@ -125,6 +129,9 @@ class TraceRuns:
                 continue
             kept = earlier[1]
             if kept.same_content(record):
+                here = (record.path, record.line, record.position)
+                if (kept.path, kept.line, kept.position) == here:
+                    continue  # the same line read again (a grown file): no copy
                 where = (record.path, record.line, record.trace_id)
                 self._copies.setdefault(where, (record, kept))
             else:
@@ -205,6 +212,8 @@ class TraceRuns:
         calls = model_calls(records)
         facts = meter(calls, records)
         digest = _digest(records) if self.digests else None
+        spans = encode_spans(records) if self.digests else None
+        trace_ids = tuple(sorted({record.trace_id for record in records}))
         source = RunSource(first.path, first.line)
         messages = None
         if self.messages:
@@ -216,7 +225,7 @@ class TraceRuns:
             if doubt is not None:
                 where = ReadProblem(source.path, source.line, run_id, doubt).where
                 messages.notes.append(f"{where}: {doubt}")
-        return TraceRun(run_id, source, facts, digest, messages)
+        return TraceRun(run_id, source, facts, digest, messages, trace_ids, spans)
 
 
 #: How far (either way) a run's rebuilt input may be from its recorded input tokens
@@ -277,6 +286,24 @@ def _digest(records: Sequence[SpanRecord]) -> str:
         fields = msgspec.structs.astuple(record)
         hasher.update(msgspec.json.encode(fields[:4] + fields[7:-1]))
     return hasher.hexdigest()
+
+
+_SPANS = msgspec.json.Decoder(list[SpanRecord])
+
+
+def encode_spans(records: Sequence[SpanRecord]) -> bytes | None:
+    """A run's span records as bytes (JSON: a count past 64 bits stays as read), as an
+    archive keeps them; None when they cannot be (text no UTF-8 holds): the run is
+    archived, but spans of it arriving later cannot be merged into it."""
+    try:
+        return msgspec.json.encode(list(records))
+    except (msgspec.EncodeError, OverflowError, UnicodeEncodeError):
+        return None
+
+
+def decode_spans(data: bytes) -> list[SpanRecord]:
+    """The span records :func:`encode_spans` kept, as they were read."""
+    return _SPANS.decode(data)
 
 
 def model_calls(records: Sequence[SpanRecord]) -> list[SpanRecord]:

@@ -1,0 +1,164 @@
+"""Trace runs in an archive over several ingests: a run whose spans arrive in two ingests
+(a collector appending to its files, or rotating them) is archived as the run read
+from every file at once, table for table; a grown file re-ingested reads its new spans
+only once; trace runs are archived in the order reading the files gives them.
+"""
+
+from __future__ import annotations
+
+import gzip
+import shutil
+from pathlib import Path
+
+import polars as pl
+import pytest
+from polars.testing import assert_frame_equal
+
+from contextledger.archive import Archive, ArchiveTables, verify_archive
+from contextledger.archive.store import Batch
+from contextledger.jobs.ingest import ingest
+from contextledger.jobs.whatif import whatif
+from contextledger.ledger.compute import compute_ledger
+from contextledger.ledger.duckdb_views import ledger_rows_sql
+from contextledger.ledger.invariants import check_invariants
+from contextledger.tables.build import ACCOUNTING_MODES, load_outcomes, read_runs
+
+from .test_otel_read import TRACES, _trace
+
+#: The 30-call run of the OpenAI recording (semconv instrumentation), split over two files.
+LONG_RUN = "da63cff08af8f5fb57a120f6d5a37c66"
+TABLES = ("runs", "offers", "uses")
+ONCE = ("streams", "messages", "spans", "run_index")
+POLICIES = ["none", "sliding:keep=4"]
+
+
+def _split(tmp_path: Path) -> tuple[Path, Path]:
+    """The OpenAI recording's two files, as a collector rotating its files wrote them:
+    the 30-call run's first 15 calls in the first, the rest and its root span in the
+    second (``data/otel/README.md``); plain, so that a test can append to them."""
+    paths = tmp_path / "today.jsonl", tmp_path / "tomorrow.jsonl"
+    for path, name in zip(paths, ("genai-openai.jsonl.gz", "genai-openai.2.jsonl.gz"), strict=True):
+        path.write_bytes(gzip.decompress(_trace(name).read_bytes()))
+    return paths
+
+
+def _labels(tmp_path: Path) -> Path:
+    path = tmp_path / "labels.csv"
+    path.write_text(f"run_id,label\n{LONG_RUN},good\n")
+    return path
+
+
+def _stored(root: Path, table: str) -> pl.DataFrame:
+    archive = Archive.open(root)
+    files = archive.files(table)
+    return pl.read_parquet(archive.paths(files)) if files else pl.DataFrame()
+
+
+def assert_archives_equal(grown: Path, whole: Path) -> None:
+    """Every table of the two archives equal, row for row, and both ledgers."""
+    for mode in ACCOUNTING_MODES:
+        ours = ArchiveTables(Archive.open(grown), mode)
+        theirs = ArchiveTables(Archive.open(whole), mode)
+        for table in TABLES:
+            assert_frame_equal(
+                pl.DataFrame(getattr(ours, table)),
+                pl.DataFrame(getattr(theirs, table)),
+                check_exact=True,
+            )
+        assert_frame_equal(
+            compute_ledger(ours).rows(), compute_ledger(theirs).rows(), check_exact=True
+        )
+        assert_frame_equal(ledger_rows_sql(ours), ledger_rows_sql(theirs), check_exact=True)
+        # stored per commit, the totals and label credit differ in rows from one ingest's;
+        # each stands for its commit's rows (the ledgers above add them up)
+        report = check_invariants(ours)
+        assert report.holds, report.violations
+    for table in ONCE:
+        assert_frame_equal(_stored(grown, table), _stored(whole, table), check_exact=True)
+    assert verify_archive(grown) == []
+
+
+def test_a_run_split_over_two_ingests_is_archived_as_one_ingest_of_both(tmp_path):
+    today, tomorrow = _split(tmp_path)
+    labels = _labels(tmp_path)
+    first = ingest([today], tmp_path / "grown", outcomes=labels, workers=1)
+    second = ingest([tomorrow], tmp_path / "grown", workers=1)
+    ingest([today, tomorrow], tmp_path / "whole", outcomes=labels, workers=1)
+    assert (first.runs_added, second.runs_added, second.runs_extended) == (4, 4, 1)
+    assert (second.runs_conflicting, second.problems) == (0, [])
+    assert "1 archived trace run(s) extended by spans that arrived later" in second.summary()
+    assert_archives_equal(tmp_path / "grown", tmp_path / "whole")
+    runs = read_runs([today, tomorrow], workers=1).with_outcomes(load_outcomes(labels))
+    archived = ArchiveTables(Archive.open(tmp_path / "grown"), "corrected")
+    assert_frame_equal(
+        compute_ledger(archived).rows(), compute_ledger(runs).rows(), check_exact=True
+    )
+    grown, _ = whatif(str(tmp_path / "grown"), POLICIES)
+    files, _ = whatif([today, tomorrow], POLICIES)
+    assert_frame_equal(grown, files, check_exact=True)
+    calls = pl.DataFrame(archived.runs).filter(pl.col("run_id") == LONG_RUN)["model_call_count"]
+    assert calls.to_list() == [30]
+
+
+def test_the_run_archived_before_its_later_spans_is_the_first_half(tmp_path):
+    """The failing case beside the passing one: the first ingest alone holds part of
+    the run, so the merge above is what makes the 30 calls."""
+    today, _ = _split(tmp_path)
+    ingest([today], tmp_path / "archive", workers=1)
+    runs = pl.DataFrame(ArchiveTables(Archive.open(tmp_path / "archive"), "corrected").runs)
+    calls = runs.filter(pl.col("run_id") == LONG_RUN)["model_call_count"].item()
+    assert 0 < calls < 30
+
+
+def test_a_grown_file_ingested_again_merges_what_it_gained_and_names_no_copy(tmp_path):
+    today, tomorrow = _split(tmp_path)
+    growing = tmp_path / "collector.jsonl"
+    shutil.copy(today, growing)
+    ingest([growing], tmp_path / "grown", workers=1)
+    with growing.open("a") as handle:
+        handle.write(tomorrow.read_text())
+    again = ingest([growing], tmp_path / "grown", workers=1)
+    assert (again.runs_added, again.runs_extended, again.runs_already_archived) == (4, 1, 3)
+    assert (again.duplicates, again.problems, again.runs_conflicting) == ([], [], 0)
+    ingest([growing], tmp_path / "whole", workers=1)
+    assert_archives_equal(tmp_path / "grown", tmp_path / "whole")
+
+
+def test_spans_archived_and_given_again_elsewhere_count_once(tmp_path):
+    today, tomorrow = _split(tmp_path)
+    ingest([today, tomorrow], tmp_path / "archive", workers=1)
+    copy = tmp_path / "copy" / "tomorrow.jsonl"
+    copy.parent.mkdir()
+    shutil.copy(tomorrow, copy)
+    again = ingest([copy], tmp_path / "archive", workers=1)
+    assert (again.runs_added, again.runs_extended, again.runs_already_archived) == (0, 0, 5)
+    assert {row["path"] for row in again.duplicates} == {str(copy)}
+    ingest([today, tomorrow], tmp_path / "whole", workers=1)
+    assert_archives_equal(tmp_path / "archive", tmp_path / "whole")
+
+
+def test_a_merge_killed_before_its_commit_leaves_the_archive_as_it_was(tmp_path, monkeypatch):
+    today, tomorrow = _split(tmp_path)
+    ingest([today], tmp_path / "grown", workers=1)
+    ingest([today], tmp_path / "before", workers=1)
+
+    def killed(self: Batch) -> None:
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as patched:
+        patched.setattr(Batch, "commit", killed)
+        with pytest.raises(KeyboardInterrupt):
+            ingest([tomorrow], tmp_path / "grown", workers=1)
+    assert_archives_equal(tmp_path / "grown", tmp_path / "before")
+    again = ingest([tomorrow], tmp_path / "grown", workers=1)
+    assert again.runs_extended == 1 and again.leftovers_removed > 0
+    ingest([today, tomorrow], tmp_path / "whole", workers=1)
+    assert_archives_equal(tmp_path / "grown", tmp_path / "whole")
+
+
+def test_an_archive_orders_trace_runs_as_reading_the_files_does(tmp_path):
+    ingest(TRACES, tmp_path / "archive", workers=1)
+    archived = pl.DataFrame(ArchiveTables(Archive.open(tmp_path / "archive"), "corrected").runs)
+    files = pl.DataFrame(read_runs(TRACES, workers=1).runs)
+    assert archived["run_id"].to_list() == files["run_id"].to_list()
+    assert_frame_equal(archived, files, check_exact=True)
