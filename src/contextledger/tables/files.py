@@ -192,9 +192,6 @@ def read_file(
                         run.named,
                     )
                     result.streams.append(stream)
-                    for reason in stream.messages.problems:
-                        problem = _problem(run.source, reason, run.run_id)
-                        result.problems.append(("whatif", problem))
                 except FOLD_ERRORS as error:  # a stream no replay can hold
                     problem = _problem(run.source, fold_failure(error), run.run_id)
                     result.problems.append(("whatif", problem))

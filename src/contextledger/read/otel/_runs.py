@@ -218,9 +218,9 @@ class TraceRuns:
         messages = None
         if self.messages:
             calls, problem = _usage_in_range(calls, run_id)
-            if problem is not None:
-                problems.append(problem)
             messages = stream(run_id, calls)
+            if problem is not None:  # read, but no call reaches it: a note, not a problem
+                messages.notes.append(f"{problem.where}: {problem.reason}")
             doubt = input_check(messages, calls)
             if doubt is not None:
                 where = ReadProblem(source.path, source.line, run_id, doubt).where
