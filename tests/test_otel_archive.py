@@ -162,3 +162,23 @@ def test_an_archive_orders_trace_runs_as_reading_the_files_does(tmp_path):
     files = pl.DataFrame(read_runs(TRACES, workers=1).runs)
     assert archived["run_id"].to_list() == files["run_id"].to_list()
     assert_frame_equal(archived, files, check_exact=True)
+
+
+def test_a_damaged_new_version_leaves_out_the_commit_it_belongs_to(tmp_path):
+    """A merged run's files count as the commit that added the run: one of them missing
+    leaves that commit out, named, as any damaged file does."""
+    today, tomorrow = _split(tmp_path)
+    ingest([today], tmp_path / "archive", workers=1)
+    ingest([tomorrow], tmp_path / "archive", workers=1)
+    archive = Archive.open(tmp_path / "archive")
+    (newer,) = [
+        file
+        for file in archive.commits[0].files
+        if (file.table, file.accounting) == ("runs", "corrected") and "-of-" in file.path
+    ]
+    (tmp_path / "archive" / newer.path).unlink()
+    damaged = Archive.open(tmp_path / "archive")
+    assert [commit.seq for commit in damaged.commits] == [2]
+    (problem,) = damaged.damage
+    assert problem.path.endswith(newer.path) and problem.commit == 1
+    assert "missing: commit 1" in problem.reason and "with its 4 run(s)" in problem.reason
