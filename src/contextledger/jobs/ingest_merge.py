@@ -112,22 +112,36 @@ class ArchivedTraces:
 
     def grown_from(self, runs: Iterable[RunRead]) -> dict[int, ArchivedTrace | str]:
         """For each run (by ``id()``) assembled with archived spans: the archived run it
-        grew from, or why it cannot be merged (it joins two archived runs)."""
-        found: dict[int, ArchivedTrace | str] = {}
+        grew from, or why it cannot be merged: it joins two archived runs, or an
+        archived run's traces went to two runs (a conversation id arriving later)."""
+        holding: dict[int, set[str]] = {}
+        holders: dict[str, list[RunRead]] = {}
         for run in runs:
             held = {self._traces[t] for t in run.trace_ids if t in self._traces}
             if run.run_id in self.runs and not held:
                 held = {run.run_id}
-            if not held:
-                continue
-            if len(held) == 1:
-                found[id(run)] = self.runs[held.pop()]
-                continue
-            listed = ", ".join(sorted(held))
-            found[id(run)] = (
-                f"its spans join the archived runs {listed} into one run: not merged (each "
-                "stays as archived; ingest every file into a new archive to count them as one)"
-            )
+            if held:
+                holding[id(run)] = held
+                for run_id in held:
+                    holders.setdefault(run_id, []).append(run)
+        found: dict[int, ArchivedTrace | str] = {}
+        for run_id, grown in holders.items():
+            for run in grown:
+                held = holding[id(run)]
+                if len(held) > 1:
+                    listed = ", ".join(sorted(held))
+                    found[id(run)] = (
+                        f"its spans join the archived runs {listed} into one run: not merged "
+                        "(each stays as archived; ingest every file into a new archive to "
+                        "count them as one)"
+                    )
+                elif len(grown) > 1:
+                    found[id(run)] = (
+                        f"it holds traces of archived run {run_id}, whose other traces went to "
+                        "another run: not merged (the archived run stays as it was)"
+                    )
+                else:
+                    found[id(run)] = self.runs[run_id]
         return found
 
 
