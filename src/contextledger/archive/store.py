@@ -97,7 +97,7 @@ WINDOW_TABLES = ("streams", "messages", "standings")
 #: Tables stored once per trace run: its span records, to merge spans arriving later.
 SPAN_TABLES = ("spans",)
 
-#: A trace run's span records (``read.otel``'s ``SpanRecord`` list, msgpack-encoded),
+#: A trace run's span records (``read.otel``'s ``SpanRecord`` list, deflated JSON),
 #: one row per run: what it takes to assemble the run again with spans that arrive in a
 #: later ingest.
 TRACE_SPANS = pa.schema(

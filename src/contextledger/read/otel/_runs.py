@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import math
+import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -292,18 +293,20 @@ _SPANS = msgspec.json.Decoder(list[SpanRecord])
 
 
 def encode_spans(records: Sequence[SpanRecord]) -> bytes | None:
-    """A run's span records as bytes (JSON: a count past 64 bits stays as read), as an
-    archive keeps them; None when they cannot be (text no UTF-8 holds): the run is
-    archived, but spans of it arriving later cannot be merged into it."""
+    """A run's span records as bytes, as an archive keeps them: JSON (a count past 64
+    bits stays as read), deflated (a twelfth of the JSON on the recordings: an ingest
+    holds every trace run's until it commits them). None when they cannot be encoded
+    (text no UTF-8 holds): the run is archived, but spans of it arriving later cannot be
+    merged into it."""
     try:
-        return msgspec.json.encode(list(records))
+        return zlib.compress(msgspec.json.encode(list(records)))
     except (msgspec.EncodeError, OverflowError, UnicodeEncodeError):
         return None
 
 
 def decode_spans(data: bytes) -> list[SpanRecord]:
     """The span records :func:`encode_spans` kept, as they were read."""
-    return _SPANS.decode(data)
+    return _SPANS.decode(zlib.decompress(data))
 
 
 def model_calls(records: Sequence[SpanRecord]) -> list[SpanRecord]:
