@@ -125,6 +125,12 @@ def test_a_grown_file_ingested_again_merges_what_it_gained_and_names_no_copy(tmp
     again = ingest([growing], tmp_path / "grown", workers=1)
     assert (again.runs_added, again.runs_extended, again.runs_already_archived) == (4, 1, 3)
     assert (again.duplicates, again.problems, again.runs_conflicting) == ([], [], 0)
+    retired = {
+        path for r in Archive.open(tmp_path / "grown").commits[-1].replaces for path in r.retired
+    }
+    unchanged = ingest([growing], tmp_path / "grown", workers=1)  # deletes the old versions
+    assert (unchanged.files_unchanged, unchanged.leftovers_removed) == (1, 0)
+    assert retired and not any((tmp_path / "grown" / path).exists() for path in retired)
     ingest([growing], tmp_path / "whole", workers=1)
     assert_archives_equal(tmp_path / "grown", tmp_path / "whole")
 

@@ -420,26 +420,24 @@ class Archive:
                     commit.run_count,
                 )
             )
-        intact = []
-        for commit in parsed:
-            found = [(file, why) for file in commit.files if (why := self._file_damage(file))]
-            damage.extend(self._file_problem(file, commit, why) for file, why in found)
-            if not found and commit.seq not in unchained:
-                intact.append(commit)
-        self.commits = self._replaced(intact, damage)
+        # a later commit's new versions of an earlier commit's files replace those it
+        # retired (deleted by the next ingest): checked in their place
+        self.commits = self._replaced(
+            [commit for commit in parsed if commit.seq not in unchained], damage
+        )
         self.damage = damage
         self._verified = set()
         self._remembered = VerifiedParts.load(
             Path(self.location.root) if self.location.is_local else None
         )
 
-    def _replaced(self, intact: list[Commit], damage: list[ArchiveProblem]) -> list[Commit]:
-        """``intact`` with each intact commit's replacements applied to the earlier
-        commits they name, in commit order (a run merged twice: the latest version). A
-        replacement file that is damaged leaves out the commit it now belongs to (its
-        runs are what it holds), named as any damaged file is."""
-        current = {commit.seq: commit for commit in intact}
-        for commit in intact:
+    def _replaced(self, chained: list[Commit], damage: list[ArchiveProblem]) -> list[Commit]:
+        """The commits of ``chained`` whose files are all there as written, each with the
+        replacements of later commits applied, in commit order (a run merged twice: the
+        latest version). A damaged file leaves out the commit it belongs to, a new
+        version the commit it replaces files of (its runs are what it holds), named."""
+        current = {commit.seq: commit for commit in chained}
+        for commit in chained:
             for replacement in commit.replaces:
                 target = current.get(replacement.commit)
                 if target is None:  # left out already, and named
@@ -449,10 +447,9 @@ class Archive:
                 files = (*kept, *(file for file in replacement.files if file not in kept))
                 current[target.seq] = dataclasses.replace(target, files=files)
         result = []
-        for commit in intact:
+        for commit in chained:
             now = current[commit.seq]
-            added = [file for file in now.files if file not in commit.files]
-            found = [(file, why) for file in added if (why := self._file_damage(file))]
+            found = [(file, why) for file in now.files if (why := self._file_damage(file))]
             damage.extend(self._file_problem(file, now, why) for file, why in found)
             if not found:
                 result.append(now)
@@ -592,8 +589,13 @@ class Archive:
             yield self.remove_uncommitted()
 
     def remove_uncommitted(self) -> int:
-        """Delete every data or manifest file no commit lists, and temporary files."""
+        """Delete every data or manifest file no commit lists, and temporary files.
+
+        Returns how many were left by an interrupted writer: the files a later commit
+        retired (``Replacement.retired``, old versions of a merged run's files) are
+        deleted too, but not counted."""
         listed = {file.path for commit in self.commits for file in commit.files}
+        retired = {path for c in self.commits for r in c.replaces for path in r.retired}
         removed = 0
         for path in self.root.glob(".*.tmp"):  # archive.json, quarantine.json
             path.unlink()
@@ -610,7 +612,7 @@ class Archive:
                 stray = path.suffix == ".parquet" and relative not in listed
                 if temporary or stray:
                     path.unlink()
-                    removed += 1
+                    removed += relative not in retired
         return removed
 
     def new_batch(self, ingest_date: str) -> Batch:
@@ -757,7 +759,7 @@ class Batch:
         head = json.dumps({"seq": commit.seq}).encode()  # after the commit: never ahead of it
         write_atomically(self.archive.root / "_manifest" / "head.json", head)
         self.archive.commits.append(commit)
-        if commit.replaces:
+        if commit.replaces:  # the files this batch wrote are there: no damage to find
             self.archive.commits = self.archive._replaced(self.archive.commits, [])
         return commit
 
