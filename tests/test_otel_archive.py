@@ -270,3 +270,38 @@ def test_spans_that_join_two_archived_runs_are_named_not_merged(tmp_path):
     assert problem["run_id"] == CONVERSATION and "join the archived runs" in problem["reason"]
     after = pl.DataFrame(ArchiveTables(Archive.open(tmp_path / "archive"), "corrected").runs)
     assert_frame_equal(after, before, check_exact=True)
+
+
+def test_a_run_that_grows_twice_takes_its_latest_version(tmp_path):
+    """Three ingests: the 30-call run's first calls, then half of the rest, then the
+    rest (a new version of new versions)."""
+    today, tomorrow = _split(tmp_path)
+    lines = tomorrow.read_text().splitlines()
+    starts = sorted(
+        int(span["startTimeUnixNano"])
+        for line in lines
+        for span in _spans(json.loads(line))
+        if span["traceId"] == LONG_RUN
+    )
+    cut = starts[len(starts) // 2]
+    halves: list[list[str]] = [[], []]
+    for line in lines:
+        for half, chosen in zip(halves, (False, True), strict=True):
+            request = json.loads(line)
+            for resource in request["resourceSpans"]:
+                for scope in resource["scopeSpans"]:
+                    scope["spans"] = [
+                        span
+                        for span in scope["spans"]
+                        if (span["traceId"] == LONG_RUN and int(span["startTimeUnixNano"]) >= cut)
+                        == chosen
+                    ]
+            if _spans(request):
+                half.append(json.dumps(request))
+    parts = [tmp_path / "part-1.jsonl", tmp_path / "part-2.jsonl"]
+    for path, half in zip(parts, halves, strict=True):
+        path.write_text("\n".join(half) + "\n")
+    reports = [ingest([path], tmp_path / "grown", workers=1) for path in (today, *parts)]
+    assert [report.runs_extended for report in reports] == [0, 1, 1]
+    ingest([today, *parts], tmp_path / "whole", workers=1)
+    assert_archives_equal(tmp_path / "grown", tmp_path / "whole")
