@@ -305,3 +305,26 @@ def test_a_run_that_grows_twice_takes_its_latest_version(tmp_path):
     assert [report.runs_extended for report in reports] == [0, 1, 1]
     ingest([today, *parts], tmp_path / "whole", workers=1)
     assert_archives_equal(tmp_path / "grown", tmp_path / "whole")
+
+
+def test_a_problem_of_archived_spans_is_not_said_again_by_the_merge(tmp_path):
+    """A cut message attribute in the first file is quarantined by the ingest that read
+    it; the merge that takes that span in again does not name it a second time."""
+    today, tomorrow = _split(tmp_path)
+    requests = [json.loads(line) for line in today.read_text().splitlines()]
+    span = next(
+        span
+        for request in requests
+        for span in _spans(request)
+        if span["traceId"] == LONG_RUN
+        and any(a["key"] == "gen_ai.input.messages" for a in span["attributes"])
+    )
+    for attribute in span["attributes"]:
+        if attribute["key"] == "gen_ai.input.messages":
+            attribute["value"]["stringValue"] = attribute["value"]["stringValue"][:40]
+    today.write_text("".join(json.dumps(request) + "\n" for request in requests))
+    first = ingest([today], tmp_path / "archive", workers=1)
+    (problem,) = first.problems
+    assert (problem["path"], problem["run_id"]) == (str(today), LONG_RUN)
+    second = ingest([tomorrow], tmp_path / "archive", workers=1)
+    assert (second.runs_extended, second.problems) == (1, [])

@@ -6,11 +6,13 @@ each run's message stream (the ``streams``, ``messages`` and ``standings`` table
 read by one worker per core and committed in batches; every source's path, size and
 content hash goes into the manifest, so naming the same files again reads nothing,
 and a run whose id is already archived is added only if it is new: the same
-content is counted as already archived, other content is reported as a conflict.
-What cannot be read is quarantined (path, line, run, reason) and retried once the
-file changes; a quarantined file since deleted leaves the quarantine at the next
-ingest. Sources are recorded by absolute path, so an ingest from another folder
-knows them (a path an older archive recorded as given keeps that spelling).
+content is counted as already archived, other content is reported as a conflict
+(but a trace run whose spans arrive in a later ingest is merged into its archived
+version: :mod:`~contextledger.jobs.ingest_merge`). What cannot be read is
+quarantined (path, line, run, reason) and retried once the file changes; a
+quarantined file since deleted leaves the quarantine at the next ingest. Sources are
+recorded by absolute path, so an ingest from another folder knows them (a path an
+older archive recorded as given keeps that spelling).
 """
 
 from __future__ import annotations
@@ -141,7 +143,7 @@ def ingest(
                 pending.flush()
                 last_flush = time.perf_counter()
         if held:
-            assembled = traces.finish()
+            assembled = archived.said_before(traces.finish(), held)
             pending.archived = archived.grown_from(assembled.runs)
             pending.ranks = {id(run): rank for rank, run in enumerate(assembled.runs)}
             for source, read in _runs_to_files(held, assembled):

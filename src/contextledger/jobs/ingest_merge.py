@@ -33,9 +33,10 @@ from contextledger.jobs.ingest_batch import (
 )
 from contextledger.read.otel import decode_spans
 from contextledger.read.otel._spans import SpanRecord
+from contextledger.read.snapshot import display_path
 from contextledger.tables import schema
 from contextledger.tables.build import ACCOUNTING_MODES, TableBuilder
-from contextledger.tables.files import RunRead
+from contextledger.tables.files import FileRead, RunRead
 
 
 class ArchivedTraces:
@@ -49,6 +50,8 @@ class ArchivedTraces:
         #: The archived runs whose records were handed out, by run id.
         self.runs: dict[str, ArchivedTrace] = {}
         self._traces: dict[str, str] = {}  # trace id -> archived run id
+        #: The files the records handed out were read from (in earlier ingests).
+        self._paths: set[str] = set()
 
     def _key_table(self) -> pl.DataFrame:
         """``run_id, run_order, trace_id`` of every archived trace run (light columns)."""
@@ -108,7 +111,23 @@ class ArchivedTraces:
             self.runs[run_id] = ArchivedTrace(run_id, order, digest, partition, commit)
             self._traces.update(dict.fromkeys(trace_ids, run_id))
             records.extend(decode_spans(data))
+        self._paths.update(record.path for record in records)
         return records
+
+    def said_before(self, assembled: FileRead, read: Sequence[tuple[Any, FileRead]]) -> FileRead:
+        """``assembled`` without the problems of archived spans (a cut attribute of a
+        file an earlier ingest read, quarantined then under that file), said again only
+        when that file is read now too."""
+        if not self._paths:
+            return assembled
+        now = {display_path(source.path) for source, _ in read}
+        earlier = self._paths - now
+        assembled.problems = [
+            (confined, problem)
+            for confined, problem in assembled.problems
+            if problem.path not in earlier
+        ]
+        return assembled
 
     def grown_from(self, runs: Iterable[RunRead]) -> dict[int, ArchivedTrace | str]:
         """For each run (by ``id()``) assembled with archived spans: the archived run it
