@@ -389,7 +389,11 @@ def whatif_archive(
 
 def stored_notes(streams: pa.Table) -> list[str]:
     """The notes ``streams`` (``schema.STREAMS`` rows) hold, in run order (none in an
-    archive ingested before notes were stored)."""
+    archive ingested before notes were stored).
+
+    >>> stored_notes(pa.table({"run_id": ["a", "b"], "notes": [["a.jsonl:1 (run a): far"], []]}))
+    ['a.jsonl:1 (run a): far']
+    """
     if "notes" not in streams.column_names:
         return []
     return [note for notes in streams["notes"].to_pylist() for note in notes or ()]

@@ -297,7 +297,12 @@ def encode_spans(records: Sequence[SpanRecord]) -> bytes | None:
     bits stays as read), deflated (a twelfth of the JSON on the recordings: an ingest
     holds every trace run's until it commits them). None when they cannot be encoded
     (text no UTF-8 holds): the run is archived, but spans of it arriving later cannot be
-    merged into it."""
+    merged into it.
+
+    >>> record = SpanRecord("ab" * 16, "cd" * 8, "", 7, "t.jsonl", 1, 0, input_tokens=10**23)
+    >>> decode_spans(encode_spans([record])) == [record]
+    True
+    """
     try:
         return zlib.compress(msgspec.json.encode(list(records)))
     except (msgspec.EncodeError, OverflowError, UnicodeEncodeError):
