@@ -328,3 +328,27 @@ def test_a_problem_of_archived_spans_is_not_said_again_by_the_merge(tmp_path):
     assert (problem["path"], problem["run_id"]) == (str(today), LONG_RUN)
     second = ingest([tomorrow], tmp_path / "archive", workers=1)
     assert (second.runs_extended, second.problems) == (1, [])
+
+
+def test_a_run_archived_without_span_records_is_a_conflict_not_a_silent_copy(tmp_path):
+    """An archive written before span records were kept cannot merge: the grown file's
+    run is named as a conflict, not taken for the same file given twice."""
+    today, tomorrow = _split(tmp_path)
+    growing = tmp_path / "collector.jsonl"
+    shutil.copy(today, growing)
+    ingest([growing], tmp_path / "archive", workers=1)
+    archive = Archive.open(tmp_path / "archive")
+    for commit in archive.commits:  # as an older version wrote it: no spans
+        for file in commit.files:
+            if file.table == "spans":
+                (tmp_path / "archive" / file.path).unlink()
+        path = archive.commit_path(commit)
+        document = json.loads(path.read_text())
+        document["files"] = [f for f in document["files"] if f["table"] != "spans"]
+        path.write_text(json.dumps(document))
+    with growing.open("a") as handle:
+        handle.write(tomorrow.read_text())
+    again = ingest([growing], tmp_path / "archive", workers=1)
+    assert (again.runs_extended, again.runs_conflicting) == (0, 1)
+    (problem,) = again.problems
+    assert problem["run_id"] == LONG_RUN and "without the span records" in problem["reason"]

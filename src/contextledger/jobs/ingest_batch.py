@@ -33,6 +33,14 @@ from contextledger.tables.files import FileRead, RunRead
 from contextledger.tables.window_rows import RunWindow
 from contextledger.tables.windows import messages_from_columns
 
+#: Why a trace run archived with other spans, by a version that kept no span records
+#: (or whose records could not be encoded), is not merged.
+UNMERGEABLE = (
+    "archived before with other spans, without the span records a merge needs (archived "
+    "by an older version): not merged (ingest every file into a new archive to count "
+    "its spans as one run)"
+)
+
 
 @dataclass(frozen=True)
 class ArchivedTrace:
@@ -89,6 +97,9 @@ def write_batch(
                     extended.append((run, grown))
                 conflicts[id(run)] = []
                 continue
+            known = identity.known.get(run.run_id) if run.spans is not None else None
+            if grown is None and known is not None and known[0] != run.digest:
+                grown = UNMERGEABLE  # archived with other spans, and no span records kept
             if grown is not None:
                 problem = ReadProblem(run.source.path, run.source.line, run.run_id, grown)
                 conflicts[id(run)] = [problem]
