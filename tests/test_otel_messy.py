@@ -143,3 +143,18 @@ def test_a_cut_message_attribute_is_the_what_ifs_problem_not_the_ledgers(tmp_pat
     (problem,) = read_inputs([path]).problems
     assert (problem.path, problem.line, problem.run_id) == (str(path), 1, trace)
     assert problem.reason.startswith("attribute gen_ai.input.messages is not valid JSON")
+
+
+def test_a_cut_message_attribute_is_said_as_read_in_part_not_skipped(tmp_path):
+    """Its run is still replayed (the rest of the run was read): not ``skipped``; a part
+    of the input could not be read, so the exit status is 1 (docs/cli.md)."""
+    path, trace = _input_messages_cut(tmp_path)
+    for command in ("whatif", "compare"):
+        result = CliRunner().invoke(main, [command, str(path), "--policy", "none"])
+        assert result.exit_code == 1, result.output
+        lines = [line for line in result.stderr.splitlines() if "is not valid JSON" in line]
+        assert lines == [
+            f"contextledger: read in part {path}:1 (run {trace}): attribute "
+            + lines[0].partition(": attribute ")[2]
+        ]
+        assert "skipped" not in result.stderr

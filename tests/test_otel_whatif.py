@@ -148,17 +148,25 @@ def test_runs_whose_rebuilt_input_is_far_off_the_recorded_are_named_once():
         assert "x the " in note and "gen_ai.usage.input_tokens" in note
 
 
-def test_whatif_and_compare_name_them_and_still_replay_with_exit_0():
+def test_whatif_and_compare_name_them_and_still_replay_with_exit_0(tmp_path):
+    """From the files, and from an archive of them: ingest stores each run's notes with
+    its stream, so the archive's replay says the same lines without the files."""
     path = str(_trace("openai-v2-latest.jsonl"))
-    for command in ("whatif", "compare"):
-        result = CliRunner().invoke(main, [command, path, "--policy", "none"])
-        assert result.exit_code == 0, result.output
-        notes = [line for line in result.stderr.splitlines() if "the input rebuilt" in line]
-        assert len(notes) == 5
-        assert notes[0].startswith(
-            f"contextledger: {path}:1 (run dbe1b4670cc98c51eb14da2e7dc78293)"
-        )
-        assert "0.14x the 1,089" in notes[0]
+    ingest([path], tmp_path / "archive", workers=1)
+    said = {}
+    for source in (path, str(tmp_path / "archive")):
+        for command in ("whatif", "compare"):
+            result = CliRunner().invoke(main, [command, source, "--policy", "none"])
+            assert result.exit_code == 0, result.output
+            notes = [line for line in result.stderr.splitlines() if "the input rebuilt" in line]
+            assert len(notes) == 5
+            assert notes[0].startswith(
+                f"contextledger: {path}:1 (run dbe1b4670cc98c51eb14da2e7dc78293)"
+            )
+            assert "0.14x the 1,089" in notes[0]
+            said[source, command] = notes
+    assert said[path, "whatif"] == said[str(tmp_path / "archive"), "whatif"]
+    assert said[path, "compare"] == said[str(tmp_path / "archive"), "compare"]
 
 
 # ── the order runs come in ─────────────────────────────────────────

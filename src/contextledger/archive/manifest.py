@@ -73,6 +73,11 @@ def _run_index(
     )
 
 
+def indexed_runs(archive: Archive, run_ids: Iterable[str], columns: Sequence[str]) -> pl.DataFrame:
+    """``columns`` of the run index's rows of ``run_ids``, in run order."""
+    return _run_index(archive, "run_id", run_ids, columns)
+
+
 def archived_digests(
     archive: Archive, run_ids: Iterable[str]
 ) -> dict[str, tuple[str, str, int | None]]:

@@ -44,6 +44,14 @@ credit was stored (``label_credit`` false) are credited from their first offers.
 
 The window tables are stored once, not per accounting: ``whatif`` replays them.
 Archives written before they were stored have none (``whatif`` says so).
+    DIR/spans/KEY=VALUE/part-*.parquet                   TRACE_SPANS (trace runs' span records)
+
+A trace run's spans are kept (encoded records, not the OTLP JSON) so that spans of it
+arriving in a later ingest can be merged: the merged run takes the archived run's
+place (its run order, commit, partition and ingest date), the later commit writing new
+versions of that commit's files of the run's partition and retiring the old ones
+(``replaces`` in its commit file, :class:`Replacement`; :meth:`Archive.reload` applies
+them, so every reader lists the new versions under the commit that added the run).
     DIR/outcomes/part-*.parquet                          schema.OUTCOMES
     DIR/_manifest/commits/*.json                         what each batch wrote
     DIR/_manifest/head.json                              the latest commit's number
@@ -54,6 +62,7 @@ Archives written before they were stored have none (``whatif`` says so).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime as dt
 import errno
 import fcntl
@@ -85,6 +94,20 @@ DEFAULT_PARTITION = "ingest_date"
 PER_MODE_TABLES = ("runs", "offers", "uses", "piece_totals", "label_credit")
 #: Tables stored once per run, whatever the accounting: what a window replay reads.
 WINDOW_TABLES = ("streams", "messages", "standings")
+#: Tables stored once per trace run: its span records, to merge spans arriving later.
+SPAN_TABLES = ("spans",)
+
+#: A trace run's span records (``read.otel``'s ``SpanRecord`` list, deflated JSON),
+#: one row per run: what it takes to assemble the run again with spans that arrive in a
+#: later ingest.
+TRACE_SPANS = pa.schema(
+    [
+        pa.field("run_id", pa.string(), nullable=False),
+        pa.field("run_order", pa.int64(), nullable=False),
+        pa.field("trace_ids", pa.list_(pa.string()), nullable=False),  # the traces it holds
+        pa.field("records", pa.binary(), nullable=False),
+    ]
+)
 
 #: The manifest: every source read (a file, an outcomes file, a synthetic batch).
 SOURCES = pa.schema(
@@ -217,6 +240,17 @@ class DataFile:
 
 
 @dataclass(frozen=True)
+class Replacement:
+    """New versions of an earlier commit's files, written by a later commit: the
+    earlier commit's files ``retired`` no longer count, ``files`` (written by the later
+    commit) count in their place, as the earlier commit's own (its runs, its date)."""
+
+    commit: int
+    retired: tuple[str, ...]
+    files: tuple[DataFile, ...]
+
+
+@dataclass(frozen=True)
 class Commit:
     """One batch, as its commit file lists it."""
 
@@ -232,6 +266,8 @@ class Commit:
     #: The earlier commits whose runs this commit's outcome labels (or those they
     #: replace) name: their stored label credit no longer stands.
     relabels: tuple[int, ...] = ()
+    #: Earlier commits' files this commit writes new versions of (merged trace runs).
+    replaces: tuple[Replacement, ...] = ()
 
     @property
     def next_run_order(self) -> int:
@@ -384,18 +420,40 @@ class Archive:
                     commit.run_count,
                 )
             )
-        intact = []
-        for commit in parsed:
-            found = [(file, why) for file in commit.files if (why := self._file_damage(file))]
-            damage.extend(self._file_problem(file, commit, why) for file, why in found)
-            if not found and commit.seq not in unchained:
-                intact.append(commit)
-        self.commits = intact
+        # a later commit's new versions of an earlier commit's files replace those it
+        # retired (deleted by the next ingest): checked in their place
+        self.commits = self._replaced(
+            [commit for commit in parsed if commit.seq not in unchained], damage
+        )
         self.damage = damage
         self._verified = set()
         self._remembered = VerifiedParts.load(
             Path(self.location.root) if self.location.is_local else None
         )
+
+    def _replaced(self, chained: list[Commit], damage: list[ArchiveProblem]) -> list[Commit]:
+        """The commits of ``chained`` whose files are all there as written, each with the
+        replacements of later commits applied, in commit order (a run merged twice: the
+        latest version). A damaged file leaves out the commit it belongs to, a new
+        version the commit it replaces files of (its runs are what it holds), named."""
+        current = {commit.seq: commit for commit in chained}
+        for commit in chained:
+            for replacement in commit.replaces:
+                target = current.get(replacement.commit)
+                if target is None:  # left out already, and named
+                    continue
+                retired = set(replacement.retired)
+                kept = tuple(file for file in target.files if file.path not in retired)
+                files = (*kept, *(file for file in replacement.files if file not in kept))
+                current[target.seq] = dataclasses.replace(target, files=files)
+        result = []
+        for commit in chained:
+            now = current[commit.seq]
+            found = [(file, why) for file in now.files if (why := self._file_damage(file))]
+            damage.extend(self._file_problem(file, now, why) for file, why in found)
+            if not found:
+                result.append(now)
+        return result
 
     def _file_problem(self, file: DataFile, commit: Commit, why: str) -> ArchiveProblem:
         """Damage to one of ``commit``'s files, said with what leaving the commit out costs."""
@@ -531,13 +589,18 @@ class Archive:
             yield self.remove_uncommitted()
 
     def remove_uncommitted(self) -> int:
-        """Delete every data or manifest file no commit lists, and temporary files."""
+        """Delete every data or manifest file no commit lists, and temporary files.
+
+        Returns how many were left by an interrupted writer: the files a later commit
+        retired (``Replacement.retired``, old versions of a merged run's files) are
+        deleted too, but not counted."""
         listed = {file.path for commit in self.commits for file in commit.files}
+        retired = {path for c in self.commits for r in c.replaces for path in r.retired}
         removed = 0
         for path in self.root.glob(".*.tmp"):  # archive.json, quarantine.json
             path.unlink()
             removed += 1
-        for top in (*PER_MODE_TABLES, *WINDOW_TABLES, "outcomes", "_manifest"):
+        for top in (*PER_MODE_TABLES, *WINDOW_TABLES, *SPAN_TABLES, "outcomes", "_manifest"):
             base = self.root / top
             if not base.is_dir():
                 continue
@@ -549,7 +612,7 @@ class Archive:
                 stray = path.suffix == ".parquet" and relative not in listed
                 if temporary or stray:
                     path.unlink()
-                    removed += 1
+                    removed += relative not in retired
         return removed
 
     def new_batch(self, ingest_date: str) -> Batch:
@@ -582,10 +645,19 @@ class Batch:
     files: list[DataFile] = field(default_factory=list)
     label_credit: bool = False
     relabels: tuple[int, ...] = ()
+    #: New versions of earlier commits' files (:class:`Replacement`), by commit number:
+    #: (the paths retired, the files written in their place).
+    replacements: dict[int, tuple[list[str], list[DataFile]]] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
         return f"{self.seq:08d}-{self.token}"
+
+    def retire(self, commit: int, paths: Sequence[str]) -> None:
+        """Say that ``paths`` of earlier commit ``commit`` no longer count once this
+        batch is committed (the files :meth:`write` writes ``replacing`` it count instead)."""
+        retired, _ = self.replacements.setdefault(commit, ([], []))
+        retired.extend(path for path in paths if path not in retired)
 
     def write(
         self,
@@ -597,8 +669,13 @@ class Batch:
         first_in_run: bool | None = None,
         source: str | None = None,
         directory: str | None = None,
+        replacing: int | None = None,
     ) -> None:
-        """Write ``table`` as one Parquet file of ``table_name`` (nothing when it is empty)."""
+        """Write ``table`` as one Parquet file of ``table_name`` (nothing when it is empty).
+
+        ``replacing``: the file is a new version of files of earlier commit
+        ``replacing`` (:meth:`retire` names the old ones), and counts as that commit's.
+        """
         if table.num_rows == 0:
             return
         parts = [directory or table_name]
@@ -608,7 +685,8 @@ class Batch:
             parts.append(f"{self.archive.partition_by}={partition}")
         if first_in_run is not None:
             parts.append(f"first_in_run={'true' if first_in_run else 'false'}")
-        relative = "/".join([*parts, f"part-{self.name}.parquet"])
+        suffix = "" if replacing is None else f"-of-{replacing:08d}"
+        relative = "/".join([*parts, f"part-{self.name}{suffix}.parquet"])
         target = self.archive.root / relative
         target.parent.mkdir(parents=True, exist_ok=True)
         temporary = target.with_name(f".{target.name}.tmp")
@@ -616,19 +694,21 @@ class Batch:
         _fsync(temporary)
         checksum = zlib.crc32(temporary.read_bytes())
         os.replace(temporary, target)
-        self.files.append(
-            DataFile(
-                table_name,
-                relative,
-                table.num_rows,
-                accounting,
-                partition,
-                first_in_run,
-                source,
-                target.stat().st_size,
-                checksum,
-            )
+        written = DataFile(
+            table_name,
+            relative,
+            table.num_rows,
+            accounting,
+            partition,
+            first_in_run,
+            source,
+            target.stat().st_size,
+            checksum,
         )
+        if replacing is None:
+            self.files.append(written)
+        else:
+            self.replacements.setdefault(replacing, ([], []))[1].append(written)
 
     def commit(self) -> Commit:
         """Make the batch's files part of the archive (one atomic rename)."""
@@ -642,6 +722,10 @@ class Batch:
             tuple(self.files),
             self.label_credit,
             tuple(sorted(set(self.relabels))),
+            tuple(
+                Replacement(seq, tuple(retired), tuple(files))
+                for seq, (retired, files) in sorted(self.replacements.items())
+            ),
         )
         document = {
             "seq": commit.seq,
@@ -656,7 +740,18 @@ class Batch:
             document["label_credit"] = True
         if commit.relabels:
             document["relabels"] = list(commit.relabels)
-        checksums = {file.path: file.crc32 for file in commit.files if file.crc32 is not None}
+        if commit.replaces:  # the new versions are listed here, not in files: an older
+            # reader, which knows no replacement, reads the commits as they were
+            document["replaces"] = [
+                {
+                    "commit": replacement.commit,
+                    "retired": list(replacement.retired),
+                    "files": [file.to_json() for file in replacement.files],
+                }
+                for replacement in commit.replaces
+            ]
+        every = [*commit.files, *(f for r in commit.replaces for f in r.files)]
+        checksums = {file.path: file.crc32 for file in every if file.crc32 is not None}
         if checksums:
             document["crc32"] = checksums
         path = self.archive.commit_path(commit)
@@ -664,12 +759,26 @@ class Batch:
         head = json.dumps({"seq": commit.seq}).encode()  # after the commit: never ahead of it
         write_atomically(self.archive.root / "_manifest" / "head.json", head)
         self.archive.commits.append(commit)
+        if commit.replaces:  # the files this batch wrote are there: no damage to find
+            self.archive.commits = self.archive._replaced(self.archive.commits, [])
         return commit
 
 
 def _read_commit(data: bytes) -> Commit:
     document = json.loads(data.decode("utf-8"))
     checksums = document.get("crc32", {})
+
+    def listed(file: dict[str, Any]) -> DataFile:
+        return DataFile(**file, crc32=checksums.get(file["path"]))
+
+    replaces = tuple(
+        Replacement(
+            int(entry["commit"]),
+            tuple(entry["retired"]),
+            tuple(listed(file) for file in entry["files"]),
+        )
+        for entry in document.get("replaces", ())
+    )
     return Commit(
         document["seq"],
         document["token"],
@@ -677,9 +786,10 @@ def _read_commit(data: bytes) -> Commit:
         document["ingest_date"],
         document["first_run_order"],
         document["run_count"],
-        tuple(DataFile(**file, crc32=checksums.get(file["path"])) for file in document["files"]),
+        tuple(listed(file) for file in document["files"]),
         bool(document.get("label_credit", False)),
         tuple(int(seq) for seq in document.get("relabels", ())),
+        replaces,
     )
 
 

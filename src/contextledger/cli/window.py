@@ -185,9 +185,11 @@ def whatif_command(
         every_standing = [*inputs.standings, *standings]
         per_run = sourced.replay_streams(inputs.streams, parsed, every_standing, meter=meter)
         meter.close()
+    replayed_ids = set() if archived is not None else {s.run_id for s in inputs.streams}
     for problem in problems:
-        _warn(f"skipped {problem.where}: {problem.reason}")
-    for note in [] if archived is not None else [n for s in inputs.streams for n in s.notes]:
+        _warn(_problem_line(problem, replayed_ids))
+    notes = archived.notes if archived is not None else [n for s in inputs.streams for n in s.notes]
+    for note in notes:
         _warn(note)
     replayable = archived.runs if archived is not None else len(inputs.streams)
     _refuse_if_nothing_read(replayable, len(problems))
@@ -218,6 +220,15 @@ def whatif_command(
             click.echo(note, err=True)
     if problems:
         sys.exit(EXIT_UNREADABLE_INPUT)
+
+
+def _problem_line(problem: ReadProblem, replayed: set[str]) -> str:
+    """A problem as the what-if says it: ``skipped`` when what it names was left out,
+    ``read in part`` when its run was still replayed (a message attribute cut, a part of
+    an unknown type: the rest of the run was read)."""
+    if problem.run_id is not None and problem.run_id in replayed:
+        return f"read in part {problem.where}: {problem.reason}"
+    return f"skipped {problem.where}: {problem.reason}"
 
 
 def _standings_replayed(
@@ -473,7 +484,7 @@ def compare_command(
     if found.policies_left_out and found.table.is_empty():
         _fail("no policy left to compare over an archive")
     for problem in found.problems:
-        _warn(f"skipped {problem.where}: {problem.reason}")
+        _warn(_problem_line(problem, set(found.run_ids)))
     for note in found.notes:
         _warn(note)
     _refuse_if_nothing_read(found.runs, len(found.problems))

@@ -162,9 +162,11 @@ def _compare_archive(
     started = time.perf_counter()
     parts = [pl.DataFrame(schema=AUDIT_SCHEMA)]
     run_ids: list[str] = []
+    notes: list[str] = []
     for streams, held in stream_batches(tables.archive, tables.selection):
         parts.append(audit_table(streams, parsed, [*held, *given], prices))
         run_ids += [stream.run_id for stream in streams]
+        notes += [note for stream in streams for note in stream.notes]
     per_run = pl.concat(parts)
     seconds = time.perf_counter() - started
     replayed = with_problems(ArchiveReplay(per_run.lazy(), len(run_ids), seconds), tables)
@@ -179,6 +181,7 @@ def _compare_archive(
         archived=True,
         policies_left_out=policies_left_out,
         unmatched_run_ids=replayed.unmatched_run_ids,
+        notes=notes,
     )
 
 

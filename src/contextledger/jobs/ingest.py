@@ -6,11 +6,13 @@ each run's message stream (the ``streams``, ``messages`` and ``standings`` table
 read by one worker per core and committed in batches; every source's path, size and
 content hash goes into the manifest, so naming the same files again reads nothing,
 and a run whose id is already archived is added only if it is new: the same
-content is counted as already archived, other content is reported as a conflict.
-What cannot be read is quarantined (path, line, run, reason) and retried once the
-file changes; a quarantined file since deleted leaves the quarantine at the next
-ingest. Sources are recorded by absolute path, so an ingest from another folder
-knows them (a path an older archive recorded as given keeps that spelling).
+content is counted as already archived, other content is reported as a conflict
+(but a trace run whose spans arrive in a later ingest is merged into its archived
+version: :mod:`~contextledger.jobs.ingest_merge`). What cannot be read is
+quarantined (path, line, run, reason) and retried once the file changes; a
+quarantined file since deleted leaves the quarantine at the next ingest. Sources are
+recorded by absolute path, so an ingest from another folder knows them (a path an
+older archive recorded as given keeps that spelling).
 """
 
 from __future__ import annotations
@@ -20,7 +22,6 @@ import os
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass, field
 from pathlib import Path
 from stat import S_ISREG
 from typing import Any, TextIO
@@ -31,30 +32,26 @@ import pyarrow as pa
 from contextledger.archive import store
 from contextledger.archive.manifest import (
     KnownSource,
-    archived_digests,
-    archived_executions,
-    commits_holding,
     committed_sources,
     write_quarantine_listing,
 )
-from contextledger.archive.store import Archive, Batch
-from contextledger.archive.tables import ArchiveTables, latest_outcome_files
-from contextledger.ledger.compute import LedgerInputs, SplitRows, label_credit, piece_totals
+from contextledger.archive.store import Archive
+from contextledger.archive.tables import ArchiveTables
+from contextledger.jobs.ingest_batch import (
+    ArchivedTrace,
+    _append_source,
+    batch_labels,
+    write_batch,
+)
+from contextledger.jobs.ingest_merge import ArchivedTraces, replace_runs
+from contextledger.jobs.ingest_report import IngestReport, Source
 from contextledger.processes import worker_pool
 from contextledger.progress import Progress
-from contextledger.read.identity import (
-    DUPLICATES,
-    RunIdentity,
-    describe_duplicates,
-    describe_unmatched,
-    put_in_slot,
-)
-from contextledger.read.snapshot import ReadProblem, display_path, find_snapshot_files
+from contextledger.read.otel import TraceFileRead
+from contextledger.read.snapshot import display_path, find_snapshot_files
 from contextledger.tables import schema
-from contextledger.tables.build import ACCOUNTING_MODES, RunTables, TableBuilder, TraceInputs
-from contextledger.tables.files import FileRead, RunRead, read_chunk
-from contextledger.tables.window_rows import RunWindow
-from contextledger.tables.windows import messages_from_columns
+from contextledger.tables.build import ACCOUNTING_MODES, TraceInputs
+from contextledger.tables.files import FileRead, read_chunk
 
 #: Commit a batch once it holds this many runs, or after this many seconds.
 BATCH_RUNS = 5000
@@ -65,112 +62,6 @@ BATCH_SECONDS = 30.0
 Reader = Callable[
     [Sequence["Source"], Mapping[str, Sequence[str]]], Iterator[tuple["Source", "FileRead"]]
 ]
-
-
-@dataclass(frozen=True)
-class Source:
-    """A file named for ingest, as found on disk."""
-
-    path: str
-    size: int | None
-    mtime_ns: int | None
-    content_hash: str | None
-
-
-@dataclass
-class IngestReport:
-    """What one ingest did; :meth:`summary` is what the command prints."""
-
-    archive: str
-    files_found: int = 0
-    #: Files in input folders not read because of their names (``find_snapshot_files``).
-    files_skipped: list[str] = field(default_factory=list)
-    files_empty: list[str] = field(default_factory=list)  # 0 bytes: no run, not recorded
-    files_unchanged: int = 0  # already ingested with the same content: not read again
-    files_read: int = 0
-    bytes_read: int = 0
-    runs_read: int = 0
-    runs_added: int = 0
-    runs_already_archived: int = 0
-    runs_conflicting: int = 0
-    refused: dict[str, int] = field(default_factory=lambda: dict.fromkeys(ACCOUNTING_MODES, 0))
-    bad_files: int = 0  # files with at least one problem
-    problems: list[dict[str, Any]] = field(default_factory=list)
-    duplicates: list[dict[str, Any]] = field(default_factory=list)  # copies already archived
-    outcome_labels_added: int = 0  # (run, label) pairs the archive did not hold yet
-    #: Run ids of stored labels that name no run the archive holds (said, not an error:
-    #: labels may arrive before their runs).
-    unmatched_labels: list[str] = field(default_factory=list)
-    commits: int = 0
-    leftovers_removed: int = 0
-    sources_retired: int = 0  # quarantined files since deleted: out of the quarantine
-    seconds: float = 0.0
-
-    def summary(self) -> str:
-        """A few lines for people: runs read, refused, bad files, where to look."""
-        return "\n".join(self.summary_lines())
-
-    def __repr__(self) -> str:
-        """The summary's first line, not every field (``.summary()`` has it all)."""
-        return f"<IngestReport {self.archive}: {self.summary_lines()[0]}>"
-
-    def _repr_html_(self) -> str:
-        """In Jupyter: the summary the command prints, not every field."""
-        import html
-
-        return f"<pre>{html.escape(self.summary())}</pre>"
-
-    def summary_lines(self) -> list[str]:
-        """:meth:`summary`'s lines (a file name in one may hold a newline of its own)."""
-        rate = self.runs_read / self.seconds if self.seconds else 0.0
-        megabytes = self.bytes_read / 1e6
-        lines = [
-            f"{self.runs_read} run(s) read from {self.files_read} file(s) "
-            f"({self.files_unchanged} unchanged file(s) skipped) in {self.seconds:.1f} s: "
-            f"{rate:.0f} runs/s, {megabytes / self.seconds if self.seconds else 0:.1f} MB/s",
-            f"  {self.runs_added} added, {self.runs_already_archived} already archived, "
-            f"{self.runs_conflicting} conflicting (same run_id, other content: not added)",
-            "  refused: "
-            + ", ".join(f"{count} under {mode}" for mode, count in self.refused.items()),
-            f"  {self.bad_files} bad file(s), {len(self.problems)} problem(s) quarantined"
-            + (
-                f"; {self.outcome_labels_added} new (run, label) outcome label(s) stored"
-                if self.outcome_labels_added
-                else ""
-            ),
-        ]
-        unmatched = describe_unmatched(
-            "stored outcome label", self.unmatched_labels, runs="run the archive holds"
-        )
-        if unmatched is not None:
-            lines.append(f"  note: {unmatched} (not an error: labels may arrive before their runs)")
-        if self.sources_retired:
-            lines.append(
-                f"  {self.sources_retired} quarantined file(s) since deleted left the quarantine"
-            )
-        if self.leftovers_removed:
-            lines.append(
-                f"  removed {self.leftovers_removed} file(s) an interrupted ingest left uncommitted"
-            )
-        duplicates = pa.Table.from_pylist(self.duplicates, schema=DUPLICATES)
-        lines.extend(f"  {line}" for line in describe_duplicates(duplicates))
-        for problem in self.problems[:20]:
-            lines.append(f"  quarantined {_where(problem)}: {problem['reason']}")
-        if len(self.problems) > 20:
-            lines.append(f"  ... and {len(self.problems) - 20} more")
-        if self.problems:
-            lines.append(f"  the quarantine is listed in {Path(self.archive) / 'quarantine.json'}")
-        return lines
-
-
-def _where(problem: Mapping[str, Any]) -> str:
-    found = ReadProblem(problem["path"], problem.get("line"), problem.get("run_id"), "")
-    where = found.where
-    if problem.get("accounting") == "whatif":
-        where += " [message stream: whatif only]"
-    elif problem.get("accounting"):
-        where += f" [{problem['accounting']} accounting]"
-    return where
 
 
 def content_hash(path: str | Path) -> str:
@@ -235,9 +126,13 @@ def ingest(
         last_flush = time.perf_counter()
         read_files = reader or local_reader(workers)
         traces = TraceInputs(ACCOUNTING_MODES, windows=True)
+        archived = ArchivedTraces(archive)  # spans of runs archived before count first
         held: list[tuple[Source, FileRead]] = []  # trace files: runs come once all are read
         for source, read in read_files(todo, dict(static_tools or {})):
             if read.traces is not None:
+                earlier = archived.records_for(read.traces.spans)
+                if earlier:
+                    traces.take(FileRead(traces=TraceFileRead(spans=earlier)))
                 traces.take(read)
                 held.append((source, FileRead()))
                 continue
@@ -249,7 +144,10 @@ def ingest(
                 pending.flush()
                 last_flush = time.perf_counter()
         if held:
-            for source, read in _runs_to_files(held, traces.finish()):
+            assembled = archived.said_before(traces.finish(), held)
+            pending.archived = archived.grown_from(assembled.runs)
+            pending.ranks = {id(run): rank for rank, run in enumerate(assembled.runs)}
+            for source, read in _runs_to_files(held, assembled):
                 pending.add(source, read)
         pending.flush()
         meter.close(_ingest_line(report, pending, len(todo), meter.elapsed))
@@ -425,6 +323,10 @@ class _Pending:
         self.reads: list[tuple[Source, FileRead]] = []
         self.outcomes: list[tuple[Source, pa.Table | None, str | None]] = []
         self.run_count = 0
+        #: Trace runs assembled with archived spans (``write_batch``'s ``archived``).
+        self.archived: dict[int, ArchivedTrace | str] = {}
+        #: Trace runs' places, by their first span's start time (``write_batch``'s ``ranks``).
+        self.ranks: dict[int, int] = {}
 
     def add(self, source: Source, read: FileRead) -> None:
         self.reads.append((source, read))
@@ -449,7 +351,11 @@ class _Pending:
         if not self.reads and not self.outcomes:
             return
         batch = self.archive.new_batch(self.date)
-        write_batch(batch, self.reads, self.outcomes, self.report)
+        merged = write_batch(
+            batch, self.reads, self.outcomes, self.report, archived=self.archived, ranks=self.ranks
+        )
+        if merged:
+            replace_runs(batch, merged, batch_labels(batch))
         batch.commit()
         self.report.commits += 1
         self.reads, self.outcomes, self.run_count = [], [], 0
@@ -464,303 +370,6 @@ def _labels_from(path: Path) -> pa.Table:
         return load_outcomes(path)
     except ValueError as error:
         raise store.ArchiveError(str(error)) from None
-
-
-def write_batch(
-    batch: Batch,
-    reads: Sequence[tuple[Source, FileRead]],
-    outcomes: Sequence[tuple[Source, pa.Table | None, str | None]],
-    report: IngestReport,
-) -> None:
-    """Decide what each read run adds, and write the batch's files (not yet committed)."""
-    archive = batch.archive
-    runs = [run for _, read in reads for run in read.runs]
-    identity = RunIdentity(
-        known=archived_digests(archive, (run.run_id for run in runs)),
-        known_executions=archived_executions(archive, (run.execution_id for run in runs)),
-    )
-    builders = {mode: TableBuilder(mode) for mode in ACCOUNTING_MODES}
-    index: dict[str, list[Any]] = {name: [] for name in store.RUN_INDEX.names}
-    sources: dict[str, list[Any]] = {name: [] for name in store.SOURCES.names}
-    quarantine: list[dict[str, Any]] = []
-    partitions: list[str] = []
-    windows: dict[str, _WindowRows] = {}  # by partition
-    # which copy of each run counts, and where: a later copy may take an earlier's place
-    counted: list[RunRead] = []
-    conflicts: dict[int, list[ReadProblem]] = {}  # by id() of the copy
-    for _, read in reads:
-        for run in read.runs:
-            found = len(identity.conflicts)
-            slot = identity.place(
-                run.run_id, run.source, run.digest or "", run.execution_id, named=run.named
-            )
-            if slot is not None:
-                put_in_slot(counted, slot, run)
-            conflicts[id(run)] = identity.conflicts[found:]
-    kept = {id(run) for run in counted}
-    for run in counted:
-        order = batch.first_run_order + batch.run_count
-        batch.run_count += 1
-        partition = store.partition_value(
-            archive.partition_by, batch.ingest_date, run.runner_kind, run.source.path
-        )
-        partitions.append(partition)
-        if run.window is not None:
-            windows.setdefault(partition, _WindowRows()).add(run.window, order)
-        for mode, facts in run.facts.items():
-            builders[mode].add_run(run, order)
-            if not facts.metered:
-                report.refused[mode] += 1
-        _append_index(index, run, order, partition)
-    for source, read in reads:
-        problems = [
-            _quarantined(problem, mode, batch.ingest_date) for mode, problem in read.problems
-        ]
-        added = [run.run_id for run in read.runs if id(run) in kept]
-        conflicting = 0
-        for run in read.runs:
-            for problem in conflicts[id(run)]:
-                conflicting += 1
-                problems.append(_quarantined(problem, None, batch.ingest_date))
-        already = len(read.runs) - len(added) - conflicting
-        quarantine.extend(problems)
-        _append_source(sources, source, "snapshots", added, len(read.runs), already, conflicting)
-        sources["problem_count"][-1] = len(problems)
-        sources["status"][-1] = (
-            "unreadable"
-            if any(p["run_id"] is None and p["line"] is None for p in problems) and not read.runs
-            else "read"
-        )
-        report.runs_added += len(added)
-        report.runs_already_archived += already
-        report.runs_conflicting += conflicting
-        report.bad_files += bool(problems)
-    report.problems.extend(quarantine)
-    report.duplicates.extend(identity.duplicates)
-    report.duplicates.extend(row for _, read in reads for row in read.duplicates)
-    for source, table, label_source in outcomes:  # first: the runs' label credit counts them
-        if table is not None:
-            write_outcomes(batch, table, label_source or source.path)
-        _append_source(sources, source, "outcomes", [], 0, 0, 0)
-    by_order = dict(zip(index["run_order"], partitions, strict=True))
-    labels = batch_labels(batch)
-    for builder in builders.values():
-        write_tables(batch, builder.finish(), by_order, labels)
-    for partition, rows in windows.items():
-        rows.write(batch, partition)
-    batch.write("run_index", pa.table(index, schema=store.RUN_INDEX), directory="_manifest/runs")
-    batch.write("sources", pa.table(sources, schema=store.SOURCES), directory="_manifest/sources")
-    batch.write(
-        "quarantine",
-        pa.Table.from_pylist(quarantine, schema=store.QUARANTINE),
-        directory="_manifest/quarantine",
-    )
-
-
-def write_outcomes(batch: Batch, table: pa.Table, source: str) -> None:
-    """Write outcome labels from ``source`` into ``batch``, noting the earlier commits
-    whose runs they name, or whose labels they change (a new version of ``source``: the
-    runs whose labels from it differ, in set or order): those commits' stored label
-    credit no longer stands (``Commit.relabels``)."""
-    archive = batch.archive
-    new = _labels_by_run(pl.DataFrame(table.cast(schema.OUTCOMES)))
-    replaced = [
-        file
-        for file in latest_outcome_files(archive.files("outcomes"))
-        if (file.source or file.path) == source
-    ]
-    if replaced:
-        old = _labels_by_run(pl.read_parquet(archive.paths(replaced), glob=False))
-        both = old.join(new, on="run_id", how="full", coalesce=True, suffix="_new")
-        new = both.filter(~pl.col("label").eq_missing(pl.col("label_new")))
-    named = new["run_id"].to_list()
-    batch.relabels = (*batch.relabels, *commits_holding(archive, named))
-    batch.write("outcomes", table, source=source)
-
-
-def _labels_by_run(labels: pl.DataFrame) -> pl.DataFrame:
-    """Each run's labels, in the order listed, each once."""
-    pairs = labels.select("run_id", "label").unique(maintain_order=True)
-    return pairs.group_by("run_id", maintain_order=True).agg("label")
-
-
-def batch_labels(batch: Batch) -> pl.DataFrame:
-    """The (run, label) pairs that count once ``batch`` is committed, in the order the
-    ledger reads them (its own outcomes files written first): its runs' label credit."""
-    files = [*batch.archive.files("outcomes"), *(f for f in batch.files if f.table == "outcomes")]
-    paths = batch.archive.paths(latest_outcome_files(files))
-    if not paths:
-        return pl.DataFrame(schema={"run_id": pl.String, "label": pl.String})
-    return (
-        pl.scan_parquet(paths, hive_partitioning=False, glob=False)
-        .select("run_id", "label")
-        .unique(maintain_order=True)
-        .collect()
-    )
-
-
-def write_tables(
-    batch: Batch,
-    tables: RunTables,
-    partitions: Mapping[int, str],
-    labels: pl.DataFrame | None = None,
-) -> None:
-    """Write one accounting's run, offer and use tables, split by partition.
-
-    Offers and uses of runs the accounting refused are not stored (they have none);
-    both are split by whether the row is its piece's first offer (use) in its run.
-    Given ``labels`` (:func:`batch_labels`), each partition's label credit is stored too.
-    """
-    runs = pl.DataFrame(tables.runs).with_columns(
-        partition=pl.col("run_order").replace_strict(partitions, return_dtype=pl.String)
-    )
-    keys = runs.select("run_id", "partition", "metered")
-    offers = (
-        pl.DataFrame(tables.offers)
-        .join(keys, on="run_id", maintain_order="left")
-        .filter(pl.col("metered"))
-        .with_columns(first_in_run=pl.struct("run_id", "kind", "piece_id").is_first_distinct())
-    )
-    uses = (
-        pl.DataFrame(tables.uses)
-        .join(keys, on="run_id", maintain_order="left")
-        .filter(pl.col("metered"))
-        .with_columns(first_in_run=pl.struct("run_id", "kind", "piece_id").is_first_distinct())
-    )
-    for value in runs["partition"].unique(maintain_order=True).to_list():
-        chosen = pl.col("partition") == value
-        batch.write(
-            "runs",
-            runs.filter(chosen).drop("partition").to_arrow().cast(schema.RUNS),
-            accounting=tables.mode,
-            partition=value,
-        )
-        for name, frame, table_schema in (
-            ("offers", offers, schema.OFFERS),
-            ("uses", uses, schema.USES),
-        ):
-            for first in (True, False):
-                part = frame.filter(chosen & (pl.col("first_in_run") == first))
-                batch.write(
-                    name,
-                    part.select(table_schema.names).to_arrow().cast(table_schema),
-                    accounting=tables.mode,
-                    partition=value,
-                    first_in_run=first,
-                )
-        batch.write(
-            "piece_totals",
-            _piece_totals(runs.filter(chosen), offers.filter(chosen), uses.filter(chosen)),
-            accounting=tables.mode,
-            partition=value,
-        )
-        if labels is not None:
-            batch.write(
-                "label_credit",
-                _label_credit(labels, runs.filter(chosen), offers.filter(chosen)),
-                accounting=tables.mode,
-                partition=value,
-            )
-    if labels is not None:
-        batch.label_credit = True
-
-
-def _label_credit(labels: pl.DataFrame, runs: pl.DataFrame, offers: pl.DataFrame) -> pa.Table:
-    """The outcome credit of one partition of a batch, for ``labels``."""
-    metered = runs.lazy().filter(pl.col("metered")).select("run_id", "run_order")
-    first = offers.lazy().filter(pl.col("first_in_run"))
-    credit = label_credit(labels.lazy(), first, metered, ranked=True)
-    credit = credit.sort("first_credit", "kind", "piece_id")
-    return credit.collect(engine="in-memory").to_arrow().cast(schema.LABEL_CREDIT)
-
-
-def _piece_totals(runs: pl.DataFrame, offers: pl.DataFrame, uses: pl.DataFrame) -> pa.Table:
-    """The ledger's counts over one partition of a batch (what the archive's ledger adds up)."""
-    first, later = pl.col("first_in_run"), ~pl.col("first_in_run")
-    inputs = LedgerInputs(
-        runs=runs.lazy(),
-        offers=offers.lazy(),
-        uses=uses.lazy(),
-        outcomes=pl.LazyFrame(schema={"run_id": pl.String, "label": pl.String}),
-        split=SplitRows(
-            first_offers=offers.lazy().filter(first),
-            later_offers=offers.lazy().filter(later),
-            first_uses=uses.lazy().filter(first),
-            later_uses=uses.lazy().filter(later),
-        ),
-        engine="in-memory",
-    )
-    totals = piece_totals(inputs).sort(pl.min_horizontal("first_offer", "first_use"))
-    return totals.collect(engine="in-memory").to_arrow().cast(schema.PIECE_TOTALS)
-
-
-class _WindowRows:
-    """One partition's rows of the window tables, stored once whatever the accounting."""
-
-    def __init__(self) -> None:
-        self.messages: dict[str, list[Any]] = {name: [] for name in schema.MESSAGES.names}
-        self.streams: list[dict[str, Any]] = []
-        self.standings: list[dict[str, Any]] = []
-
-    def add(self, window: RunWindow, order: int) -> None:
-        for name, values in window.messages.items():
-            self.messages[name].extend(values)
-        self.streams.append({**window.stream, "run_order": order})
-        self.standings.extend(window.standings)
-
-    def write(self, batch: Batch, partition: str) -> None:
-        streams = pa.Table.from_pylist(self.streams, schema=schema.STREAMS)
-        batch.write("streams", streams, partition=partition)
-        batch.write("messages", messages_from_columns(self.messages), partition=partition)
-        standings = pa.Table.from_pylist(self.standings, schema=schema.STANDINGS)
-        batch.write("standings", standings, partition=partition)
-
-
-def _quarantined(problem: ReadProblem, mode: str | None, date: str) -> dict[str, Any]:
-    return {
-        "path": problem.path,
-        "line": problem.line,
-        "run_id": problem.run_id,
-        "reason": problem.reason,
-        "accounting": mode,
-        "ingest_date": date,
-    }
-
-
-def _append_index(index: dict[str, list[Any]], run: RunRead, order: int, partition: str) -> None:
-    index["run_id"].append(run.run_id)
-    index["digest"].append(run.digest or "")
-    index["run_order"].append(order)
-    index["partition"].append(partition)
-    index["source_path"].append(run.source.path)
-    index["source_line"].append(run.source.line)
-    index["execution_id"].append(run.execution_id)
-
-
-def _append_source(
-    sources: dict[str, list[Any]],
-    source: Source,
-    kind: str,
-    added: list[str],
-    read: int,
-    already: int,
-    conflicting: int,
-) -> None:
-    row = {
-        "path": display_path(source.path),
-        "kind": kind,
-        "size": source.size,
-        "mtime_ns": source.mtime_ns,
-        "content_hash": source.content_hash,
-        "status": "read",
-        "run_ids": added,
-        "runs_read": read,
-        "runs_already_archived": already,
-        "runs_conflicting": conflicting,
-        "problem_count": 0,
-    }
-    for name, value in row.items():
-        sources[name].append(value)
 
 
 # ── the progress line ─────────────────────────────────────────────

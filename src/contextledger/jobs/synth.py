@@ -34,9 +34,8 @@ from contextledger.archive.manifest import (
     write_quarantine_listing,
 )
 from contextledger.archive.store import Archive
-from contextledger.jobs.ingest import (
-    IngestReport,
-    Source,
+from contextledger.jobs.ingest import IngestReport, Source
+from contextledger.jobs.ingest_batch import (
     _append_source,
     batch_labels,
     write_outcomes,

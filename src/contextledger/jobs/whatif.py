@@ -298,6 +298,9 @@ class ArchiveReplay:
     seconds: float
     problems: list[ReadProblem] = field(default_factory=list)
     spill: tempfile.TemporaryDirectory[str] | None = field(default=None, repr=False)
+    #: What the reader doubted about runs it still replayed, as ingest stored it
+    #: (``RunMessages.notes``): the same lines the files' what-if says.
+    notes: list[str] = field(default_factory=list)
     #: Selected runs not replayed: the runs of each damaged commit (once, however many
     #: of its files are damaged) and each run without a stored stream.
     runs_left_out: int = 0
@@ -382,9 +385,11 @@ def whatif_archive(
     archive, selection = tables.archive, tables.selection
     spill = tempfile.TemporaryDirectory(prefix="contextledger-whatif-")
     parts: list[str] = []
+    notes: list[str] = []
     runs = 0
     batches = window_batches(archive, selection, batch_runs or STREAM_BATCH_RUNS)
     for streams, messages, snapshot_standings in batches:
+        notes += stored_notes(streams)
         frame = _replay_tables(streams, messages, snapshot_standings, policies, standings_rows)
         parts.append(str(Path(spill.name) / f"part-{len(parts):06d}.parquet"))
         frame.write_parquet(parts[-1])
@@ -396,8 +401,20 @@ def whatif_archive(
         if parts
         else pl.DataFrame(schema.WHATIF_RUNS.empty_table()).lazy()
     )
-    replay = ArchiveReplay(rows, runs, time.perf_counter() - started, spill=spill)
+    replay = ArchiveReplay(rows, runs, time.perf_counter() - started, spill=spill, notes=notes)
     return with_problems(replay, tables)
+
+
+def stored_notes(streams: pa.Table) -> list[str]:
+    """The notes ``streams`` (``schema.STREAMS`` rows) hold, in run order (none in an
+    archive ingested before notes were stored).
+
+    >>> stored_notes(pa.table({"run_id": ["a", "b"], "notes": [["a.jsonl:1 (run a): far"], []]}))
+    ['a.jsonl:1 (run a): far']
+    """
+    if "notes" not in streams.column_names:
+        return []
+    return [note for notes in streams["notes"].to_pylist() for note in notes or ()]
 
 
 def _replay_tables(

@@ -27,7 +27,7 @@ from typing import Any
 
 from contextledger.read.commitlog import ABSENT, ForwardFold
 from contextledger.read.jsjson import js_stringify, utf16_length
-from contextledger.read.snapshot import Bundle, Run
+from contextledger.read.snapshot import Bundle, ReadProblem, Run
 
 #: Opening of the notice a drop strategy writes in place of what it removed.
 DROP_NOTICE_PREFIX = "[dropped history"
@@ -201,10 +201,9 @@ class RunMessages:
     recorded_records: list[dict[str, Any]]
     #: Lines naming what the reader doubts about this stream (``PATH:LINE (run ID):
     #: reason``), said once when it is replayed; not part of the stream's equality.
+    #: A usage count read but out of any call's range is one (the count read as not
+    #: reported): a note, not a problem, since nothing was left unread.
     notes: list[str] = field(default_factory=list, compare=False)
-    #: What the replay could not take as recorded (a usage count out of range), said
-    #: once per run: a problem of the what-if only.
-    problems: list[str] = field(default_factory=list, compare=False)
 
     def window(self, indices: Iterable[int]) -> list[Message]:
         """The messages at these stream indices."""
@@ -341,16 +340,18 @@ def rebuild_messages(run: Run) -> RunMessages:
             seen_by_stage = None
             stage_id = None
 
-    problems: list[str] = []
+    notes: list[str] = []  # a count read, that no call reaches: said, not a problem
     for index, call in enumerate(calls):
         tokens = max(0, tokens_of.get(call.runtime_stage_id, 0))
         if tokens > MAX_REPORTED_TOKENS:
-            if not problems:
-                problems.append(
+            if not notes:
+                reason = (
                     f"totalInputTokens grew by {tokens} at model call {call.ordinal}, past "
                     "2**40, which no real call reaches: read as not reported (the what-if "
                     "leaves it out of its token figures)"
                 )
+                where = ReadProblem(run.source.path, run.source.line, run.run_id, reason).where
+                notes.append(f"{where}: {reason}")
             tokens = 0
         calls[index] = replace(call, input_tokens=tokens)
     _check_ranges(calls)
@@ -364,7 +365,7 @@ def rebuild_messages(run: Run) -> RunMessages:
         calls=calls,
         final_window=tuple(live),
         recorded_records=records if isinstance(records, list) else [],
-        problems=problems,
+        notes=notes,
     )
 
 

@@ -325,6 +325,8 @@ class TraceInputs:
                         {mode: run.facts_as(mode) for mode in self.modes},
                         run.digest,
                         window,
+                        trace_ids=run.trace_ids,
+                        spans=run.spans,
                     )
                 )
             if run.messages is not None and self.messages:

@@ -68,6 +68,10 @@ class RunRead:
     execution_id: str | None = None
     #: Whether its document names it (:attr:`~contextledger.read.snapshot.Run.named`).
     named: bool = False
+    #: A trace run's traces and its span records, encoded (what an archive keeps to
+    #: merge spans of it that arrive in a later ingest); empty and None for a snapshot.
+    trace_ids: tuple[str, ...] = ()
+    spans: bytes | None = None
 
 
 @dataclass
@@ -190,9 +194,6 @@ def read_file(
                         run.named,
                     )
                     result.streams.append(stream)
-                    for reason in stream.messages.problems:
-                        problem = _problem(run.source, reason, run.run_id)
-                        result.problems.append(("whatif", problem))
                 except FOLD_ERRORS as error:  # a stream no replay can hold
                     problem = _problem(run.source, fold_failure(error), run.run_id)
                     result.problems.append(("whatif", problem))

@@ -302,6 +302,10 @@ STREAMS = pa.schema(
         pa.field("calls", pa.list_(MODEL_CALL), nullable=False),
         pa.field("final_window", pa.list_(pa.int32()), nullable=False),  # history at the end
         pa.field("recorded_records", pa.string(), nullable=False),  # its WindowRecords, JSON
+        # what the reader doubts about the run it still replays (RunMessages.notes: a trace
+        # run's rebuilt input far from its recorded input tokens, a usage count no call
+        # reaches), said over an archive as over its files; empty in older archives
+        pa.field("notes", pa.list_(pa.string()), nullable=False),
     ]
 )
 

@@ -114,4 +114,5 @@ def stream_row(stream: RunMessages, run_order: int) -> dict[str, Any]:
         ],
         "final_window": list(stream.final_window),
         "recorded_records": json.dumps(stream.recorded_records, ensure_ascii=False),
+        "notes": list(stream.notes),
     }

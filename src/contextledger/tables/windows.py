@@ -98,13 +98,19 @@ def _rebuilt(streams: pa.Table, messages: pa.Table) -> list[RunMessages]:
     table = streams.combine_chunks()
     calls = _calls_of(table["calls"].combine_chunks())
     finals = _lists_of(table["final_window"].combine_chunks())
-    for run_id, user_message, count, run_calls, final, records in zip(
+    notes = (
+        _lists_of(table["notes"].combine_chunks())
+        if "notes" in table.column_names
+        else [()] * table.num_rows
+    )
+    for run_id, user_message, count, run_calls, final, records, said in zip(
         table["run_id"].to_pylist(),
         table["user_message"].to_pylist(),
         table["message_count"].to_pylist(),
         calls,
         finals,
         table["recorded_records"].to_pylist(),
+        notes,
         strict=True,
     ):
         run_messages = by_run.get(run_id, [])
@@ -121,6 +127,7 @@ def _rebuilt(streams: pa.Table, messages: pa.Table) -> list[RunMessages]:
                 calls=run_calls,
                 final_window=final,
                 recorded_records=json.loads(records),
+                notes=list(said),
             )
         )
     return out

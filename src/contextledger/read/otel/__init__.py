@@ -17,6 +17,8 @@ from contextledger.read.otel._runs import (
     Assembled,
     TraceRun,
     TraceRuns,
+    decode_spans,
+    encode_spans,
 )
 from contextledger.read.otel._spill import SpillTo
 from contextledger.read.otel.functions import (
@@ -44,6 +46,8 @@ __all__ = [
     "TraceFileRead",
     "TraceRun",
     "TraceRuns",
+    "decode_spans",
+    "encode_spans",
     "read_trace_file",
     "sniff",
 ]

@@ -48,6 +48,9 @@ class Copies:
             return
         kept = earlier[1]
         if kept.same_content(record):
+            here = (record.path, record.line, record.position)
+            if (kept.path, kept.line, kept.position) == here:
+                return  # the same line read again (a grown file): no copy
             where = (record.path, record.line, record.trace_id)
             self.copies.setdefault(where, (sequence, record, kept))
         else:

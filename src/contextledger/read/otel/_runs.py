@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import math
+import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -80,6 +81,10 @@ class TraceRun:
     #: A hash of the run's spans (:func:`_digest`), when asked for (what an archive keeps).
     digest: str | None = None
     messages: RunMessages | None = None
+    #: The traces the run is made of, and its span records (:func:`encode_spans`), when
+    #: digests are asked for: what an archive keeps to merge spans arriving later.
+    trace_ids: tuple[str, ...] = ()
+    spans: bytes | None = None
 
     def facts_as(self, mode: str) -> RunFacts:
         """The facts under accounting ``mode``: the same offers and uses whatever the
@@ -270,18 +275,20 @@ class TraceRuns:
         calls = model_calls(records)
         facts = meter(calls, records)
         digest = _digest(records) if self.digests else None
+        spans = encode_spans(records) if self.digests else None
+        trace_ids = tuple(sorted({record.trace_id for record in records}))
         source = RunSource(first.path, first.line)
         messages = None
         if self.messages:
             calls, problem = _usage_in_range(calls, run_id)
-            if problem is not None:
-                problems.append(problem)
             messages = stream(run_id, calls)
+            if problem is not None:  # read, but no call reaches it: a note, not a problem
+                messages.notes.append(f"{problem.where}: {problem.reason}")
             doubt = input_check(messages, calls)
             if doubt is not None:
                 where = ReadProblem(source.path, source.line, run_id, doubt).where
                 messages.notes.append(f"{where}: {doubt}")
-        return TraceRun(run_id, source, facts, digest, messages)
+        return TraceRun(run_id, source, facts, digest, messages, trace_ids, spans)
 
 
 #: How far (either way) a run's rebuilt input may be from its recorded input tokens
@@ -331,6 +338,31 @@ def _digest(records: Sequence[SpanRecord]) -> str:
         fields = msgspec.structs.astuple(record)
         hasher.update(msgspec.json.encode(fields[:4] + fields[7:-1]))
     return hasher.hexdigest()
+
+
+_SPANS = msgspec.json.Decoder(list[SpanRecord])
+
+
+def encode_spans(records: Sequence[SpanRecord]) -> bytes | None:
+    """A run's span records as bytes, as an archive keeps them: JSON (a count past 64
+    bits stays as read), deflated (a twelfth of the JSON on the recordings: an ingest
+    holds every trace run's until it commits them). None when they cannot be encoded
+    (text no UTF-8 holds): the run is archived, but spans of it arriving later cannot be
+    merged into it.
+
+    >>> record = SpanRecord("ab" * 16, "cd" * 8, "", 7, "t.jsonl", 1, 0, input_tokens=10**23)
+    >>> decode_spans(encode_spans([record])) == [record]
+    True
+    """
+    try:
+        return zlib.compress(msgspec.json.encode(list(records)))
+    except (msgspec.EncodeError, OverflowError, UnicodeEncodeError):
+        return None
+
+
+def decode_spans(data: bytes) -> list[SpanRecord]:
+    """The span records :func:`encode_spans` kept, as they were read."""
+    return _SPANS.decode(zlib.decompress(data))
 
 
 def model_calls(records: Sequence[SpanRecord]) -> list[SpanRecord]:
