@@ -16,7 +16,7 @@ import msgspec
 
 from contextledger.read.commitlog import ForwardFold, commit_value_at
 from contextledger.read.facts import Offer, RunFacts, Use
-from contextledger.read.jsjson import approx_tokens
+from contextledger.read.jsjson import approx_tokens, approx_tokens_of_json
 from contextledger.read.slice import SLOT_KEYS, AnswerSlice, LogIndex, answer_slice
 from contextledger.read.snapshot import Bundle, Snapshot
 
@@ -78,7 +78,9 @@ class _TokenCache:
     Often it is a new object with the same content (each ``set`` of a key decodes
     its value again), so an object not seen is looked up by its compact JSON as
     msgspec writes it (C, 20x faster than measuring it the JavaScript way), and
-    only a value never seen is measured. Values with the same msgspec JSON measure
+    only a value never seen is measured: from that JSON where it is as long as
+    JavaScript's (:func:`~contextledger.read.jsjson.approx_tokens_of_json`), else
+    the JavaScript way. Values with the same msgspec JSON measure
     the same: it tells every JSON value apart but NaN and infinities from null,
     which ``JSON.stringify`` writes as ``null`` too.
     """
@@ -97,7 +99,8 @@ class _TokenCache:
             key = None
         tokens = self._by_json.get(key) if key is not None else None
         if tokens is None:
-            tokens = approx_tokens(element)
+            measured = approx_tokens_of_json(key) if key is not None else None
+            tokens = approx_tokens(element) if measured is None else measured
             if key is not None:
                 self._by_json[key] = tokens
         self._by_id[id(element)] = (element, tokens)
