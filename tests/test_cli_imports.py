@@ -6,6 +6,7 @@ Checked in a fresh interpreter (``sys.modules`` after the command), not by timin
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -68,3 +69,33 @@ def test_the_check_sees_a_heavy_import():
     """The same probe, on a command that does load DuckDB: it is seen."""
     loaded = modules_after("sql", str(SAMPLE), "SELECT 1 AS one")
     assert "duckdb" in loaded
+
+
+BLAS_THREADS_AFTER_THE_LEDGER = """
+import io, os, sys
+from contextlib import redirect_stdout
+from contextledger.cli import main
+with redirect_stdout(io.StringIO()):
+    try:
+        main(["ledger", sys.argv[1]])
+    except SystemExit:
+        pass
+print(os.environ.get("OPENBLAS_NUM_THREADS"))
+"""
+
+
+@pytest.mark.parametrize(("given", "kept"), [(None, "1"), ("4", "4")])
+def test_the_ledger_starts_numpys_blas_with_one_thread_unless_told(given, kept):
+    """pyarrow imports numpy, whose BLAS starts a thread per core that spins a while: the
+    ledger does no linear algebra, so it asks for one (a user's own setting stands)."""
+    environ = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    if given is not None:
+        environ["OPENBLAS_NUM_THREADS"] = given
+    result = subprocess.run(
+        [sys.executable, "-c", BLAS_THREADS_AFTER_THE_LEDGER, str(SAMPLE)],
+        capture_output=True,
+        text=True,
+        env=environ,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == [kept]

@@ -14,9 +14,10 @@ from contextledger.read.commitlog import (
     find_last_writer,
 )
 from contextledger.read.jsjson import js_stringify
+from contextledger.read.slice import LogIndex
 from contextledger.read.snapshot import Bundle, TraceEntry, decode_run, iter_documents
 
-from .conftest import oracle_runs, require_corpus
+from .conftest import SAMPLE, oracle_runs, require_corpus
 
 
 def bundle(*trace: tuple[str, str], overwrite=None, updates=None) -> Bundle:
@@ -97,6 +98,31 @@ def test_the_forward_fold_agrees_with_commit_value_at_at_every_bundle():
         fold.step(entry)
         for key in ("h", "n", "a\u001fb"):
             assert fold.values[key] == commit_value_at(LOG, index, key)
+
+
+def test_folding_only_a_keys_writers_gives_its_value_at_every_bundle():
+    """The ledger folds a key at the bundles that write it (``LogIndex``), not the whole log."""
+    log = [*LOG, bundle(("h", "set"), ("h", "append"), overwrite={"h": ["e"]})]
+    index = LogIndex(log)
+    for position in range(len(log)):
+        for key in ("h", "n", "a\u001fb", "missing"):
+            writers = index.positions.get(key, [])
+            folded = commit_value_at(log, position, key, writers=writers)
+            assert repr(folded) == repr(commit_value_at(log, position, key))
+
+
+def test_folding_only_a_keys_writers_gives_every_final_value_of_the_sample():
+    checked = 0
+    for path in sorted(SAMPLE.glob("*.json.gz")):
+        for document in iter_documents(path):
+            log = decode_run(document).snapshot.commit_log or []
+            index = LogIndex(log)
+            for key, writers in index.positions.items():
+                last = len(log) - 1
+                folded = commit_value_at(log, last, key, writers=writers)
+                assert repr(folded) == repr(commit_value_at(log, last, key)), (path.name, key)
+                checked += 1
+    assert checked > 400
 
 
 def test_replayed_final_history_hashes_to_the_recorded_digest_for_every_agent_run():

@@ -13,16 +13,25 @@ import gzip
 import json
 from pathlib import Path
 
+import msgspec
 import polars as pl
 import pytest
 from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from polars.testing import assert_frame_equal
 
 from contextledger.cli import main
 from contextledger.cli.common import EXIT_UNREADABLE_INPUT
 from contextledger.jobs.whatif import read_inputs
 from contextledger.ledger.compute import compute_ledger
-from contextledger.read.jsjson import approx_tokens, js_number, js_stringify
+from contextledger.read.jsjson import (
+    approx_tokens,
+    approx_tokens_of_json,
+    js_number,
+    js_stringify,
+)
+from contextledger.read.snapshot import decode_run, iter_documents
 from contextledger.tables.build import ACCOUNTING_MODES, read_runs
 from contextledger.window.whatif import parse_policies, whatif_table
 
@@ -212,3 +221,48 @@ def test_a_number_past_the_doubles_is_refused_naming_the_number(tmp_path):
         "the number 1e400 is past the largest double (JavaScript reads it as Infinity)"
     )
     assert problem["run_id"] == "s0001-fact-bench"
+
+
+# ── a token estimate from msgspec's JSON, where it is as long as JavaScript's ──────
+
+_TEXT = st.text(
+    alphabet=st.sampled_from(
+        ["a", '"', "\\", "/", "\n", "\t", "\x00", "\x1f", "\x7f", "\u2028", "é", "😀", "\ud83d"]
+    )
+)
+_NUMBER = st.one_of(
+    st.integers(-(2**53), 2**53),
+    st.sampled_from([2**53 + 1, 2**60, 10**21, -(10**24), 2**90]),  # printed as doubles
+    st.floats(allow_nan=True),
+)
+_VALUE = st.recursive(
+    st.one_of(st.none(), st.booleans(), _NUMBER, _TEXT),
+    lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(_TEXT, inner, max_size=4)),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=120, deadline=None, derandomize=True)
+@given(_VALUE)
+def test_a_token_estimate_from_msgspecs_json_is_javascripts_or_none(value):
+    """msgspec's JSON stands in for ``JSON.stringify``'s only where it is as long: strings
+    escaped alike; a float or a big integer, which JavaScript prints otherwise, gives None
+    (the value is measured); a lone surrogate cannot be encoded at all."""
+    try:
+        encoded = msgspec.json.encode(value)
+    except UnicodeEncodeError:
+        return
+    assert approx_tokens_of_json(encoded) in (None, approx_tokens(value))
+
+
+def test_every_offered_value_of_the_sample_is_estimated_from_its_json():
+    offered = []
+    for path in sorted(SAMPLE.glob("*.json.gz")):
+        for document in iter_documents(path):
+            for bundle in decode_run(document).snapshot.commit_log or []:
+                for key in ("activeInjections", "dynamicToolSchemas"):
+                    value = bundle.overwrite.get(key)
+                    offered += value if isinstance(value, list) else []
+    assert len(offered) > 100
+    for value in offered:
+        assert approx_tokens_of_json(msgspec.json.encode(value)) == approx_tokens(value)

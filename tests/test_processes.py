@@ -24,6 +24,7 @@ from polars.testing import assert_frame_equal
 
 from contextledger.archive import Archive, ArchiveTables
 from contextledger.ledger.compute import compute_ledger
+from contextledger.processes import start_method
 from contextledger.tables.build import read_runs
 
 from .conftest import REPO
@@ -175,6 +176,33 @@ def test_workers_inherit_no_engine_from_a_parent_that_ran_them():
     )
     assert process.returncode == 0, process.stderr
     assert process.stdout.split("\n") == ["[] True", ""]
+
+
+FORKED_ONLY_WHILE_QUIET = """
+import threading
+from contextledger.processes import start_method
+print(start_method())
+release = threading.Event()
+waiting = threading.Thread(target=release.wait)
+waiting.start()
+print(start_method())
+release.set()
+waiting.join()
+import polars
+print(start_method())
+"""
+
+
+def test_workers_are_forked_only_from_one_thread_that_imported_no_engine():
+    """Forking copies only the forking thread: a second thread's held locks, or an
+    engine's thread pool, would be copied half-held; without either, a fork is safe and
+    spares the forkserver."""
+    process = subprocess.run(
+        [sys.executable, "-c", FORKED_ONLY_WHILE_QUIET], capture_output=True, text=True, check=False
+    )
+    assert process.returncode == 0, process.stderr
+    assert process.stdout.split() == ["fork", "forkserver", "forkserver"]
+    assert "polars" in sys.modules and start_method() == "forkserver"  # this test process
 
 
 def test_a_script_without_a_main_guard_reads_with_workers_once(tmp_path):

@@ -25,12 +25,13 @@ from .conftest import REPO
 SAMPLE = REPO / "data" / "sample"
 
 #: Runs the ledger over PATH with every process pool noting, as it is made, whether
-#: the engines are imported yet.
+#: the engines are imported yet and how its workers start.
 ENGINES_WHEN_THE_POOL_STARTS = """
 import concurrent.futures.process as process, sys
 made = process.ProcessPoolExecutor.__init__
 def noting(self, *args, **kwargs):
-    print("pool", "polars" in sys.modules, "pyarrow" in sys.modules, file=sys.stderr)
+    method = kwargs["mp_context"].get_start_method()
+    print("pool", "polars" in sys.modules, "pyarrow" in sys.modules, method, file=sys.stderr)
     made(self, *args, **kwargs)
 process.ProcessPoolExecutor.__init__ = noting
 from contextledger.cli import main
@@ -40,6 +41,8 @@ main()
 
 
 def test_the_ledger_starts_its_workers_before_it_imports_the_engines(corpus):
+    """And so forks them from itself: with no engine loaded there is no thread pool to
+    copy, and no forkserver to start (0.1-0.2 s of CPU, and as long a wait)."""
     process = subprocess.run(
         [sys.executable, "-c", ENGINES_WHEN_THE_POOL_STARTS, str(corpus / "runs")],
         capture_output=True,
@@ -47,7 +50,7 @@ def test_the_ledger_starts_its_workers_before_it_imports_the_engines(corpus):
         check=False,
     )
     assert process.returncode == 0, process.stderr
-    assert process.stderr.splitlines()[0] == "pool False False"
+    assert process.stderr.splitlines()[0] == "pool False False fork"
 
 
 def test_a_small_input_is_read_without_a_pool(monkeypatch):

@@ -5,7 +5,10 @@ memory mid-flight (a lock held by a thread that does not exist in the child): a 
 worker segfaulted under load during garbage collection in ``decode_run``. So workers
 come from a *forkserver*, a fresh interpreter started once per process that only
 imports the reading code (:data:`PRELOAD`) and forks each worker from that quiet state
-(``spawn`` is as safe but slower: docs/benchmarks.md). Unlike multiprocessing's own
+(``spawn`` is as safe but slower: docs/benchmarks.md). A process that is still one
+thread and has imported no engine has no pool to copy: its workers are forked from it
+directly, which spares the forkserver's interpreter and imports (what ``ledger`` does,
+starting its workers before it imports the engines). Unlike multiprocessing's own
 workers, ours never run the parent's ``__main__`` again, so a script that reads runs
 needs no ``if __name__ == "__main__"`` guard. If the parent is killed (``kill -9``, the
 OOM killer) nothing tells its workers: they would sit blocked on a pipe no one reads,
@@ -30,8 +33,13 @@ from concurrent.futures import ProcessPoolExecutor
 #: ``<linux/prctl.h>``: the signal a process gets when its parent dies.
 PR_SET_PDEATHSIG = 1
 
-#: How workers are started: a process that never ran a thread pool forks them.
+#: How workers are started by a process that may hold thread pools: a forkserver (a
+#: process that never ran one) forks them.
 START_METHOD = "forkserver"
+
+#: Modules that run thread pools of their own once imported or used (numpy: its BLAS
+#: threads start at import): a process that has imported one is never forked.
+THREADED_MODULES = ("polars", "pyarrow", "duckdb", "numpy", "pyspark")
 
 #: What the forkserver imports before it forks a worker, so no worker imports it again:
 #: the snapshot reader the pools run (msgspec and the reading layer; no engine, no Arrow)
@@ -46,15 +54,34 @@ def worker_pool(max_workers: int) -> ProcessPoolExecutor:
     ...     pool.submit(abs, -3).result()
     3
     """
-    context = _CONTEXTS[START_METHOD]()
-    if START_METHOD == "forkserver":
+    method = start_method()
+    context = _CONTEXTS[method]()
+    if method == "forkserver":
         context.set_forkserver_preload(list(PRELOAD))
-    return ProcessPoolExecutor(
+    pool = ProcessPoolExecutor(
         max_workers=max_workers,
         mp_context=context,
         initializer=_start_worker,
         initargs=(os.getpid(), dict(os.environ)),
     )
+    if method == "fork":
+        # a forked pool starts its workers at its first task, from the thread that
+        # submits it: from this one, now, while it is the only one
+        pool.submit(os.getpid)
+    return pool
+
+
+def start_method() -> str:
+    """How :func:`worker_pool` would start workers now: ``"fork"`` from a process that is
+    one thread (this one, the main thread) and has imported none of
+    :data:`THREADED_MODULES` (on Linux, where forking such a process is safe), else
+    :data:`START_METHOD`.
+    """
+    alone = threading.active_count() == 1 and threading.current_thread() is threading.main_thread()
+    quiet = not any(name in sys.modules for name in THREADED_MODULES)
+    if alone and quiet and sys.platform.startswith("linux"):
+        return "fork"
+    return START_METHOD
 
 
 def _start_worker(parent: int, environ: dict[str, str]) -> None:

@@ -122,8 +122,13 @@ def apply_verb(value: Any, verb: str, bundle: Bundle, segments: Sequence[str]) -
     return deep_smart_merge(value, native_get(bundle.updates, segments))
 
 
-def commit_value_at(log: Sequence[Bundle], index: int, key: str) -> Any:
+def commit_value_at(
+    log: Sequence[Bundle], index: int, key: str, *, writers: Sequence[int] | None = None
+) -> Any:
     """The value of ``key`` as of bundle ``index`` (inclusive); ABSENT if never written.
+
+    ``writers``: the positions of the bundles whose trace touches ``key``, in order, when
+    known (:class:`~contextledger.read.slice.LogIndex`): only those are visited.
 
     Examples
     --------
@@ -136,11 +141,9 @@ def commit_value_at(log: Sequence[Bundle], index: int, key: str) -> Any:
     [1, 2, 3]
     """
     end = min(index, len(log) - 1)
+    bundles = log[: end + 1] if writers is None else [log[at] for at in writers if at <= end]
     touches = [
-        (entry.verb, bundle)
-        for bundle in log[: end + 1]
-        for entry in bundle.trace
-        if entry.path == key
+        (entry.verb, bundle) for bundle in bundles for entry in bundle.trace if entry.path == key
     ]
     if not touches:
         return ABSENT

@@ -25,13 +25,12 @@ from contextledger.read.commitlog import ABSENT, ForwardFold
 from contextledger.read.facts import KINDS, RunFacts, Use
 from contextledger.read.reference import (
     LLM_CALL_SUBFLOW,
-    _local_stage_id,
     _TokenCache,
     answer_slot_records,
     llm_call_mount_keys,
     tool_calls_in,
 )
-from contextledger.read.slice import AnswerSlice, answer_slice
+from contextledger.read.slice import AnswerSlice, LogIndex, answer_slice
 from contextledger.read.snapshot import Bundle, Run
 
 _CALL_STATE_KEYS = ("activeInjections", "dynamicToolSchemas", "wrapUpAsked")
@@ -44,19 +43,22 @@ def _model_call_offers(
     tokens: _TokenCache,
     *,
     meter_injections: bool,
+    index: LogIndex | None = None,
+    calls: Sequence[int] | None = None,
 ) -> None:
-    """Append the offers of every ``call-llm`` execution in ``log`` to ``facts``."""
+    """Append the offers of every ``call-llm`` execution in ``log`` to ``facts``: the
+    state as of each call's first bundle, folded only at the bundles that write it
+    (``index`` and the calls' positions, found here when not given)."""
+    index = LogIndex(log) if index is None else index
+    calls = _call_positions(log, grouped=False) if calls is None else calls
+    writes = sorted({at for key in _CALL_STATE_KEYS for at in index.positions.get(key, ())})
     fold = ForwardFold(_CALL_STATE_KEYS)
-    seen_calls: set[str] = set()
-    for bundle in log:
-        is_new_call = (
-            _local_stage_id(bundle.stage_id) == "call-llm"
-            and bundle.runtime_stage_id not in seen_calls
-        )
-        if is_new_call:
-            seen_calls.add(bundle.runtime_stage_id)
-            _offer_call(fold.values, static_tool_names, facts, tokens, meter_injections)
-        fold.step(bundle)
+    folded = 0
+    for call in calls:
+        while folded < len(writes) and writes[folded] < call:
+            fold.step(log[writes[folded]])
+            folded += 1
+        _offer_call(fold.values, static_tool_names, facts, tokens, meter_injections)
 
 
 def _offer_call(
@@ -94,17 +96,19 @@ def _offer_call(
             facts.offers.append((call_index, "tool", name, 0))
 
 
-def _appended_this_run(log: Sequence[Bundle], key: str) -> list[tuple[int, Any]]:
+def _appended_this_run(log: Sequence[Bundle], key: str, index: LogIndex) -> list[tuple[int, Any]]:
     """``(bundle position, element)`` for every element this run added to array ``key``:
     append tails, and what a later ``set`` holds beyond the value it replaced (a window's
-    ``compact`` adds only its drop notice). The seed's ``set`` is carried state, not new."""
+    ``compact`` adds only its drop notice). The seed's ``set`` is carried state, not new.
+    Only the bundles that write ``key`` are visited (``index``)."""
     added: list[tuple[int, Any]] = []
     fold = ForwardFold((key,))
-    for position, bundle in enumerate(log):
+    for position in index.positions.get(key, ()):
+        bundle = log[position]
         before = fold.values[key]
         verbs = [entry.verb for entry in bundle.trace if entry.path == key]
         fold.step(bundle)
-        if position == 0 or not verbs:
+        if position == 0:
             continue
         for verb in verbs:
             tail = bundle.overwrite.get(key, ABSENT)
@@ -125,32 +129,36 @@ def _call_positions(log: Sequence[Bundle], grouped: bool) -> list[int]:
     """Root-log positions at which each model call starts (its call-llm stage, or in grouped
     mode its sf-llm-call mount), so a later write can be attributed to the call before it."""
     stage = LLM_CALL_SUBFLOW if grouped else "call-llm"
+    nested = "/" + stage  # _local_stage_id(stage_id) == stage, without a call per bundle
     positions, seen = [], set()
     for position, bundle in enumerate(log):
-        if _local_stage_id(bundle.stage_id) == stage and bundle.runtime_stage_id not in seen:
+        stage_id = bundle.stage_id
+        if (stage_id == stage or stage_id.endswith(nested)) and (
+            bundle.runtime_stage_id not in seen
+        ):
             seen.add(bundle.runtime_stage_id)
             positions.append(position)
     return positions
 
 
-def _uses_by_call(log: Sequence[Bundle], grouped: bool) -> list[Use]:
+def _uses_by_call(log: Sequence[Bundle], calls: Sequence[int], index: LogIndex) -> list[Use]:
     """Tool calls this run executed and skills it activated, each with the call that made it.
 
     A tool call is executed when the assistant message asking for it is appended to
     ``history`` (a request cut off by the iteration limit never is); the call that made
-    it is the last model call before that write.
+    it is the last model call before that write (``calls``: where each starts,
+    :func:`_call_positions`).
     """
-    calls = _call_positions(log, grouped)
 
     def call_before(position: int) -> int | None:
         index = bisect.bisect_right(calls, position) - 1
         return index if index >= 0 else None
 
     uses: list[Use] = []
-    for position, message in _appended_this_run(log, "history"):
+    for position, message in _appended_this_run(log, "history", index):
         for name in tool_calls_in([message]):
             uses.append(("tool", name, "tool-called", call_before(position)))
-    for position, skill_id in _appended_this_run(log, "activatedInjectionIds"):
+    for position, skill_id in _appended_this_run(log, "activatedInjectionIds", index):
         if isinstance(skill_id, str) and skill_id:
             uses.append(("skill", skill_id, "skill-activated", call_before(position)))
     return uses
@@ -166,10 +174,18 @@ def meter_run(run: Run, static_tool_names: Sequence[str]) -> RunFacts:
         facts.refused_reason = "empty commit log"
         return facts
     tokens = _TokenCache()
+    index = LogIndex(log)  # one pass over the log: every fold below visits only its writers
+    calls = _call_positions(log, grouped=bool(mount_keys))
     call_logs = [snapshot.subflow_history(key) or [] for key in mount_keys] if mount_keys else [log]
     for call_log in call_logs:
         _model_call_offers(
-            call_log, static_tool_names, facts, tokens, meter_injections=not mount_keys
+            call_log,
+            static_tool_names,
+            facts,
+            tokens,
+            meter_injections=not mount_keys,
+            index=index if call_log is log else None,
+            calls=calls if call_log is log else None,
         )
     facts.model_call_count = facts.metered_call_count
     if facts.metered_call_count == 0:
@@ -179,11 +195,11 @@ def meter_run(run: Run, static_tool_names: Sequence[str]) -> RunFacts:
     facts.metered = True
     if mount_keys:
         facts.unmetered_kinds = ["injection"]
-    facts.uses.extend(_uses_by_call(log, grouped=bool(mount_keys)))
-    answer = answer_slice(snapshot)
+    facts.uses.extend(_uses_by_call(log, calls, index))
+    answer = answer_slice(snapshot, index=index)
     facts.slice_available = answer is not None
     if answer is not None and not mount_keys:
-        facts.uses.extend(_slot_credit(log, answer))
+        facts.uses.extend(_slot_credit(log, answer, index))
     _apply_redactions(facts, redaction_basis([log, *call_logs]))
     return facts
 
@@ -208,7 +224,7 @@ def _apply_redactions(facts: RunFacts, basis: dict[str, list[str]]) -> None:
     facts.uses[:] = [use for use in facts.uses if use[0] not in kinds]
 
 
-def _slot_credit(log: Sequence[Bundle], answer: AnswerSlice) -> list[Use]:
+def _slot_credit(log: Sequence[Bundle], answer: AnswerSlice, index: LogIndex) -> list[Use]:
     """``answer-slice(slot)``: each injection whose slot record (by ``sourceId``) sits in a
     slot whose last write is on the answer slice, once per run.
 
@@ -216,7 +232,7 @@ def _slot_credit(log: Sequence[Bundle], answer: AnswerSlice) -> list[Use]:
     record in the tools slot also carries a ``sourceId`` but is a tool, credited by
     its calls.
     """
-    flavor_by_id, records = answer_slot_records(log, answer)
+    flavor_by_id, records = answer_slot_records(log, answer, index)
     credited: dict[str, str] = {}
     for record in records:
         source_id = record.get("sourceId")

@@ -41,8 +41,11 @@ class GzipError(Exception):
     """A gzip stream that cannot be inflated (its message says why)."""
 
 
-def inflate(stream: IO[bytes], backend: str = DEFAULT_BACKEND) -> Iterator[bytes]:
-    """The inflated bytes of the gzip ``stream``, in pieces of at most a megabyte.
+def inflate(
+    stream: IO[bytes], backend: str = DEFAULT_BACKEND, *, piece_bytes: int = _PIECE
+) -> Iterator[bytes]:
+    """The inflated bytes of the gzip ``stream``, in pieces of at most ``piece_bytes``
+    (a megabyte): a reader that wants only the head inflates no more than that.
 
     Raises :class:`GzipError` when it is truncated, damaged or followed by something
     that is not another member.
@@ -58,12 +61,12 @@ def inflate(stream: IO[bytes], backend: str = DEFAULT_BACKEND) -> Iterator[bytes
         member = library.decompressobj(_GZIP_WBITS)
         piece = b""
         while not member.eof:
-            if not pending and len(piece) < _PIECE:  # a full piece may have more inside
+            if not pending and len(piece) < piece_bytes:  # a full piece may have more inside
                 pending = stream.read(_READ)
                 if not pending:
                     raise GzipError(TRUNCATED)
             try:
-                piece = member.decompress(pending, _PIECE)
+                piece = member.decompress(pending, piece_bytes)
             except library.error:
                 raise GzipError(DAMAGED) from None
             if piece:

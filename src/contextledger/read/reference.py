@@ -16,8 +16,8 @@ import msgspec
 
 from contextledger.read.commitlog import ForwardFold, commit_value_at
 from contextledger.read.facts import Offer, RunFacts, Use
-from contextledger.read.jsjson import approx_tokens
-from contextledger.read.slice import SLOT_KEYS, AnswerSlice, answer_slice
+from contextledger.read.jsjson import approx_tokens, approx_tokens_of_json
+from contextledger.read.slice import SLOT_KEYS, AnswerSlice, LogIndex, answer_slice
 from contextledger.read.snapshot import Bundle, Snapshot
 
 LLM_CALL_SUBFLOW = "sf-llm-call"
@@ -48,7 +48,9 @@ def llm_call_mount_keys(snapshot: Snapshot) -> list[str]:
     keys = [
         key
         for key in (snapshot.subflow_results or {})
-        if "#" in key and _local_stage_id(key.split("#")[0]) == LLM_CALL_SUBFLOW
+        if LLM_CALL_SUBFLOW in key  # a quick no for most of a run's subflows
+        and "#" in key
+        and _local_stage_id(key.split("#")[0]) == LLM_CALL_SUBFLOW
     ]
     return sorted(keys, key=_execution_index)
 
@@ -76,7 +78,9 @@ class _TokenCache:
     Often it is a new object with the same content (each ``set`` of a key decodes
     its value again), so an object not seen is looked up by its compact JSON as
     msgspec writes it (C, 20x faster than measuring it the JavaScript way), and
-    only a value never seen is measured. Values with the same msgspec JSON measure
+    only a value never seen is measured: from that JSON where it is as long as
+    JavaScript's (:func:`~contextledger.read.jsjson.approx_tokens_of_json`), else
+    the JavaScript way. Values with the same msgspec JSON measure
     the same: it tells every JSON value apart but NaN and infinities from null,
     which ``JSON.stringify`` writes as ``null`` too.
     """
@@ -95,7 +99,8 @@ class _TokenCache:
             key = None
         tokens = self._by_json.get(key) if key is not None else None
         if tokens is None:
-            tokens = approx_tokens(element)
+            measured = approx_tokens_of_json(key) if key is not None else None
+            tokens = approx_tokens(element) if measured is None else measured
             if key is not None:
                 self._by_json[key] = tokens
         self._by_id[id(element)] = (element, tokens)
@@ -222,12 +227,18 @@ def record_run(snapshot: Snapshot, static_tool_names: Sequence[str]) -> RunFacts
 
 
 def answer_slot_records(
-    log: Sequence[Bundle], answer: AnswerSlice
+    log: Sequence[Bundle], answer: AnswerSlice, index: LogIndex | None = None
 ) -> tuple[dict[Any, Any], list[dict[str, Any]]]:
     """What ``answer-slice(slot)`` credit reads, in either accounting: the final injections'
-    flavors by id, and the final records of every slot whose last writer is on the slice."""
+    flavors by id, and the final records of every slot whose last writer is on the slice
+    (folded at their writers only, when the log's ``index`` is given)."""
     last = len(log) - 1
-    active = commit_value_at(log, last, "activeInjections")
+
+    def final(key: str) -> Any:
+        writers = None if index is None else index.positions.get(key, [])
+        return commit_value_at(log, last, key, writers=writers)
+
+    active = final("activeInjections")
     flavor_by_id = {
         injection["id"]: injection.get("flavor")
         for injection in (active if isinstance(active, list) else [])
@@ -238,7 +249,7 @@ def answer_slot_records(
         writer, in_slice = answer.slot_last_writers.get(key, (None, False))
         if writer is None or not in_slice:
             continue
-        records = commit_value_at(log, last, key)
+        records = final(key)
         on_slice.extend(
             record
             for record in (records if isinstance(records, list) else [])

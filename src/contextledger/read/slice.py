@@ -218,6 +218,8 @@ def causal_chain(
         [(root, start_position, 0, root_reads)]
     )
     visited = 1
+    #: Each node's parents' runtimeStageIds (by the node's id: a node links a step once).
+    parent_ids: dict[int, set[str]] = {}
 
     def link_parent(node: CausalNode, parent_commit: Bundle, key: str, depth: int) -> None:
         nonlocal visited, truncated_by_nodes
@@ -245,7 +247,9 @@ def causal_chain(
             if delta:
                 expanded.update(delta)
                 queue.append((parent, index.last_position[parent_id], parent.depth, delta))
-        if not any(known.runtime_stage_id == parent_id for known in node.parents):
+        linked = parent_ids.setdefault(id(node), set())
+        if parent_id not in linked:
+            linked.add(parent_id)
             node.parents.append(parent)
 
     while queue:
@@ -343,10 +347,13 @@ def keys_read(snapshot: Snapshot) -> dict[str, list[str]] | None:
 _last_sliced: tuple[Snapshot, AnswerSlice | None] | None = None
 
 
-def answer_slice(source: Snapshot | Sequence[Bundle], tree: Any = None) -> AnswerSlice | None:
+def answer_slice(
+    source: Snapshot | Sequence[Bundle], tree: Any = None, *, index: LogIndex | None = None
+) -> AnswerSlice | None:
     """``sliceForKey(log, 'finalContent', keysReadFromExecutionTree(tree))`` plus slot membership.
 
-    Pass a :class:`Snapshot`, or a commit log and its decoded execution tree.
+    Pass a :class:`Snapshot`, or a commit log and its decoded execution tree; ``index``:
+    the snapshot's commit log's :class:`LogIndex`, when the caller built one already.
     None when the reference has no slice: no tree, an empty log, or
     ``finalContent`` never written. Asked again for the same snapshot object, it
     answers the slice it gave last.
@@ -355,16 +362,18 @@ def answer_slice(source: Snapshot | Sequence[Bundle], tree: Any = None) -> Answe
     if isinstance(source, Snapshot):
         if _last_sliced is not None and _last_sliced[0] is source:
             return _last_sliced[1]
-        found = _slice(source.commit_log or [], keys_read(source))
+        found = _slice(source.commit_log or [], keys_read(source), index)
         _last_sliced = (source, found)
         return found
     return _slice(source, keys_read_from_execution_tree(tree) if js_truthy(tree) else None)
 
 
-def _slice(log: Sequence[Bundle], read_sets: KeysRead | None) -> AnswerSlice | None:
+def _slice(
+    log: Sequence[Bundle], read_sets: KeysRead | None, index: LogIndex | None = None
+) -> AnswerSlice | None:
     if read_sets is None or not log:
         return None
-    index = LogIndex(log)
+    index = LogIndex(log) if index is None else index
     writer_position = index.last_writer(ANSWER_KEY)
     if writer_position is None:
         return None
