@@ -19,7 +19,7 @@ from pathlib import Path
 
 import msgspec
 
-from contextledger.read.gunzip import GzipError, open_inflated
+from contextledger.read.gunzip import GzipError, inflated_head
 from contextledger.read.otel._otlp import decode_request
 from contextledger.read.otel._spans import SpanRecord, span_record
 from contextledger.read.snapshot import ReadError, ReadProblem, display_path, iter_documents
@@ -195,6 +195,6 @@ def _head(path: Path, size: int) -> bytes:
             handle.seek(0)
             if not packed:
                 return handle.read(size)
-            return open_inflated(handle).read(size)
+            return inflated_head(handle, size)
     except (OSError, GzipError):
         return b""  # the snapshot reader says why it cannot be read
