@@ -36,6 +36,29 @@ def test_a_value_set_again_as_a_new_object_is_measured_once(monkeypatch: pytest.
         assert len(measured) == len(distinct), run.run_id
 
 
+def test_a_value_measured_in_one_run_is_not_measured_again_in_the_next(
+    monkeypatch: pytest.MonkeyPatch,
+):
+    """An agent offers the same skills and schemas in every run: ingest measured them in
+    each (issue 21)."""
+    measured: list[object] = []
+
+    def counting(value: object) -> int:
+        measured.append(value)
+        return approx_tokens(value)
+
+    monkeypatch.setattr(reference, "approx_tokens", counting)
+    monkeypatch.setattr(reference, "_MEASURED", {}, raising=False)
+    runs = sample_runs()
+    for run in runs:
+        meter_run(run, run.static_tool_names or [])
+    first = [reference.record_run(run.snapshot, []).offers for run in runs]
+    assert measured
+    measured.clear()
+    again = [reference.record_run(run.snapshot, []).offers for run in sample_runs()]  # anew
+    assert (measured, again) == ([], first)
+
+
 @pytest.mark.parametrize(
     "values",
     [
