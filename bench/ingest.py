@@ -12,9 +12,17 @@ as the median of its repetitions:
   message stream rows) in one process, as runs per CPU-second (issue 21: at least 300).
 - ``plain port``: a per-run Python port of the reference's loop (``json.loads``, then
   ``commitValueAt`` from scratch at every write, as contextLedger.ts does), one core.
+- ``contextledger ingest`` (issue 21): the command end to end into a new archive, over
+  ``--ingest-runs`` synthetic snapshots (``synth --snapshots``, made once and kept),
+  ``--ingest-reps`` times; CPU is user + sys of the whole process tree (the command, its
+  forkserver and workers: this process is their subreaper), printed as runs per
+  CPU-second (runs/s per core; the issue asks for at least 300, 3.3 ms per run) beside
+  the wall time. ``--baseline-src`` times another checkout's ``src`` alternately in the
+  same run (before/after at the same load). ``--ingest-only`` skips everything else.
 
 Peak memory is the largest resident set of this process and of the reading workers.
-Run: ``.venv/bin/python bench/ingest.py [--corpus DIR] [--seconds 5]``.
+Run: ``.venv/bin/python bench/ingest.py [--corpus DIR] [--seconds 5]``, or
+``PYTHONPATH=src .venv/bin/python bench/ingest.py --ingest-only --baseline-src ../main/src``.
 """
 
 from __future__ import annotations
@@ -28,6 +36,7 @@ import resource
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -35,7 +44,8 @@ from typing import Any
 
 from contextledger.ledger.compute import compute_ledger
 from contextledger.tables import ACCOUNTING_MODES
-from contextledger.tables.build import read_file, read_runs
+from contextledger.tables.build import read_runs
+from contextledger.tables.files import read_file
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_CORPUS = REPO.parent / "shared" / "corpus" / "agentfootprint-9.62" / "runs"
@@ -166,11 +176,115 @@ def cli_end_to_end(corpus: Path) -> None:
     )
 
 
+#: Issue 21: ingest at least this many runs per second of one core.
+TARGET_RUNS_PER_CPU_SECOND = 300
+
+
+def _adopt_orphans() -> None:
+    """Become the subreaper of what the commands start (Linux ``PR_SET_CHILD_SUBREAPER``),
+    so a forkserver's and its workers' CPU comes back here when they are reaped."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+
+
+def synthetic_snapshots(runs: int, folder: Path | None) -> Path:
+    """``runs`` synthetic snapshot files (``synth --snapshots``, seed 0), made once in
+    ``folder`` (default: under the temporary folder) and kept for later runs."""
+    folder = folder or Path(tempfile.gettempdir()) / f"contextledger-bench-ingest-{runs}"
+    if len(list(folder.glob("*.json.gz"))) < runs:
+        print(f"writing {runs} synthetic snapshots to {folder} (once)")
+        argv = ["synth", "--runs", str(runs), "--snapshots", str(folder)]
+        subprocess.run([*COMMAND, *argv], check=True, stdout=subprocess.DEVNULL)
+    return folder
+
+
+COMMAND = [sys.executable, "-c", "from contextledger.cli import main; main()"]
+
+
+def ingest_command(snapshots: Path, src: Path | None) -> tuple[float, float]:
+    """Wall and CPU seconds of ``contextledger ingest`` of ``snapshots`` into a new
+    archive, the CPU summed over every process it starts; ``src``: the package's
+    source to run instead of the one this interpreter imports."""
+    env = dict(os.environ)
+    if src is not None:
+        env["PYTHONPATH"] = str(src)
+    with tempfile.TemporaryDirectory(prefix="bench-ingest-") as folder:
+        argv = ["ingest", str(snapshots), "--archive", str(Path(folder) / "archive")]
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        begin = time.perf_counter()
+        subprocess.run([*COMMAND, *argv], check=True, stdout=subprocess.DEVNULL, env=env)
+        wall = time.perf_counter() - begin
+        while True:  # the command's orphans (a forkserver, its workers) end when it does
+            try:
+                os.wait()
+            except ChildProcessError:
+                break
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return wall, cpu
+
+
+def bench_ingest(snapshots: Path, reps: int, baseline: Path | None) -> None:
+    """Time ``contextledger ingest`` (and a baseline checkout's, alternately) and print
+    medians: runs per CPU-second against issue 21's target."""
+    _adopt_orphans()
+    runs = len(list(snapshots.glob("*.json.gz")))
+    megabytes = sum(p.stat().st_size for p in snapshots.glob("*.json.gz")) / 1e6
+    print(f"ingest: {runs} synthetic snapshots, {megabytes:.0f} MB gzip ({snapshots})")
+    timed_sources: dict[str, Path | None] = {"this checkout": None}
+    if baseline is not None:
+        timed_sources = {f"baseline {baseline}": baseline, **timed_sources}
+    walls: dict[str, list[float]] = {name: [] for name in timed_sources}
+    cpus: dict[str, list[float]] = {name: [] for name in timed_sources}
+    loads: list[float] = []
+    for _ in range(reps):
+        for name, src in timed_sources.items():
+            wall, cpu = ingest_command(snapshots, src)
+            walls[name].append(wall)
+            cpus[name].append(cpu)
+            loads.append(os.getloadavg()[0])
+    print(
+        f"medians of {reps}; load (1 min) {min(loads):.1f}-{max(loads):.1f} on "
+        f"{os.cpu_count()} cores; CPU = user + sys of the command, its forkserver and workers"
+    )
+    print(
+        f"{'contextledger ingest':44} {'wall s':>7} {'runs/s':>7} {'CPU s':>7} {'ms/run':>7}"
+        f" {'runs/CPU-s':>10}"
+    )
+    per_core = {}
+    for name in timed_sources:
+        wall, cpu = statistics.median(walls[name]), statistics.median(cpus[name])
+        per_core[name] = runs / cpu
+        print(
+            f"{name[:44]:44} {wall:7.1f} {runs / wall:7.0f} {cpu:7.1f} {cpu / runs * 1e3:7.2f}"
+            f" {runs / cpu:10.0f}"
+        )
+    ours = per_core["this checkout"]
+    met = "met" if ours >= TARGET_RUNS_PER_CPU_SECOND else "not met"
+    print(
+        f"ingest: {ours:.0f} runs per CPU-second, i.e. runs/s per core (issue 21: at least "
+        f"{TARGET_RUNS_PER_CPU_SECOND}, {met})"
+    )
+    if baseline is not None:
+        print(f"against the baseline: {ours / per_core[f'baseline {baseline}']:.2f}x runs/CPU-s")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS)
     parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--ingest-runs", type=int, default=10_000)
+    parser.add_argument("--ingest-reps", type=int, default=3)
+    parser.add_argument("--ingest-snapshots", type=Path, default=None)
+    parser.add_argument("--baseline-src", type=Path, default=None)
+    parser.add_argument("--ingest-only", action="store_true")
     args = parser.parse_args()
+    snapshots = synthetic_snapshots(args.ingest_runs, args.ingest_snapshots)
+    bench_ingest(snapshots, args.ingest_reps, args.baseline_src)
+    if args.ingest_only:
+        return
     files = sorted(args.corpus.glob("*.json.gz"))
     if not files:
         sys.exit(f"no snapshots under {args.corpus}")
