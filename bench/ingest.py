@@ -19,6 +19,11 @@ as the median of its repetitions:
   CPU-second (runs/s per core; the issue asks for at least 300, 3.3 ms per run) beside
   the wall time. ``--baseline-src`` times another checkout's ``src`` alternately in the
   same run (before/after at the same load). ``--ingest-only`` skips everything else.
+- ``where a run's CPU goes``: each step ingest takes for a run, timed apart in this
+  process over the first ``--breakdown-runs`` of those snapshots (best of 3 passes):
+  what a worker does (sniff, inflate, decode, content digest, each accounting, the
+  message stream's rows, sending the result back) and what the parent does (a batch's
+  tables, Parquet files and commit).
 
 Peak memory is the largest resident set of this process and of the reading workers.
 Run: ``.venv/bin/python bench/ingest.py [--corpus DIR] [--seconds 5]``, or
@@ -271,6 +276,90 @@ def bench_ingest(snapshots: Path, reps: int, baseline: Path | None) -> None:
         print(f"against the baseline: {ours / per_core[f'baseline {baseline}']:.2f}x runs/CPU-s")
 
 
+def _best_per_run(work: Callable[[], object], runs: int) -> float:
+    """The least CPU of three passes of ``work``, in milliseconds per run."""
+    best = math.inf
+    for _ in range(3):
+        begin = time.process_time()
+        work()
+        best = min(best, time.process_time() - begin)
+    return best / runs * 1e3
+
+
+def breakdown(snapshots: Path, count: int) -> None:
+    """Print where one run's CPU goes in ingest, step by step (see the module docstring)."""
+    import pickle
+
+    from contextledger.jobs import ingest as ingest_job
+    from contextledger.read.corrected import meter_run
+    from contextledger.read.digest import content_digest
+    from contextledger.read.otel import sniff
+    from contextledger.read.reference import record_run
+    from contextledger.read.snapshot import decode_run, iter_documents
+    from contextledger.tables.window_rows import run_window
+
+    files = sorted(snapshots.glob("*.json.gz"))[:count]
+    runs = len(files)
+    documents = [document for path in files for document in iter_documents(path)]
+    decoded = [decode_run(document) for document in documents]
+    steps: dict[str, Callable[[], object]] = {
+        "worker: sniff the format (64 KiB head)": lambda: [sniff(path) for path in files],
+        "worker: inflate (ISA-L) and split": lambda: [list(iter_documents(p)) for p in files],
+        "worker: decode (msgspec)": lambda: [decode_run(document) for document in documents],
+        "worker: content digest (format + blake2b)": lambda: [
+            content_digest(document.payload) for document in documents
+        ],
+        "worker: reference accounting": lambda: [record_run(r.snapshot, []) for r in decoded],
+        "worker: corrected accounting": lambda: [meter_run(r, []) for r in decoded],
+        "worker: message stream rows": lambda: [run_window(r) for r in decoded],
+    }
+    results = {name: _best_per_run(work, runs) for name, work in steps.items()}
+    sources = list(ingest_job._changed(files, {}, False, ingest_job.IngestReport("")))
+    reads = [(source, read_chunk_one(source.path)) for source in sources]
+    payload = [read for _, read in reads]
+    results["worker -> parent: pickle and unpickle"] = _best_per_run(
+        lambda: pickle.loads(pickle.dumps(payload)), runs
+    )
+    results["parent: hash each file for the manifest"] = _best_per_run(
+        lambda: [ingest_job.content_hash(path) for path in files], runs
+    )
+    results["parent: the batch's tables, files, commit"] = _flush_per_run(reads, runs)
+    print(f"where a run's CPU goes in ingest ({runs} synthetic runs, best of 3, one process):")
+    for name, milliseconds in results.items():
+        print(f"  {name:48} {milliseconds:6.3f} ms")
+    total = sum(results.values())
+    print(
+        f"  {'sum':48} {total:6.3f} ms ({1e3 / total:.0f} runs per CPU-second; the target "
+        f"is {1e3 / TARGET_RUNS_PER_CPU_SECOND:.2f} ms)"
+    )
+
+
+def read_chunk_one(path: str) -> Any:
+    from contextledger.tables.files import read_chunk
+
+    return read_chunk([path], {})[0]
+
+
+def _flush_per_run(reads: list[Any], runs: int) -> float:
+    """CPU of committing ``reads`` as one batch of a new archive, ms per run."""
+    from contextledger.archive.store import Archive
+    from contextledger.jobs import ingest as ingest_job
+
+    best = math.inf
+    for _ in range(3):
+        with tempfile.TemporaryDirectory(prefix="bench-flush-") as folder:
+            archive = Archive.create(Path(folder) / "archive", None)
+            report = ingest_job.IngestReport(folder)
+            with archive.writing():
+                pending = ingest_job._Pending(archive, "2026-12-02", report)
+                for source, read in reads:
+                    pending.add(source, read)
+                begin = time.process_time()
+                pending.flush()
+                best = min(best, time.process_time() - begin)
+    return best / runs * 1e3
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS)
@@ -280,9 +369,13 @@ def main() -> None:
     parser.add_argument("--ingest-snapshots", type=Path, default=None)
     parser.add_argument("--baseline-src", type=Path, default=None)
     parser.add_argument("--ingest-only", action="store_true")
+    parser.add_argument("--breakdown-runs", type=int, default=500)
     args = parser.parse_args()
     snapshots = synthetic_snapshots(args.ingest_runs, args.ingest_snapshots)
-    bench_ingest(snapshots, args.ingest_reps, args.baseline_src)
+    if args.ingest_reps:
+        bench_ingest(snapshots, args.ingest_reps, args.baseline_src)
+    if args.breakdown_runs:
+        breakdown(snapshots, args.breakdown_runs)
     if args.ingest_only:
         return
     files = sorted(args.corpus.glob("*.json.gz"))
