@@ -86,9 +86,9 @@ def inflate(
 
 def inflated_head(stream: IO[bytes], size: int, backend: str = DEFAULT_BACKEND) -> bytes:
     """The first ``size`` inflated bytes of the gzip ``stream`` (all of it when shorter),
-    inflating no more than that: telling a file's format by its head costs a sixty-fourth
-    of a megabyte, not the first megabyte. Raises :class:`GzipError` as :func:`inflate`
-    does before ``size`` bytes come out.
+    inflating no more than that (telling a file's format by its first 64 KiB inflated
+    its first megabyte). Raises :class:`GzipError` as :func:`inflate` does before
+    ``size`` bytes come out.
 
     >>> import gzip
     >>> inflated_head(io.BytesIO(gzip.compress(b"abc" * 1000)), 4)
