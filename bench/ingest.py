@@ -196,7 +196,10 @@ def _adopt_orphans() -> None:
 
 def synthetic_snapshots(runs: int, folder: Path | None) -> Path:
     """``runs`` synthetic snapshot files (``synth --snapshots``, seed 0), made once in
-    ``folder`` (default: under the temporary folder) and kept for later runs."""
+    ``folder`` (default: under the temporary folder) and kept for later runs; a
+    ``folder`` given that holds snapshots already is used as it is."""
+    if folder is not None and any(folder.glob("*.json.gz")):
+        return folder
     folder = folder or Path(tempfile.gettempdir()) / f"contextledger-bench-ingest-{runs}"
     if len(list(folder.glob("*.json.gz"))) < runs:
         print(f"writing {runs} synthetic snapshots to {folder} (once)")
