@@ -253,6 +253,7 @@ def bench_ingest(snapshots: Path, reps: int, baseline: Path | None) -> None:
             walls[name].append(wall)
             cpus[name].append(cpu)
             loads.append(os.getloadavg()[0])
+            print(f"  {name}: {wall:.1f} s wall, {cpu:.1f} s CPU, load {loads[-1]:.1f}")
     print(
         f"medians of {reps}; load (1 min) {min(loads):.1f}-{max(loads):.1f} on "
         f"{os.cpu_count()} cores; CPU = user + sys of the command, its forkserver and workers"
@@ -367,12 +368,20 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS)
     parser.add_argument("--seconds", type=float, default=5.0)
-    parser.add_argument("--ingest-runs", type=int, default=10_000)
-    parser.add_argument("--ingest-reps", type=int, default=3)
-    parser.add_argument("--ingest-snapshots", type=Path, default=None)
-    parser.add_argument("--baseline-src", type=Path, default=None)
-    parser.add_argument("--ingest-only", action="store_true")
-    parser.add_argument("--breakdown-runs", type=int, default=500)
+    parser.add_argument(
+        "--ingest-runs", type=int, default=10_000, help="synthetic snapshots to ingest"
+    )
+    parser.add_argument(
+        "--ingest-reps", type=int, default=3, help="times each ingest is run (0: none)"
+    )
+    parser.add_argument(
+        "--ingest-snapshots", type=Path, help="a folder of snapshots to ingest instead"
+    )
+    parser.add_argument("--baseline-src", type=Path, help="another checkout's src to time")
+    parser.add_argument("--ingest-only", action="store_true", help="skip the other benches")
+    parser.add_argument(
+        "--breakdown-runs", type=int, default=500, help="runs timed step by step (0: none)"
+    )
     args = parser.parse_args()
     snapshots = synthetic_snapshots(args.ingest_runs, args.ingest_snapshots)
     if args.ingest_reps:
