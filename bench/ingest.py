@@ -12,9 +12,22 @@ as the median of its repetitions:
   message stream rows) in one process, as runs per CPU-second (issue 21: at least 300).
 - ``plain port``: a per-run Python port of the reference's loop (``json.loads``, then
   ``commitValueAt`` from scratch at every write, as contextLedger.ts does), one core.
+- ``contextledger ingest`` (issue 21): the command end to end into a new archive, over
+  ``--ingest-runs`` synthetic snapshots (``synth --snapshots``, made once and kept),
+  ``--ingest-reps`` times; CPU is user + sys of the whole process tree (the command, its
+  forkserver and workers: this process is their subreaper), printed as runs per
+  CPU-second (runs/s per core; the issue asks for at least 300, 3.3 ms per run) beside
+  the wall time. ``--baseline-src`` times another checkout's ``src`` alternately in the
+  same run (before/after at the same load). ``--ingest-only`` skips everything else.
+- ``where a run's CPU goes``: each step ingest takes for a run, timed apart in this
+  process over the first ``--breakdown-runs`` of those snapshots (best of 3 passes):
+  what a worker does (sniff, inflate, decode, content digest, each accounting, the
+  message stream's rows, sending the result back) and what the parent does (a batch's
+  tables, Parquet files and commit).
 
 Peak memory is the largest resident set of this process and of the reading workers.
-Run: ``.venv/bin/python bench/ingest.py [--corpus DIR] [--seconds 5]``.
+Run: ``.venv/bin/python bench/ingest.py [--corpus DIR] [--seconds 5]``, or
+``PYTHONPATH=src .venv/bin/python bench/ingest.py --ingest-only --baseline-src ../main/src``.
 """
 
 from __future__ import annotations
@@ -28,6 +41,7 @@ import resource
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -35,7 +49,8 @@ from typing import Any
 
 from contextledger.ledger.compute import compute_ledger
 from contextledger.tables import ACCOUNTING_MODES
-from contextledger.tables.build import read_file, read_runs
+from contextledger.tables.build import read_runs
+from contextledger.tables.files import read_file
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_CORPUS = REPO.parent / "shared" / "corpus" / "agentfootprint-9.62" / "runs"
@@ -166,11 +181,215 @@ def cli_end_to_end(corpus: Path) -> None:
     )
 
 
+#: Issue 21: ingest at least this many runs per second of one core.
+TARGET_RUNS_PER_CPU_SECOND = 300
+
+
+def _adopt_orphans() -> None:
+    """Become the subreaper of what the commands start (Linux ``PR_SET_CHILD_SUBREAPER``),
+    so a forkserver's and its workers' CPU comes back here when they are reaped."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+
+
+def synthetic_snapshots(runs: int, folder: Path | None) -> Path:
+    """``runs`` synthetic snapshot files (``synth --snapshots``, seed 0), made once in
+    ``folder`` (default: under the temporary folder) and kept for later runs; a
+    ``folder`` given that holds snapshots already is used as it is."""
+    if folder is not None and any(folder.glob("*.json.gz")):
+        return folder
+    folder = folder or Path(tempfile.gettempdir()) / f"contextledger-bench-ingest-{runs}"
+    if len(list(folder.glob("*.json.gz"))) < runs:
+        print(f"writing {runs} synthetic snapshots to {folder} (once)")
+        argv = ["synth", "--runs", str(runs), "--snapshots", str(folder)]
+        subprocess.run([*COMMAND, *argv], check=True, stdout=subprocess.DEVNULL)
+    return folder
+
+
+COMMAND = [sys.executable, "-c", "from contextledger.cli import main; main()"]
+
+
+def ingest_command(snapshots: Path, src: Path | None) -> tuple[float, float]:
+    """Wall and CPU seconds of ``contextledger ingest`` of ``snapshots`` into a new
+    archive, the CPU summed over every process it starts; ``src``: the package's
+    source to run instead of the one this interpreter imports."""
+    env = dict(os.environ)
+    if src is not None:
+        env["PYTHONPATH"] = str(src)
+    with tempfile.TemporaryDirectory(prefix="bench-ingest-") as folder:
+        argv = ["ingest", str(snapshots), "--archive", str(Path(folder) / "archive")]
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        begin = time.perf_counter()
+        subprocess.run([*COMMAND, *argv], check=True, stdout=subprocess.DEVNULL, env=env)
+        wall = time.perf_counter() - begin
+        while True:  # the command's orphans (a forkserver, its workers) end when it does
+            try:
+                os.wait()
+            except ChildProcessError:
+                break
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return wall, cpu
+
+
+def bench_ingest(snapshots: Path, reps: int, baseline: Path | None) -> None:
+    """Time ``contextledger ingest`` (and a baseline checkout's, alternately) and print
+    medians: runs per CPU-second against issue 21's target."""
+    _adopt_orphans()
+    runs = len(list(snapshots.glob("*.json.gz")))
+    megabytes = sum(p.stat().st_size for p in snapshots.glob("*.json.gz")) / 1e6
+    print(f"ingest: {runs} synthetic snapshots, {megabytes:.0f} MB gzip ({snapshots})")
+    timed_sources: dict[str, Path | None] = {"this checkout": None}
+    if baseline is not None:
+        timed_sources = {f"baseline {baseline}": baseline, **timed_sources}
+    walls: dict[str, list[float]] = {name: [] for name in timed_sources}
+    cpus: dict[str, list[float]] = {name: [] for name in timed_sources}
+    loads: list[float] = []
+    for _ in range(reps):
+        for name, src in timed_sources.items():
+            wall, cpu = ingest_command(snapshots, src)
+            walls[name].append(wall)
+            cpus[name].append(cpu)
+            loads.append(os.getloadavg()[0])
+            print(f"  {name}: {wall:.1f} s wall, {cpu:.1f} s CPU, load {loads[-1]:.1f}")
+    print(
+        f"medians of {reps}; load (1 min) {min(loads):.1f}-{max(loads):.1f} on "
+        f"{os.cpu_count()} cores; CPU = user + sys of the command, its forkserver and workers"
+    )
+    print(
+        f"{'contextledger ingest':44} {'wall s':>7} {'runs/s':>7} {'CPU s':>7} {'ms/run':>7}"
+        f" {'runs/CPU-s':>10}"
+    )
+    per_core = {}
+    for name in timed_sources:
+        wall, cpu = statistics.median(walls[name]), statistics.median(cpus[name])
+        per_core[name] = runs / cpu
+        print(
+            f"{name[:44]:44} {wall:7.1f} {runs / wall:7.0f} {cpu:7.1f} {cpu / runs * 1e3:7.2f}"
+            f" {runs / cpu:10.0f}"
+        )
+    ours = per_core["this checkout"]
+    met = "met" if ours >= TARGET_RUNS_PER_CPU_SECOND else "not met"
+    print(
+        f"ingest: {ours:.0f} runs per CPU-second, i.e. runs/s per core (issue 21: at least "
+        f"{TARGET_RUNS_PER_CPU_SECOND}, {met})"
+    )
+    if baseline is not None:
+        print(f"against the baseline: {ours / per_core[f'baseline {baseline}']:.2f}x runs/CPU-s")
+
+
+def _best_per_run(work: Callable[[], object], runs: int) -> float:
+    """The least CPU of three passes of ``work``, in milliseconds per run."""
+    best = math.inf
+    for _ in range(3):
+        begin = time.process_time()
+        work()
+        best = min(best, time.process_time() - begin)
+    return best / runs * 1e3
+
+
+def breakdown(snapshots: Path, count: int) -> None:
+    """Print where one run's CPU goes in ingest, step by step (see the module docstring)."""
+    import pickle
+
+    from contextledger.jobs import ingest as ingest_job
+    from contextledger.read.corrected import meter_run
+    from contextledger.read.digest import content_digest
+    from contextledger.read.otel import sniff
+    from contextledger.read.reference import record_run
+    from contextledger.read.snapshot import decode_run, iter_documents
+    from contextledger.tables.window_rows import run_window
+
+    files = sorted(snapshots.glob("*.json.gz"))[:count]
+    runs = len(files)
+    documents = [document for path in files for document in iter_documents(path)]
+    decoded = [decode_run(document) for document in documents]
+    steps: dict[str, Callable[[], object]] = {
+        "worker: sniff the format (64 KiB head)": lambda: [sniff(path) for path in files],
+        "worker: inflate (ISA-L) and split": lambda: [list(iter_documents(p)) for p in files],
+        "worker: decode (msgspec)": lambda: [decode_run(document) for document in documents],
+        "worker: content digest (format + blake2b)": lambda: [
+            content_digest(document.payload) for document in documents
+        ],
+        "worker: reference accounting": lambda: [record_run(r.snapshot, []) for r in decoded],
+        "worker: corrected accounting": lambda: [meter_run(r, []) for r in decoded],
+        "worker: message stream rows": lambda: [run_window(r) for r in decoded],
+    }
+    results = {name: _best_per_run(work, runs) for name, work in steps.items()}
+    sources = list(ingest_job._changed(files, {}, False, ingest_job.IngestReport("")))
+    reads = [(source, read_chunk_one(source.path)) for source in sources]
+    payload = [read for _, read in reads]
+    results["worker -> parent: pickle and unpickle"] = _best_per_run(
+        lambda: pickle.loads(pickle.dumps(payload)), runs
+    )
+    results["parent: hash each file for the manifest"] = _best_per_run(
+        lambda: [ingest_job.content_hash(path) for path in files], runs
+    )
+    results["parent: the batch's tables, files, commit"] = _flush_per_run(reads, runs)
+    print(f"where a run's CPU goes in ingest ({runs} synthetic runs, best of 3, one process):")
+    for name, milliseconds in results.items():
+        print(f"  {name:48} {milliseconds:6.3f} ms")
+    total = sum(results.values())
+    print(
+        f"  {'sum':48} {total:6.3f} ms ({1e3 / total:.0f} runs per CPU-second; the target "
+        f"is {1e3 / TARGET_RUNS_PER_CPU_SECOND:.2f} ms)"
+    )
+
+
+def read_chunk_one(path: str) -> Any:
+    from contextledger.tables.files import read_chunk
+
+    return read_chunk([path], {})[0]
+
+
+def _flush_per_run(reads: list[Any], runs: int) -> float:
+    """CPU of committing ``reads`` as one batch of a new archive, ms per run."""
+    from contextledger.archive.store import Archive
+    from contextledger.jobs import ingest as ingest_job
+
+    best = math.inf
+    for _ in range(3):
+        with tempfile.TemporaryDirectory(prefix="bench-flush-") as folder:
+            archive = Archive.create(Path(folder) / "archive", None)
+            report = ingest_job.IngestReport(folder)
+            with archive.writing():
+                pending = ingest_job._Pending(archive, "2026-12-02", report)
+                for source, read in reads:
+                    pending.add(source, read)
+                begin = time.process_time()
+                pending.flush()
+                best = min(best, time.process_time() - begin)
+    return best / runs * 1e3
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS)
     parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument(
+        "--ingest-runs", type=int, default=10_000, help="synthetic snapshots to ingest"
+    )
+    parser.add_argument(
+        "--ingest-reps", type=int, default=3, help="times each ingest is run (0: none)"
+    )
+    parser.add_argument(
+        "--ingest-snapshots", type=Path, help="a folder of snapshots to ingest instead"
+    )
+    parser.add_argument("--baseline-src", type=Path, help="another checkout's src to time")
+    parser.add_argument("--ingest-only", action="store_true", help="skip the other benches")
+    parser.add_argument(
+        "--breakdown-runs", type=int, default=500, help="runs timed step by step (0: none)"
+    )
     args = parser.parse_args()
+    snapshots = synthetic_snapshots(args.ingest_runs, args.ingest_snapshots)
+    if args.ingest_reps:
+        bench_ingest(snapshots, args.ingest_reps, args.baseline_src)
+    if args.breakdown_runs:
+        breakdown(snapshots, args.breakdown_runs)
+    if args.ingest_only:
+        return
     files = sorted(args.corpus.glob("*.json.gz"))
     if not files:
         sys.exit(f"no snapshots under {args.corpus}")

@@ -21,6 +21,7 @@ from contextledger.read.gunzip import (
     TRUNCATED,
     GzipError,
     inflate,
+    inflated_head,
     open_inflated,
 )
 from contextledger.read.otel.functions import SNIFF_BYTES, sniff
@@ -116,6 +117,21 @@ def test_a_bomb_inflates_a_megabyte_at_a_time(backend: str):
 def test_json_lines_are_read_line_by_line_from_the_inflated_stream(backend: str):
     stream = open_inflated(io.BytesIO(gzip.compress(b"one\n") + gzip.compress(b"two\n")), backend)
     assert [stream.readline(), stream.readline(), stream.readline()] == [b"one\n", b"two\n", b""]
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        pytest.param(MEMBER + OTHER, id="two members, shorter than the head"),
+        pytest.param(gzip.compress(b"") + MEMBER + OTHER, id="an empty member first"),
+        pytest.param(gzip.compress(bytes(3 << 20), 9), id="megabytes of zeros"),
+        pytest.param(gzip.compress(b"x" * 5) * 9000, id="the head spread over members"),
+        pytest.param((SAMPLE / "s0003-loop.json.gz").read_bytes(), id="a bundled snapshot"),
+    ],
+)
+def test_a_head_is_the_first_bytes_gzip_gives(data: bytes, backend: str):
+    for size in (1, 7, 1 << 16):
+        assert inflated_head(io.BytesIO(data), size, backend) == gzip.decompress(data)[:size]
 
 
 @pytest.mark.parametrize("suffix", [".json.gz", ".jsonl.gz"])

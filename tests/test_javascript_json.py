@@ -132,6 +132,7 @@ def test_one_recording_with_a_number_spelled_two_ways_is_a_duplicate_not_a_confl
             "kept_path": str(digits),
             "kept_line": None,
             "kept_run_id": "s0001-fact-bench",
+            "kept_archived": False,
         }
     ]
 

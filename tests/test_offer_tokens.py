@@ -9,7 +9,7 @@ import pytest
 
 from contextledger.read import reference
 from contextledger.read.corrected import meter_run
-from contextledger.read.jsjson import approx_tokens
+from contextledger.read.jsjson import approx_tokens, approx_tokens_of_json
 from contextledger.read.reference import _TokenCache
 from contextledger.read.snapshot import decode_run, find_snapshot_files, iter_documents
 
@@ -28,12 +28,45 @@ def test_a_value_set_again_as_a_new_object_is_measured_once(monkeypatch: pytest.
         measured.append(value)
         return approx_tokens(value)
 
-    monkeypatch.setattr(reference, "approx_tokens", counting)
+    def counting_json(value: bytes) -> int | None:
+        measured.append(value)
+        return approx_tokens_of_json(value)
+
+    monkeypatch.setattr(reference, "approx_tokens", counting)  # both ways of measuring
+    monkeypatch.setattr(reference, "approx_tokens_of_json", counting_json)
     for run in sample_runs():  # a cache lives for one run
         measured.clear()
         meter_run(run, run.static_tool_names or [])
         distinct = {msgspec.json.encode(value) for value in measured}
         assert len(measured) == len(distinct), run.run_id
+
+
+def test_a_value_measured_in_one_run_is_not_measured_again_in_the_next(
+    monkeypatch: pytest.MonkeyPatch,
+):
+    """An agent offers the same skills and schemas in every run: ingest measured them in
+    each (issue 21)."""
+    measured: list[object] = []
+
+    def counting(value: object) -> int:
+        measured.append(value)
+        return approx_tokens(value)
+
+    def counting_json(value: bytes) -> int | None:
+        measured.append(value)
+        return approx_tokens_of_json(value)
+
+    monkeypatch.setattr(reference, "approx_tokens", counting)  # both ways of measuring
+    monkeypatch.setattr(reference, "approx_tokens_of_json", counting_json)
+    monkeypatch.setattr(reference, "_MEASURED", {}, raising=False)
+    runs = sample_runs()
+    for run in runs:
+        meter_run(run, run.static_tool_names or [])
+    first = [reference.record_run(run.snapshot, []).offers for run in runs]
+    assert measured
+    measured.clear()
+    again = [reference.record_run(run.snapshot, []).offers for run in sample_runs()]  # anew
+    assert (measured, again) == ([], first)
 
 
 @pytest.mark.parametrize(

@@ -84,6 +84,26 @@ def inflate(
             raise GzipError(f"Not a gzipped file ({pending[:2]!r})")
 
 
+def inflated_head(stream: IO[bytes], size: int, backend: str = DEFAULT_BACKEND) -> bytes:
+    """The first ``size`` inflated bytes of the gzip ``stream`` (all of it when shorter),
+    inflating no more than that (telling a file's format by its first 64 KiB inflated
+    its first megabyte). Raises :class:`GzipError` as :func:`inflate` does before
+    ``size`` bytes come out.
+
+    >>> import gzip
+    >>> inflated_head(io.BytesIO(gzip.compress(b"abc" * 1000)), 4)
+    b'abca'
+    """
+    pieces: list[bytes] = []
+    left = size
+    for piece in inflate(stream, backend, piece_bytes=size):
+        pieces.append(piece[:left])
+        left -= len(pieces[-1])
+        if left <= 0:
+            break
+    return b"".join(pieces)
+
+
 class _Pieces(io.RawIOBase):
     """An iterator of byte pieces as a raw stream, for a buffered reader's ``readline``."""
 

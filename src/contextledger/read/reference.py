@@ -82,12 +82,13 @@ class _TokenCache:
     JavaScript's (:func:`~contextledger.read.jsjson.approx_tokens_of_json`), else
     the JavaScript way. Values with the same msgspec JSON measure
     the same: it tells every JSON value apart but NaN and infinities from null,
-    which ``JSON.stringify`` writes as ``null`` too.
+    which ``JSON.stringify`` writes as ``null`` too. What is measured by its JSON is
+    kept for the process (:data:`_MEASURED`): an agent offers the same skills and tool
+    schemas in every run, so a process reading many runs measures each once.
     """
 
     def __init__(self) -> None:
         self._by_id: dict[int, tuple[Any, int]] = {}
-        self._by_json: dict[bytes, int] = {}
 
     def __call__(self, element: Any) -> int:
         hit = self._by_id.get(id(element))
@@ -97,14 +98,30 @@ class _TokenCache:
             key: bytes | None = _encode(element)
         except (TypeError, ValueError, OverflowError):  # a lone surrogate, a huge int
             key = None
-        tokens = self._by_json.get(key) if key is not None else None
+        tokens = _MEASURED.get(key) if key is not None else None
         if tokens is None:
             measured = approx_tokens_of_json(key) if key is not None else None
             tokens = approx_tokens(element) if measured is None else measured
             if key is not None:
-                self._by_json[key] = tokens
+                _remember(key, tokens)
         self._by_id[id(element)] = (element, tokens)
         return tokens
+
+
+#: Offer tokens by the offered value's msgspec JSON, across the runs a process reads
+#: (:class:`_TokenCache`); emptied once its keys pass :data:`_MEASURED_BYTES`.
+_MEASURED: dict[bytes, int] = {}
+_MEASURED_BYTES = 32 << 20
+_measured_bytes = 0
+
+
+def _remember(key: bytes, tokens: int) -> None:
+    global _measured_bytes
+    if _measured_bytes + len(key) > _MEASURED_BYTES:
+        _MEASURED.clear()
+        _measured_bytes = 0
+    _MEASURED[key] = tokens
+    _measured_bytes += len(key)
 
 
 def _offers_at_markers(

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import msgspec
 
-from contextledger.read.gunzip import GzipError, inflate
+from contextledger.read.gunzip import GzipError, inflated_head
 from contextledger.read.otel._otlp import decode_request
 from contextledger.read.otel._spans import SpanRecord, span_record
 from contextledger.read.otel._spill import (
@@ -235,11 +235,6 @@ def _head(path: Path, size: int) -> bytes:
             handle.seek(0)
             if not packed:
                 return handle.read(size)
-            head = b""
-            for piece in inflate(handle, piece_bytes=size):
-                head += piece
-                if len(head) >= size:
-                    break
-            return head[:size]
+            return inflated_head(handle, size)
     except (OSError, GzipError):
         return b""  # the snapshot reader says why it cannot be read

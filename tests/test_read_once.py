@@ -1,0 +1,56 @@
+"""What ingest reads under both accountings is decoded once per run, answering the same."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from contextledger.read import snapshot
+from contextledger.read.corrected import meter_run
+from contextledger.read.reference import llm_call_mount_keys, record_run
+from contextledger.read.snapshot import decode_run, find_snapshot_files, iter_documents
+
+from .conftest import SAMPLE
+
+
+def grouped_sample_runs() -> list[snapshot.Run]:
+    files = find_snapshot_files([SAMPLE]).files
+    runs = [decode_run(document) for path in files for document in iter_documents(path)]
+    return [run for run in runs if llm_call_mount_keys(run.snapshot)]
+
+
+def test_both_accountings_of_a_grouped_run_decode_its_inner_logs_once(
+    monkeypatch: pytest.MonkeyPatch,
+):
+    runs = grouped_sample_runs()
+    assert runs
+    decoded: list[object] = []
+    real = snapshot.decode_raw
+
+    def counting(raw: object, into: object) -> object:
+        decoded.append(raw)
+        return real(raw, into)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(snapshot, "decode_raw", counting)
+    for run in runs:
+        decoded.clear()
+        record_run(run.snapshot, [])
+        meter_run(run, [])
+        assert len(decoded) == len(llm_call_mount_keys(run.snapshot)), run.run_id
+
+
+def test_an_inner_log_read_again_is_the_log_decoded_alone():
+    for run in grouped_sample_runs():
+        for key in llm_call_mount_keys(run.snapshot):
+            first = run.snapshot.subflow_history(key)
+            again = run.snapshot.subflow_history(key)
+            alone = decode_run_again(run).snapshot.subflow_history(key)
+            assert first is again
+            assert first == alone
+
+
+def decode_run_again(run: snapshot.Run) -> snapshot.Run:
+    """``run`` decoded anew from its file (a snapshot no cache has seen)."""
+    (document,) = iter_documents(Path(run.source.path))
+    return decode_run(document)
