@@ -109,8 +109,11 @@ def _local_archive_split(text: str) -> tuple[str, str, str] | None:
         return None
     cuts = [at for at, char in enumerate(text) if char == "?"]
     for at in [len(text), *reversed(cuts[1:])]:
-        if Path(text[:at], "archive.json").is_file():
-            return text[:at], "?", text[at + 1 :]
+        try:
+            if Path(text[:at], "archive.json").is_file():
+                return text[:at], "?", text[at + 1 :]
+        except OSError:  # a long query is no folder's name (ENAMETOOLONG)
+            continue
     return None
 
 
@@ -238,10 +241,10 @@ class ArchiveTables(RunTables):
         self.extra_outcomes = extra_outcomes
         self._commits = [c for c in archive.commits if self.selection.keeps(c)]
         self._cache: dict[str, pa.Table] = {}
-        self._selected: list[str] | None = None
+        self._selected: pl.DataFrame | None = None
         self._selected_known = False
         self._holding: list[Commit] | None = None
-        self._held: tuple[tuple[str, ...], dict[str, int]] | None = None
+        self._held: tuple[pl.Series, pl.DataFrame] | None = None
         #: The tables whose selected files were checked against their commits' CRC-32.
         self._checked: set[str] = set()
         #: Whether a file list went to a reader (damage found after that cannot be
@@ -266,7 +269,9 @@ class ArchiveTables(RunTables):
         handed, self._handed = self._handed, False  # deciding what to read hands out none
         self._verify(("outcomes", "run_index", "runs", "piece_totals", "label_credit"))
         if self.totals_files() is None:
-            self._verify(None)
+            self._verify(("run_totals",))
+            if not self._store_run_totals(self._commits):  # the rows may be read
+                self._verify(None)
         else:
             split = self.credit_split()
             chosen = [c for c in self._commits if split is None or c.seq in split[1]]
@@ -373,24 +378,24 @@ class ArchiveTables(RunTables):
         """The selected commits that can hold a selected run: under a run-level filter,
         only those holding one of its runs (by the run index: a run's rows are all in the
         commit that added it), so a few run ids read a few commits' files."""
-        ids = self.run_id_filter()
-        if ids is None:
+        chosen = self.selected_runs()
+        if chosen is None:
             return self._commits
         if self._holding is None:
             from contextledger.archive.manifest import commits_of
 
-            held = commits_of(self.archive, self._runs_held(ids).values())
+            held = commits_of(self.archive, self._runs_held(chosen["run_id"])["run_order"])
             self._holding = [c for c in self._commits if c.seq in held]
         return self._holding
 
-    def _runs_held(self, ids: Sequence[str]) -> dict[str, int]:
-        """:func:`~contextledger.archive.manifest.runs_held`, the last answer kept: the
-        commits to read and the run ids to name as unmatched come from one lookup."""
-        from contextledger.archive.manifest import runs_held
+    def _runs_held(self, ids: pl.Series) -> pl.DataFrame:
+        """:func:`~contextledger.archive.manifest.held_runs` of ``ids`` (sorted, each
+        once), the last answer kept: the commits to read and the run ids to name as
+        unmatched come from one lookup."""
+        from contextledger.archive.manifest import held_runs
 
-        key = tuple(sorted(set(ids)))
-        if self._held is None or self._held[0] != key:
-            self._held = (key, runs_held(self.archive, key))
+        if self._held is None or not self._held[0].equals(ids):
+            self._held = (ids, held_runs(self.archive, ids))
         return self._held[1]
 
     def unmatched_run_ids(self) -> list[str]:
@@ -400,24 +405,34 @@ class ArchiveTables(RunTables):
         wanted = self.selection.run_ids
         if wanted is None:
             return []
-        held = self._runs_held(wanted)  # without a label filter, the filter's own lookup
+        given = pl.Series("run_id", wanted, dtype=pl.String).unique().sort()
+        # without a label filter, the lookup the filter made itself
+        held = set(self._runs_held(given)["run_id"].to_list())
         return [run_id for run_id in dict.fromkeys(wanted) if run_id not in held]
 
     def run_id_filter(self) -> list[str] | None:
-        """The run ids the selection keeps (None: no run-level filter)."""
+        """The run ids the selection keeps, sorted (None: no run-level filter)."""
+        chosen = self.selected_runs()
+        return None if chosen is None else chosen["run_id"].to_list()
+
+    def selected_runs(self) -> pl.DataFrame | None:
+        """The run ids the selection keeps, one ``run_id`` column, sorted (None: no
+        run-level filter): what scans semi-join against (``is_in`` with a long list of
+        ids is rebuilt per file, seconds at 1M runs; a join hashes the ids once)."""
         if not self._selected_known:
-            ids = set(self.selection.run_ids) if self.selection.run_ids is not None else None
+            ids = None
+            if self.selection.run_ids is not None:
+                ids = pl.DataFrame({"run_id": self.selection.run_ids}, schema={"run_id": pl.String})
             if self.selection.labels is not None:
+                labels = pl.Series(self.selection.labels, dtype=pl.String)
                 labelled = (
                     self.outcome_scan()
-                    .filter(pl.col("label").is_in(self.selection.labels))
+                    .filter(pl.col("label").is_in(labels.implode()))
                     .select("run_id")
-                    .unique()
-                    .collect()["run_id"]
-                    .to_list()
+                    .collect()
                 )
-                ids = set(labelled) if ids is None else ids & set(labelled)
-            self._selected = sorted(ids) if ids is not None else None
+                ids = labelled if ids is None else ids.join(labelled, on="run_id", how="semi")
+            self._selected = None if ids is None else ids.unique().sort("run_id")
             self._selected_known = True
         return self._selected
 
@@ -426,10 +441,14 @@ class ArchiveTables(RunTables):
         table_schema = schema.TABLES[table]
         files = self.files(table, first_in_run)
         frame = self.archive.location.scan(files, table_schema) if files else _empty(table_schema)
-        ids = self.run_id_filter()
-        if ids is not None:
-            frame = frame.filter(pl.col("run_id").is_in(ids))
-        return frame
+        return self._keep_selected(frame)
+
+    def _keep_selected(self, frame: pl.LazyFrame) -> pl.LazyFrame:
+        """``frame``'s rows of the selected runs, in their order (all without a run filter)."""
+        chosen = self.selected_runs()
+        if chosen is None:
+            return frame
+        return frame.join(chosen.lazy(), on="run_id", how="semi", maintain_order="left")
 
     def outcome_scan(self, selected: bool = False) -> pl.LazyFrame:
         """Archived labels (each outcomes file's latest version), then those added here.
@@ -440,8 +459,7 @@ class ArchiveTables(RunTables):
         not every label the archive holds).
         """
         frame = self._outcome_scan()
-        ids = self.run_id_filter() if selected else None
-        return frame if ids is None else frame.filter(pl.col("run_id").is_in(ids))
+        return self._keep_selected(frame) if selected else frame
 
     def _outcome_scan(self) -> pl.LazyFrame:
         where = self.archive.location
@@ -486,6 +504,29 @@ class ArchiveTables(RunTables):
             if tables & {"offers", "uses"} and "piece_totals" not in tables:
                 return None
         return self.files("piece_totals")
+
+    def run_totals_scan(self) -> pl.LazyFrame | None:
+        """The stored per-run totals (``schema.RUN_TOTALS``) of the selected runs, when the
+        piece totals do not stand for the selection (a run-level filter) and every commit
+        holding a selected run stored them; None: read the offers and uses."""
+        files = self.run_totals_files()
+        if files is None:
+            return None
+        return self._keep_selected(self._scan_files(files, schema.RUN_TOTALS))
+
+    def run_totals_files(self) -> list[str] | None:
+        """The run totals files :meth:`run_totals_scan` reads; None when it reads none."""
+        if self.totals_files() is not None or not self._store_run_totals(self._holding_commits()):
+            return None
+        return self._mode_files("run_totals", self._holding_commits())
+
+    def _store_run_totals(self, commits: Sequence[Commit]) -> bool:
+        """Whether each of ``commits`` holding offers or uses stored their run totals."""
+        for commit in commits:
+            tables = {f.table for f in commit.files if f.accounting == self.mode}
+            if tables & {"offers", "uses"} and "run_totals" not in tables:
+                return False
+        return True
 
     def credit_scan(self) -> tuple[pl.LazyFrame, pl.LazyFrame | None, pl.LazyFrame] | None:
         """The stored label credit where it stands (``schema.LABEL_CREDIT``), the first
@@ -656,9 +697,9 @@ class ArchiveTables(RunTables):
         quarantine = quarantine.filter(
             every if accounting is None else every | (pl.col("accounting") == accounting)
         )
-        ids = self.run_id_filter()
-        if ids is not None:  # a row without a run id is null here, and dropped
-            quarantine = quarantine.filter(pl.col("run_id").is_in(ids))
+        chosen = self.selected_runs()
+        if chosen is not None:  # a row without a run id is null here, and dropped
+            quarantine = quarantine.join(chosen, on="run_id", how="semi", maintain_order="left")
         damage = [
             {"path": p.path, "line": None, "run_id": None, "reason": p.reason} for p in self.damage
         ]
@@ -692,35 +733,42 @@ class ArchiveTables(RunTables):
 
     def duckdb_datasets(self) -> dict[str, Any]:
         """The ``pyarrow.dataset`` each :meth:`duckdb_sources` body reads, by the name to
-        register it under; none for a local archive (DuckDB reads its files itself)."""
+        register it under (none for a local archive: DuckDB reads its files itself), and
+        the selected run ids (:data:`SELECTED_RUNS`) under a run-level filter."""
         parts = self._duckdb_parts().values()
         return {name: dataset for _, datasets in parts for name, dataset in datasets.items()}
 
     def _duckdb_parts(self) -> dict[str, tuple[str, dict[str, Any]]]:
         self.check_all()  # SQL may read any table: check them all before any is listed
-        ids = self.run_id_filter()
-        chosen: dict[str, tuple[list[str], pa.Schema, list[str] | None]] = {}
+        kept = self.selected_runs() is not None
+        chosen: dict[str, tuple[list[str], pa.Schema, bool]] = {}
         for table in ("runs", "offers", "uses"):
-            chosen[table] = (self.files(table), schema.TABLES[table], ids)
+            chosen[table] = (self.files(table), schema.TABLES[table], kept)
         for table in ("offers", "uses"):  # each row its piece's first in the run
             files = self.files(table, first_in_run=True)
-            chosen[f"{table}_first_in_run"] = (files, schema.TABLES[table], ids)
+            chosen[f"{table}_first_in_run"] = (files, schema.TABLES[table], kept)
         totals = self.totals_files()
         if totals is not None:
-            chosen["piece_totals"] = (totals, schema.PIECE_TOTALS, None)
+            chosen["piece_totals"] = (totals, schema.PIECE_TOTALS, False)
+        run_totals = self.run_totals_files()
+        if run_totals is not None:
+            chosen["run_totals"] = (run_totals, schema.RUN_TOTALS, kept)
         chosen.update(self._credit_sources())
         where = self.archive.location
         parts = {}
+        selected = self.selected_runs()
         for name, (files, table_schema, kept) in chosen.items():
             datasets: dict[str, Any] = {}
             source = None
             if files and not where.is_local:
                 source = f"archive_{name}_files"
                 datasets[source] = where.dataset(files, table_schema)
+            if kept and selected is not None:  # the run ids, registered once, joined
+                datasets[SELECTED_RUNS] = selected.to_arrow()
             parts[name] = (_read_parquet_sql(files, table_schema, kept, source), datasets)
         return parts
 
-    def _credit_sources(self) -> dict[str, tuple[list[str], pa.Schema, None]]:
+    def _credit_sources(self) -> dict[str, tuple[list[str], pa.Schema, bool]]:
         """The stored label credit that stands (``label_credit``) and the first offers of
         the commits it does not cover (``uncredited_offers``), when it is used."""
         files = self.credit_files()
@@ -728,16 +776,23 @@ class ArchiveTables(RunTables):
             return {}
         stored, uncovered, _ = files
         return {
-            "label_credit": (stored, schema.LABEL_CREDIT, None),
-            "uncredited_offers": (uncovered, schema.OFFERS, None),
+            "label_credit": (stored, schema.LABEL_CREDIT, False),
+            "uncredited_offers": (uncovered, schema.OFFERS, False),
         }
 
 
+#: The table of the selected run ids (one ``run_id`` column) the DuckDB views join
+#: against under a run-level filter (a list of ids written into the SQL is parsed anew
+#: and grows with the selection: 599,033 ids for ``label=good`` at 1M runs).
+SELECTED_RUNS = "archive_selected_runs"
+
+
 def _read_parquet_sql(
-    files: Sequence[str], table_schema: pa.Schema, ids: list[str] | None, source: str | None = None
+    files: Sequence[str], table_schema: pa.Schema, selected: bool, source: str | None = None
 ) -> str:
-    """A query of ``files``' columns in ``table_schema``, rows of ``ids`` only (if given);
-    read from the registered ``source`` when given, else with ``read_parquet``."""
+    """A query of ``files``' columns in ``table_schema``, rows of the selected runs only
+    (``selected``: those in :data:`SELECTED_RUNS`); read from the registered ``source``
+    when given, else with ``read_parquet``."""
     absent = _absent_columns(files, table_schema) if files and source is None else set()
     columns = ", ".join(_column_sql(f, absent) for f in table_schema)
     if not files:
@@ -750,9 +805,8 @@ def _read_parquet_sql(
     )
     if source is not None:
         body = f'SELECT {columns} FROM "{source}"'
-    if ids is not None:
-        quoted = ", ".join("'" + run_id.replace("'", "''") + "'" for run_id in ids) or "NULL"
-        body += f" WHERE run_id IN ({quoted})"
+    if selected:
+        body += f" WHERE run_id IN (SELECT run_id FROM {SELECTED_RUNS})"
     return body
 
 

@@ -648,6 +648,12 @@ def write_tables(
             accounting=tables.mode,
             partition=value,
         )
+        batch.write(
+            "run_totals",
+            _run_totals(offers.filter(chosen), uses.filter(chosen)),
+            accounting=tables.mode,
+            partition=value,
+        )
         if labels is not None:
             batch.write(
                 "label_credit",
@@ -686,6 +692,34 @@ def _piece_totals(runs: pl.DataFrame, offers: pl.DataFrame, uses: pl.DataFrame) 
     )
     totals = piece_totals(inputs).sort(pl.min_horizontal("first_offer", "first_use"))
     return totals.collect(engine="in-memory").to_arrow().cast(schema.PIECE_TOTALS)
+
+
+def _run_totals(offers: pl.DataFrame, uses: pl.DataFrame) -> pa.Table:
+    """The ledger's counts per run and piece over one partition of a batch (what a ledger
+    of some runs adds up), rows in the order the runs' pieces first appear."""
+    key = ["run_id", "kind", "piece_id"]
+    first = pl.col("first_in_run")
+    offered = offers.group_by(key, maintain_order=True).agg(
+        offered=pl.len().cast(pl.Int64),
+        approx_tokens_spent=pl.col("approx_tokens").sum().cast(pl.Int64),
+        first_offer_seq=pl.col("seq").filter(first).min(),
+    )
+    used = uses.group_by(key, maintain_order=True).agg(
+        used=pl.len().cast(pl.Int64),
+        **{
+            column: (pl.col("signal") == signal).sum().cast(pl.Int64)
+            for signal, column in schema.USED_SIGNAL_COLUMNS.items()
+        },
+        first_use_seq=pl.col("seq").filter(first).min(),
+    )
+    counts = [
+        name
+        for name in schema.RUN_TOTALS.names
+        if name not in (*key, "first_offer_seq", "first_use_seq")
+    ]
+    totals = offered.join(used, on=key, how="full", coalesce=True, maintain_order="left_right")
+    totals = totals.with_columns(pl.col(name).fill_null(0) for name in counts)
+    return totals.select(schema.RUN_TOTALS.names).to_arrow().cast(schema.RUN_TOTALS)
 
 
 class _WindowRows:

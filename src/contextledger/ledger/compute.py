@@ -105,6 +105,9 @@ class LedgerInputs:
     engine: Engine = "auto"
     totals: pl.LazyFrame | None = None
     credit: StoredCredit | None = None
+    #: ``schema.RUN_TOTALS`` rows of the metered runs (an archive's, under a run-level
+    #: filter): given, the counts and the first offers credited come from them, not rows.
+    run_totals: pl.LazyFrame | None = None
 
     @classmethod
     def of(cls, tables: RunTables) -> LedgerInputs:
@@ -153,6 +156,8 @@ class StoredTables(Protocol):
 
     def credit_scan(self) -> tuple[pl.LazyFrame, pl.LazyFrame | None, pl.LazyFrame] | None: ...
 
+    def run_totals_scan(self) -> pl.LazyFrame | None: ...
+
 
 def compute_ledger(tables: RunTables | LedgerInputs) -> Ledger:
     """The ledger of ``tables`` (metered runs only; outcomes credited to every offered piece).
@@ -200,6 +205,7 @@ def ledger_inputs(tables: RunTables | LedgerInputs) -> LedgerInputs:
             engine="streaming",
             totals=tables.totals_scan(),
             credit=_stored_credit(tables),
+            run_totals=tables.run_totals_scan(),
         )
     return LedgerInputs.of(tables)
 
@@ -212,22 +218,25 @@ def _stored_credit(tables: StoredTables) -> StoredCredit | None:
 def ledger_plan(inputs: LedgerInputs) -> tuple[pl.LazyFrame, pl.LazyFrame]:
     """The ledger frame (insertion order) and the metered run count, as lazy plans.
 
-    The counts come from :func:`piece_totals` (or the totals ``inputs`` carries); the
-    outcome credit from the first offer of each piece in each run, which is why the
-    first offers are read even when the totals are stored.
+    The counts come from :func:`piece_totals` (or the totals ``inputs`` carries, or its
+    runs' totals); the outcome credit from the first offer of each piece in each run,
+    which is why the first offers are read even when the totals are stored.
     """
     metered, run_orders, split = _ordered(inputs)
     piece = ["kind", "piece_id"]
-    if inputs.totals is None:
-        totals = _piece_totals(run_orders, split)
-    else:  # parts of the runs each: add them up
+    first_offers = split.first_offers
+    if inputs.totals is not None:  # parts of the runs each: add them up
         totals = inputs.totals.group_by(piece).agg(
             *[pl.col(name).sum() for name in _COUNT_COLUMNS],
             pl.col("first_offer").min(),
             pl.col("first_use").min(),
         )
+    elif inputs.run_totals is not None:  # the selected runs' own totals
+        totals, first_offers = _run_piece_totals(inputs.run_totals, run_orders)
+    else:
+        totals = _piece_totals(run_orders, split)
     if inputs.credit is None:
-        credit = _outcomes_per_piece(inputs.outcomes, split.first_offers, run_orders)
+        credit = _outcomes_per_piece(inputs.outcomes, first_offers, run_orders)
     else:
         credit = _stored_outcomes(inputs.outcomes, inputs.credit, run_orders)
     rows = (
@@ -313,6 +322,25 @@ def _piece_totals(run_orders: pl.LazyFrame, split: SplitRows) -> pl.LazyFrame:
         .with_columns([pl.col(name).fill_null(0).cast(pl.Int64) for name in _COUNT_COLUMNS])
         .select(schema.PIECE_TOTALS.names)
     )
+
+
+def _run_piece_totals(
+    run_totals: pl.LazyFrame, run_orders: pl.LazyFrame
+) -> tuple[pl.LazyFrame, pl.LazyFrame]:
+    """Per piece, the counts of ``run_totals`` (``schema.RUN_TOTALS`` rows) added up, as
+    :func:`_piece_totals` counts the same runs' rows; and the runs' first offers (run and
+    piece), which the outcome labels are credited from."""
+    piece = ["kind", "piece_id"]
+    offered = pl.col("first_offer_seq").is_not_null()
+    rows = run_totals.join(run_orders, on="run_id")
+    totals = rows.group_by(piece).agg(
+        *[pl.col(name).sum() for name in _COUNT_COLUMNS if name != "runs_seen"],
+        runs_seen=offered.sum().cast(pl.Int64),
+        first_offer=(pl.col("run_order") * 2 * _STEP + pl.col("first_offer_seq")).min(),
+        first_use=((pl.col("run_order") * 2 + 1) * _STEP + pl.col("first_use_seq")).min(),
+    )
+    first_offers = run_totals.filter(offered).select("run_id", "kind", "piece_id")
+    return totals.select(schema.PIECE_TOTALS.names), first_offers
 
 
 def _split(offers: pl.LazyFrame, uses: pl.LazyFrame, metered: pl.LazyFrame) -> SplitRows:
