@@ -608,7 +608,7 @@ def write_tables(
     runs = pl.DataFrame(tables.runs).with_columns(
         partition=pl.col("run_order").replace_strict(partitions, return_dtype=pl.String)
     )
-    keys = runs.select("run_id", "partition", "metered")
+    keys = runs.select("run_id", "partition", "metered", "run_order")
     offers = (
         pl.DataFrame(tables.offers)
         .join(keys, on="run_id", maintain_order="left")
@@ -700,11 +700,13 @@ def _run_totals(offers: pl.DataFrame, uses: pl.DataFrame) -> pa.Table:
     key = ["run_id", "kind", "piece_id"]
     first = pl.col("first_in_run")
     offered = offers.group_by(key, maintain_order=True).agg(
+        run_order=pl.col("run_order").first(),
         offered=pl.len().cast(pl.Int64),
         approx_tokens_spent=pl.col("approx_tokens").sum().cast(pl.Int64),
         first_offer_seq=pl.col("seq").filter(first).min(),
     )
     used = uses.group_by(key, maintain_order=True).agg(
+        run_order=pl.col("run_order").first(),
         used=pl.len().cast(pl.Int64),
         **{
             column: (pl.col("signal") == signal).sum().cast(pl.Int64)
@@ -715,9 +717,10 @@ def _run_totals(offers: pl.DataFrame, uses: pl.DataFrame) -> pa.Table:
     counts = [
         name
         for name in schema.RUN_TOTALS.names
-        if name not in (*key, "first_offer_seq", "first_use_seq")
+        if name not in (*key, "run_order", "first_offer_seq", "first_use_seq")
     ]
-    totals = offered.join(used, on=key, how="full", coalesce=True, maintain_order="left_right")
+    both = [*key, "run_order"]
+    totals = offered.join(used, on=both, how="full", coalesce=True, maintain_order="left_right")
     totals = totals.with_columns(pl.col(name).fill_null(0) for name in counts)
     return totals.select(schema.RUN_TOTALS.names).to_arrow().cast(schema.RUN_TOTALS)
 

@@ -105,8 +105,9 @@ class LedgerInputs:
     engine: Engine = "auto"
     totals: pl.LazyFrame | None = None
     credit: StoredCredit | None = None
-    #: ``schema.RUN_TOTALS`` rows of the metered runs (an archive's, under a run-level
-    #: filter): given, the counts and the first offers credited come from them, not rows.
+    #: ``schema.RUN_TOTALS`` rows (an archive's, under a run-level filter) of at least
+    #: the metered runs of ``runs``: given (and no ``totals``), the counts and the first
+    #: offers credited come from those runs' rows, and ``split`` is not read.
     run_totals: pl.LazyFrame | None = None
 
     @classmethod
@@ -156,7 +157,9 @@ class StoredTables(Protocol):
 
     def credit_scan(self) -> tuple[pl.LazyFrame, pl.LazyFrame | None, pl.LazyFrame] | None: ...
 
-    def run_totals_scan(self) -> pl.LazyFrame | None: ...
+    def run_totals_scan(self) -> pl.LazyFrame | None:
+        """Stored ``schema.RUN_TOTALS`` rows of (at least) the selected runs; None when
+        the selection has none stored."""
 
 
 def compute_ledger(tables: RunTables | LedgerInputs) -> Ledger:
@@ -172,7 +175,7 @@ def compute_ledger(tables: RunTables | LedgerInputs) -> Ledger:
     >>> ledger.rows().columns[:3]
     ['id', 'kind', 'offered']
     """
-    inputs = ledger_inputs(tables)
+    inputs = ledger_inputs(tables, rows=False)
     rows, recorded = ledger_plan(inputs)
     frame, count = pl.collect_all([rows, recorded], engine=inputs.engine)
     runs_recorded = int(count.item())
@@ -181,8 +184,12 @@ def compute_ledger(tables: RunTables | LedgerInputs) -> Ledger:
     return Ledger(frame, runs_recorded)
 
 
-def ledger_inputs(tables: RunTables | LedgerInputs) -> LedgerInputs:
+def ledger_inputs(tables: RunTables | LedgerInputs, *, rows: bool = True) -> LedgerInputs:
     """What the ledger reads of ``tables``: an archive's scans, else the tables in memory.
+
+    ``rows=False``: where an archive's stored run totals stand for the selected runs'
+    offers and uses, leave those out (none listed, so none checked or read): what the
+    ledger alone needs; the invariants compare the two, and keep them.
 
     >>> from contextledger.tables.build import read_runs
     >>> ledger_inputs(read_runs("data/sample")).engine
@@ -191,21 +198,28 @@ def ledger_inputs(tables: RunTables | LedgerInputs) -> LedgerInputs:
     if isinstance(tables, LedgerInputs):
         return tables
     if isinstance(tables, StoredTables):
+        run_totals = tables.run_totals_scan()
+
+        def scan(table: str, first_in_run: bool | None = None) -> pl.LazyFrame:
+            if rows or run_totals is None:
+                return tables.scan(table, first_in_run)
+            return pl.DataFrame(schema.empty(schema.TABLES[table])).lazy()
+
         return LedgerInputs(
             runs=tables.scan("runs"),
-            offers=tables.scan("offers"),
-            uses=tables.scan("uses"),
+            offers=scan("offers"),
+            uses=scan("uses"),
             outcomes=tables.outcome_scan(selected=True),
             split=SplitRows(
-                first_offers=tables.scan("offers", first_in_run=True),
-                later_offers=tables.scan("offers", first_in_run=False),
-                first_uses=tables.scan("uses", first_in_run=True),
-                later_uses=tables.scan("uses", first_in_run=False),
+                first_offers=scan("offers", first_in_run=True),
+                later_offers=scan("offers", first_in_run=False),
+                first_uses=scan("uses", first_in_run=True),
+                later_uses=scan("uses", first_in_run=False),
             ),
             engine="streaming",
             totals=tables.totals_scan(),
             credit=_stored_credit(tables),
-            run_totals=tables.run_totals_scan(),
+            run_totals=run_totals,
         )
     return LedgerInputs.of(tables)
 
@@ -327,19 +341,21 @@ def _piece_totals(run_orders: pl.LazyFrame, split: SplitRows) -> pl.LazyFrame:
 def _run_piece_totals(
     run_totals: pl.LazyFrame, run_orders: pl.LazyFrame
 ) -> tuple[pl.LazyFrame, pl.LazyFrame]:
-    """Per piece, the counts of ``run_totals`` (``schema.RUN_TOTALS`` rows) added up, as
-    :func:`_piece_totals` counts the same runs' rows; and the runs' first offers (run and
-    piece), which the outcome labels are credited from."""
+    """Per piece, the counts of ``run_totals`` (``schema.RUN_TOTALS`` rows) of the runs of
+    ``run_orders`` added up, as :func:`_piece_totals` counts the same runs' rows; and
+    those runs' first offers (``run_order`` and piece), which the outcome labels are
+    credited from."""
     piece = ["kind", "piece_id"]
     offered = pl.col("first_offer_seq").is_not_null()
-    rows = run_totals.join(run_orders, on="run_id")
+    # the selected metered runs' rows alone, joined on an integer (a run id is a string)
+    rows = run_totals.join(run_orders.select("run_order"), on="run_order")
     totals = rows.group_by(piece).agg(
         *[pl.col(name).sum() for name in _COUNT_COLUMNS if name != "runs_seen"],
         runs_seen=offered.sum().cast(pl.Int64),
         first_offer=(pl.col("run_order") * 2 * _STEP + pl.col("first_offer_seq")).min(),
         first_use=((pl.col("run_order") * 2 + 1) * _STEP + pl.col("first_use_seq")).min(),
     )
-    first_offers = run_totals.filter(offered).select("run_id", "kind", "piece_id")
+    first_offers = rows.filter(offered).select("run_order", "kind", "piece_id")
     return totals.select(schema.PIECE_TOTALS.names), first_offers
 
 
@@ -384,7 +400,8 @@ def label_credit(
 
     ``first_credit`` is ``run_order * 2**32`` plus the label's row among the (run, label)
     pairs of ``outcomes``: only its order among one run's labels matters, so labels
-    narrowed to some runs (in the same order) give the same ledger. ``ranked`` numbers
+    narrowed to some runs (in the same order) give the same ledger. ``first_offers``
+    names each run by ``run_id``, or by ``run_order`` (as stored run totals do). ``ranked`` numbers
     each run's labels from 0 instead, as an archive stores them: the same key whatever
     other runs ``outcomes`` labels.
     """
@@ -394,12 +411,14 @@ def label_credit(
         pairs = pairs.with_columns(label_position=position)
     else:
         pairs = pairs.with_row_index("label_position")
+    # first offers keyed by run order (stored run totals) join on it: an integer
+    run = "run_order" if "run_order" in first_offers.collect_schema() else "run_id"
     labels = pairs.join(run_orders, on="run_id").select(
-        "run_id",
+        run,
         "label",
         credit=pl.col("run_order") * (1 << 32) + pl.col("label_position").cast(pl.Int64),
     )
-    credited = first_offers.select("run_id", "kind", "piece_id").join(labels, on="run_id")
+    credited = first_offers.select(run, "kind", "piece_id").join(labels, on=run)
     return credited.group_by("kind", "piece_id", "label").agg(
         runs=pl.len().cast(pl.Int64), first_credit=pl.col("credit").min()
     )

@@ -133,6 +133,8 @@ PIECE_TOTALS = pa.schema(
 RUN_TOTALS = pa.schema(
     [
         pa.field("run_id", pa.string(), nullable=False),
+        # the run's place in the archive: the ledger joins on it (an integer) and orders by it
+        pa.field("run_order", pa.int64(), nullable=False),
         pa.field("kind", pa.string(), nullable=False),
         pa.field("piece_id", pa.string(), nullable=False),
         pa.field("offered", pa.int64(), nullable=False),

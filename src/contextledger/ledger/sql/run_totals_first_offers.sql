@@ -3,11 +3,11 @@
 -- (what piece_outcomes credits the labels from).
 CREATE OR REPLACE VIEW first_offers AS
 SELECT
-    run_id,
+    run_totals.run_id,
     kind,
     piece_id,
     first_offer_seq AS seq,
-    CAST(runs.run_order AS BIGINT) * 4294967296 + first_offer_seq AS position
+    CAST(run_totals.run_order AS BIGINT) * 4294967296 + first_offer_seq AS position
 FROM run_totals
-JOIN runs USING (run_id)
+JOIN runs ON runs.run_order = run_totals.run_order
 WHERE first_offer_seq IS NOT NULL AND runs.metered;
