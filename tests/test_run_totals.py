@@ -20,6 +20,7 @@ from contextledger.archive.tables import parse_archive_path
 from contextledger.jobs.ingest import ingest
 from contextledger.ledger.compute import compute_ledger, ledger_inputs
 from contextledger.ledger.duckdb_views import ledger_rows_sql
+from contextledger.ledger.invariants import check_invariants
 from contextledger.tables.build import ACCOUNTING_MODES, read_runs
 
 from .conftest import require_corpus
@@ -78,6 +79,8 @@ def test_run_totals_give_the_ledger_of_the_rows(labelled_archive, mode):
         assert_frame_equal(ledger_rows_sql(tables), got.rows(), check_exact=True)
         if selection.labels != ("good",):  # read again from the snapshots (slower)
             assert_frame_equal(got.frame, _snapshot_ledger(tables), check_exact=True)
+        if selection.labels == ("bad", "reviewed"):
+            assert check_invariants(tables).holds  # the run totals' counts against the rows
         if selection.labels == ("no-such-label",):
             assert got.runs_recorded == 0 and got.frame.is_empty()
         else:
@@ -119,3 +122,14 @@ def test_a_long_run_id_list_in_the_path_is_read(labelled_archive):
     assert len(text.rpartition("/")[2]) > 255  # past a file name: was ENAMETOOLONG, a traceback
     found = parse_archive_path(text)
     assert found is not None and found[1].run_ids == tuple(ids)
+
+
+def test_run_totals_out_of_step_with_the_rows_are_named(labelled_archive):
+    tables = ArchiveTables(Archive.open(labelled_archive), "corrected", Selection(labels=("bad",)))
+    inputs = ledger_inputs(tables)
+    assert inputs.run_totals is not None
+    assert check_invariants(inputs, "corrected").holds
+    more = inputs.run_totals.with_columns(offered=pl.col("offered") + 1)  # one more offer each
+    found = check_invariants(replace(inputs, run_totals=more), "corrected").violations
+    assert set(found["invariant"]) == {"run-totals-equal-rows"}
+    assert found["detail"].str.contains("offered: stored").all()

@@ -426,7 +426,7 @@ class ArchiveTables(RunTables):
             if self.selection.labels is not None:
                 labels = pl.Series(self.selection.labels, dtype=pl.String)
                 labelled = (
-                    self.outcome_scan()
+                    self._outcome_scan(distinct=False)
                     .filter(pl.col("label").is_in(labels.implode()))
                     .select("run_id")
                     .collect()
@@ -463,10 +463,14 @@ class ArchiveTables(RunTables):
         same order, under a run-level filter (what the ledger credits: a few runs' labels,
         not every label the archive holds).
         """
-        frame = self._outcome_scan()
-        return self._keep_selected(frame) if selected else frame
+        if not selected or self.selected_runs() is None:
+            return self._outcome_scan()
+        # the selected runs' rows first, then each pair once: the same pairs in the same
+        # order, without making every label of the archive distinct
+        chosen = self._keep_selected(self._outcome_scan(distinct=False))
+        return chosen.unique(maintain_order=True)
 
-    def _outcome_scan(self) -> pl.LazyFrame:
+    def _outcome_scan(self, distinct: bool = True) -> pl.LazyFrame:
         where = self.archive.location
         frames = [where.scan([path], schema.OUTCOMES) for path in self.outcome_files()]
         if self.extra_outcomes is not None:
@@ -474,7 +478,7 @@ class ArchiveTables(RunTables):
         if not frames:
             return _empty(schema.OUTCOMES)
         # a (run, label) pair counts once, whether stored, given again, or both
-        return pl.concat(frames).unique(maintain_order=True)
+        return pl.concat(frames).unique(maintain_order=True) if distinct else pl.concat(frames)
 
     def outcome_files(self) -> list[str]:
         """Absolute paths of the archived outcomes files that count: each source's latest

@@ -274,6 +274,14 @@ def piece_totals(inputs: LedgerInputs) -> pl.LazyFrame:
     return _piece_totals(run_orders, split)
 
 
+def run_piece_totals(inputs: LedgerInputs) -> pl.LazyFrame:
+    """Per piece, the counts of ``inputs``' stored run totals over its metered runs
+    (``schema.PIECE_TOTALS``), as the ledger adds them up under a run-level filter."""
+    assert inputs.run_totals is not None
+    _, run_orders, _ = _ordered(inputs)
+    return _run_piece_totals(inputs.run_totals, run_orders)[0]
+
+
 def split_rows(inputs: LedgerInputs) -> SplitRows:
     """The metered runs' offers and uses, split by whether the row is its piece's first
     in the run (as an archive stores them, else split here), in run order."""
