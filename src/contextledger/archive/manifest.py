@@ -56,23 +56,23 @@ def committed_sources(archive: Archive) -> dict[str, KnownSource]:
 
 
 def _run_index(
-    archive: Archive, key: str, values: Iterable[str | None], columns: Sequence[str]
+    archive: Archive,
+    key: str,
+    values: Iterable[str | None],
+    columns: Sequence[str],
+    ordered: bool = True,
 ) -> pl.DataFrame:
     """``columns`` of the run index's rows whose ``key`` is one of ``values``, in run
-    order (filtered as they are read, by a join: the ids are hashed once however many
-    files; a column older archives lack reads as null)."""
+    order if ``ordered`` (filtered as they are read, by a join: the ids are hashed once
+    however many files; a column older archives lack reads as null)."""
     files = archive.paths(archive.files("run_index"))
     given = values if isinstance(values, pl.Series) else list(values)
     wanted = pl.Series(key, given, dtype=pl.String).drop_nulls().unique()
     if not files or wanted.is_empty():
         return pl.DataFrame(schema={name: pl.String for name in columns})
-    return (
-        archive.location.scan(files, store.RUN_INDEX)
-        .join(wanted.to_frame().lazy(), on=key, how="semi")
-        .sort("run_order")
-        .select(columns)
-        .collect()
-    )
+    found = archive.location.scan(files, store.RUN_INDEX)
+    found = found.join(wanted.to_frame().lazy(), on=key, how="semi")
+    return (found.sort("run_order") if ordered else found).select(columns).collect()
 
 
 def archived_digests(
@@ -110,8 +110,8 @@ def runs_held(archive: Archive, run_ids: Iterable[str]) -> dict[str, int]:
 
 
 def held_runs(archive: Archive, run_ids: Iterable[str]) -> pl.DataFrame:
-    """Those of ``run_ids`` the archive holds, with their ``run_order``, in run order."""
-    return _run_index(archive, "run_id", run_ids, ("run_id", "run_order"))
+    """Those of ``run_ids`` the archive holds, with their ``run_order``, in no order."""
+    return _run_index(archive, "run_id", run_ids, ("run_id", "run_order"), ordered=False)
 
 
 def commits_of(archive: Archive, run_orders: Iterable[int] | pl.Series) -> set[int]:

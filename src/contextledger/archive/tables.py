@@ -206,6 +206,13 @@ def latest_outcome_files(files: Sequence[DataFile]) -> list[DataFile]:
     return list(latest.values())
 
 
+#: A selection of fewer runs than 1 in this many of its commits' runs reads only the
+#: commits holding them (found in the run index); a larger one reaches nearly every
+#: commit, so it reads every selected commit without looking them up (0.3-1 s at 1M
+#: runs), the runs it keeps found row by row as ever.
+PRUNE_BELOW = 20
+
+
 def _empty(table_schema: pa.Schema) -> pl.LazyFrame:
     return pl.DataFrame(schema.empty(table_schema)).lazy()
 
@@ -244,7 +251,7 @@ class ArchiveTables(RunTables):
         self._selected: pl.DataFrame | None = None
         self._selected_known = False
         self._holding: list[Commit] | None = None
-        self._held: tuple[pl.Series, pl.DataFrame] | None = None
+        self._held: dict[str, pl.DataFrame] = {}
         #: The tables whose selected files were checked against their commits' CRC-32.
         self._checked: set[str] = set()
         #: Whether a file list went to a reader (damage found after that cannot be
@@ -384,19 +391,29 @@ class ArchiveTables(RunTables):
         if self._holding is None:
             from contextledger.archive.manifest import commits_of
 
-            held = commits_of(self.archive, self._runs_held(chosen["run_id"])["run_order"])
-            self._holding = [c for c in self._commits if c.seq in held]
+            if chosen.height * PRUNE_BELOW >= sum(c.run_count for c in self._commits):
+                self._holding = self._commits  # reaches nearly every commit: no lookup
+            else:
+                held = commits_of(self.archive, self._runs_held("selected")["run_order"])
+                self._holding = [c for c in self._commits if c.seq in held]
         return self._holding
 
-    def _runs_held(self, ids: pl.Series) -> pl.DataFrame:
-        """:func:`~contextledger.archive.manifest.held_runs` of ``ids`` (sorted, each
-        once), the last answer kept: the commits to read and the run ids to name as
-        unmatched come from one lookup."""
+    def _runs_held(self, which: str) -> pl.DataFrame:
+        """:func:`~contextledger.archive.manifest.held_runs` of the ``"selected"`` runs or
+        of the ids the ``run_id`` filter ``"given"``, each looked up once: the commits to
+        read and the run ids to name as unmatched come from one lookup."""
         from contextledger.archive.manifest import held_runs
 
-        if self._held is None or not self._held[0].equals(ids):
-            self._held = (ids, held_runs(self.archive, ids))
-        return self._held[1]
+        if which == "given" and self.selection.labels is None:
+            which = "selected"  # the same ids
+        if which not in self._held:
+            if which == "selected":
+                chosen = self.selected_runs()
+                ids = chosen["run_id"] if chosen is not None else pl.Series([], dtype=pl.String)
+            else:
+                ids = pl.Series(self.selection.run_ids or (), dtype=pl.String)
+            self._held[which] = held_runs(self.archive, ids)
+        return self._held[which]
 
     def unmatched_run_ids(self) -> list[str]:
         """The ids of the ``run_id`` filter that name no run the archive holds, in the
@@ -405,20 +422,19 @@ class ArchiveTables(RunTables):
         wanted = self.selection.run_ids
         if wanted is None:
             return []
-        given = pl.Series("run_id", wanted, dtype=pl.String).unique().sort()
-        # without a label filter, the lookup the filter made itself
-        held = set(self._runs_held(given)["run_id"].to_list())
+        held = set(self._runs_held("given")["run_id"].to_list())
         return [run_id for run_id in dict.fromkeys(wanted) if run_id not in held]
 
     def run_id_filter(self) -> list[str] | None:
         """The run ids the selection keeps, sorted (None: no run-level filter)."""
         chosen = self.selected_runs()
-        return None if chosen is None else chosen["run_id"].to_list()
+        return None if chosen is None else chosen["run_id"].sort().to_list()
 
     def selected_runs(self) -> pl.DataFrame | None:
-        """The run ids the selection keeps, one ``run_id`` column, sorted (None: no
-        run-level filter): what scans semi-join against (``is_in`` with a long list of
-        ids is rebuilt per file, seconds at 1M runs; a join hashes the ids once)."""
+        """The run ids the selection keeps, one ``run_id`` column, each once, in no
+        order (None: no run-level filter): what scans semi-join against (``is_in`` with
+        a long list of ids is rebuilt per file, seconds at 1M runs; a join hashes the
+        ids once)."""
         if not self._selected_known:
             ids = None
             if self.selection.run_ids is not None:
@@ -432,7 +448,7 @@ class ArchiveTables(RunTables):
                     .collect()
                 )
                 ids = labelled if ids is None else ids.join(labelled, on="run_id", how="semi")
-            self._selected = None if ids is None else ids.unique().sort("run_id")
+            self._selected = None if ids is None else ids.unique()
             self._selected_known = True
         return self._selected
 
@@ -453,7 +469,9 @@ class ArchiveTables(RunTables):
             return frame
         if not ordered:
             return frame.join(chosen.lazy(), on="run_id", how="semi")
-        return frame.join(chosen.lazy(), on="run_id", how="semi", maintain_order="left")
+        # numbered, joined in any order, sorted back: cheaper than a join keeping order
+        numbered = frame.with_row_index("_row").join(chosen.lazy(), on="run_id", how="semi")
+        return numbered.sort("_row").drop("_row")
 
     def outcome_scan(self, selected: bool = False) -> pl.LazyFrame:
         """Archived labels (each outcomes file's latest version), then those added here.
@@ -506,7 +524,7 @@ class ArchiveTables(RunTables):
 
     def totals_files(self) -> list[str] | None:
         """The piece totals files of the selection; None when they do not cover it."""
-        if self.run_id_filter() is not None:
+        if self.selected_runs() is not None:
             return None
         for commit in self._commits:
             tables = {f.table for f in commit.files if f.accounting == self.mode}
@@ -623,7 +641,7 @@ class ArchiveTables(RunTables):
         if self.extra_outcomes is not None:
             extra = pa.concat_tables([self.extra_outcomes, extra])
         tables = ArchiveTables(self.archive, self.mode, self.selection, extra)
-        tables._held = self._held  # the same selection: the run index need not be read again
+        tables._held = dict(self._held)  # the same selection: the run index is not read again
         return tables
 
     def select(self, **filters: Any) -> ArchiveTables:
