@@ -212,7 +212,7 @@ def archive_size(archive_dir: Path, mode: str) -> tuple[int, int, int, float]:
     return counts[0], counts[1], counts[2], megabytes / 1e6
 
 
-def bench_recompute(archive_dir: Path, mode: str, reps: int) -> None:
+def bench_recompute(archive_dir: Path, mode: str, reps: int, only: list[str] | None = None) -> None:
     runs, offers, uses, megabytes = archive_size(archive_dir, mode)
     print(
         f"archive: {runs:,} runs, {offers:,} offer rows, {uses:,} use rows "
@@ -238,6 +238,8 @@ def bench_recompute(archive_dir: Path, mode: str, reps: int) -> None:
         "DuckDB, no labels",
         "DuckDB from rows",
     ]
+    if only:  # the floors always, then the measurements asked for, in the usual order
+        names = [name for name in names if name in ("floor", "floor+uses", *only)]
     results: dict[str, list[dict[str, float]]] = {name: [] for name in names}
     load_before = os.getloadavg()
     for _ in range(reps):
@@ -257,6 +259,10 @@ def bench_recompute(archive_dir: Path, mode: str, reps: int) -> None:
             f"{name:22} {seconds:9.2f} {runs / seconds:12,.0f} {seconds / floor:8.2f} {peak:12,.0f}"
         )
     both = statistics.median(r["seconds"] for r in results["floor+uses"])
+
+    def have(*wanted: str) -> bool:
+        return all(name in results for name in wanted)
+
     for name in names[2:]:
         seconds = statistics.median(r["seconds"] for r in results[name])
         print(
@@ -267,6 +273,8 @@ def bench_recompute(archive_dir: Path, mode: str, reps: int) -> None:
         ("label=good", "label=good, from rows"),
         ("label=good (DuckDB)", "label=good, from rows (DuckDB)"),
     ):
+        if not have(engine, before):
+            continue
         after_s = statistics.median(r["seconds"] for r in results[engine])
         before_s = statistics.median(r["seconds"] for r in results[before])
         peak = max(r["peak_rss_mb"] for r in results[engine])
@@ -279,6 +287,8 @@ def bench_recompute(archive_dir: Path, mode: str, reps: int) -> None:
         ("ledger (Polars)", "ledger, labels from offers"),
         ("ledger (DuckDB)", "DuckDB, labels from offers"),
     ):
+        if not have(engine, before):
+            continue
         after_s = statistics.median(r["seconds"] for r in results[engine])
         before_s = statistics.median(r["seconds"] for r in results[before])
         print(
@@ -381,6 +391,10 @@ def main() -> None:
     parser.add_argument("--ingest-files", type=int, default=3000)
     parser.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS)
     parser.add_argument("--skip-ingest", action="store_true")
+    parser.add_argument(
+        "--only",
+        help="Comma-separated measurements to take (besides the floors); skips the checks.",
+    )
     parser.add_argument("--one", help=argparse.SUPPRESS)
     parser.add_argument("--archive", type=Path, help="An existing archive to read.")
     args = parser.parse_args()
@@ -398,8 +412,10 @@ def main() -> None:
             stdout=subprocess.DEVNULL,
         )
         print(f"  {time.perf_counter() - started:.0f} s")
-    bench_recompute(archive_dir, args.mode, args.reps)
-    check_same(archive_dir, args.mode)  # after: a child would inherit this peak RSS
+    only = args.only.split(",") if args.only else None
+    bench_recompute(archive_dir, args.mode, args.reps, only)
+    if only is None:
+        check_same(archive_dir, args.mode)  # after: a child would inherit this peak RSS
     if not args.skip_ingest:
         bench_ingest(args.work, args.corpus, args.ingest_files)
 
