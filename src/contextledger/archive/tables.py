@@ -211,6 +211,8 @@ def latest_outcome_files(files: Sequence[DataFile]) -> list[DataFile]:
 #: commit, so it reads every selected commit without looking them up (0.3-1 s at 1M
 #: runs), the runs it keeps found row by row as ever.
 PRUNE_BELOW = 20
+#: ... unless it selects at most this many runs: then the lookup is cheap, and done.
+ALWAYS_PRUNE_UP_TO = 10_000
 
 
 def _empty(table_schema: pa.Schema) -> pl.LazyFrame:
@@ -391,7 +393,8 @@ class ArchiveTables(RunTables):
         if self._holding is None:
             from contextledger.archive.manifest import commits_of
 
-            if chosen.height * PRUNE_BELOW >= sum(c.run_count for c in self._commits):
+            runs = sum(c.run_count for c in self._commits)
+            if chosen.height > ALWAYS_PRUNE_UP_TO and chosen.height * PRUNE_BELOW >= runs:
                 self._holding = self._commits  # reaches nearly every commit: no lookup
             else:
                 held = commits_of(self.archive, self._runs_held("selected")["run_order"])
