@@ -283,7 +283,19 @@ def piece_totals(inputs: LedgerInputs) -> pl.LazyFrame:
 
 def run_piece_totals(inputs: LedgerInputs) -> pl.LazyFrame:
     """Per piece, the counts of ``inputs``' stored run totals over its metered runs
-    (``schema.PIECE_TOTALS``), as the ledger adds them up under a run-level filter."""
+    (``schema.PIECE_TOTALS``), as the ledger adds them up under a run-level filter.
+
+    >>> import tempfile
+    >>> from contextledger.archive import Archive, ArchiveTables, Selection
+    >>> from contextledger.jobs.ingest import ingest
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     _ = ingest(["data/sample"], folder, workers=1)
+    ...     one = Selection(run_ids=("s0003-loop",))
+    ...     chosen = ArchiveTables(Archive.open(folder), "corrected", one)
+    ...     totals = run_piece_totals(ledger_inputs(chosen)).collect()
+    >>> totals["runs_seen"].max()
+    1
+    """
     assert inputs.run_totals is not None
     _, run_orders, _ = _ordered(inputs)
     return _run_piece_totals(inputs.run_totals, run_orders)[0]
