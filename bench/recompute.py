@@ -21,6 +21,12 @@ timings are done), repeated ``--reps`` times interleaved, reported as the median
 - ``3 run ids``, ``3 run ids, every commit``: the ledger of three runs (the archive's
   last three) by a ``run_id`` filter: reading the commit that holds them, as now, and
   every commit's files filtered row by row, as before.
+- ``label=good``: the ledger of the runs carrying the label ``good`` (55% of the
+  synthetic runs), a run-level filter: from the selected runs' stored run totals
+  (``label=good (DuckDB)`` likewise), and ``label=good, from rows`` as it was computed
+  before run totals were stored (every offer and use row read, the selected runs kept).
+- ``100k run ids``: the ledger of every tenth run (a ``run_id=@FILE`` of 100,000 ids),
+  from run totals, in Polars and DuckDB.
 - ``ledger (DuckDB)``, ``DuckDB, labels from offers``, ``DuckDB, no labels``,
   ``DuckDB from rows``: the ``ledger_rows``
   view over ``read_parquet`` of the same files, likewise.
@@ -64,10 +70,15 @@ def measure_once(name: str, archive_dir: str, mode: str) -> dict[str, float]:
     from contextledger.ledger.compute import compute_ledger, ledger_inputs
     from contextledger.ledger.duckdb_views import ledger_rows_sql
 
-    tables = ArchiveTables(Archive.open(archive_dir), mode)
+    archive = Archive.open(archive_dir)
+    # every part's CRC-32 checked before the clock, as an ingested archive remembers it
+    archive.verify_content([file for commit in archive.commits for file in commit.files])
+    tables = ArchiveTables(archive, mode)
     offers, uses = tables.files("offers"), tables.files("uses")
+    tables.outcome_scan()  # the modules a scan of the archive imports, imported
     if name.startswith("3 run ids"):
         three_runs(archive_dir)  # warm the file cache as the others are
+    tenth = every_tenth_run(archive_dir) if name.startswith("100k run ids") else ()
     started = time.perf_counter()
     if name == "floor":
         rows = pl.scan_parquet(offers).group_by("kind", "piece_id").len()
@@ -90,6 +101,23 @@ def measure_once(name: str, archive_dir: str, mode: str) -> dict[str, float]:
         kind = ArchiveTables if name == "3 run ids" else EveryCommit
         chosen = kind(Archive.open(archive_dir), mode, Selection(run_ids=three_runs(archive_dir)))
         height = compute_ledger(chosen).frame.height
+    elif name.startswith("label=good"):  # the selection made on the clock
+        good = Selection(labels=("good",))
+        chosen = ArchiveTables(archive, mode, good)
+        if name == "label=good (DuckDB)":
+            height = ledger_rows_sql(chosen).height
+        elif name == "label=good, from rows (DuckDB)":
+            height = ledger_rows_sql(WithoutRunTotals(archive, mode, good)).height
+        elif name == "label=good, from rows":
+            height = compute_ledger(replace(ledger_inputs(chosen), run_totals=None)).frame.height
+        else:
+            height = compute_ledger(chosen).frame.height
+    elif name.startswith("100k run ids"):
+        chosen = ArchiveTables(archive, mode, Selection(run_ids=tenth))
+        if name == "100k run ids (DuckDB)":
+            height = ledger_rows_sql(chosen).height
+        else:
+            height = compute_ledger(chosen).frame.height
     elif name == "ledger (DuckDB)":
         height = ledger_rows_sql(tables).height
     elif name == "DuckDB, labels from offers":
@@ -122,6 +150,23 @@ def three_runs(archive_dir: str) -> tuple[str, ...]:
     archive = Archive.open(archive_dir)
     index = pl.read_parquet(archive.paths(archive.files("run_index")), columns=["run_id"])
     return tuple(index["run_id"].tail(3).to_list())
+
+
+def every_tenth_run(archive_dir: str) -> tuple[str, ...]:
+    """Every tenth run id of the archive (read before the clock starts, as a file of
+    ids would be): 100,000 at 1M runs, in every commit."""
+    import polars as pl
+
+    archive = Archive.open(archive_dir)
+    index = pl.read_parquet(archive.paths(archive.files("run_index")), columns=["run_id"])
+    return tuple(index["run_id"].gather_every(10).to_list())
+
+
+class WithoutRunTotals(ArchiveTables):
+    """An archive's tables read as if it stored no run totals (for the DuckDB views)."""
+
+    def run_totals_files(self) -> list[str] | None:
+        return None
 
 
 class EveryCommit(ArchiveTables):
@@ -167,7 +212,7 @@ def archive_size(archive_dir: Path, mode: str) -> tuple[int, int, int, float]:
     return counts[0], counts[1], counts[2], megabytes / 1e6
 
 
-def bench_recompute(archive_dir: Path, mode: str, reps: int) -> None:
+def bench_recompute(archive_dir: Path, mode: str, reps: int, only: list[str] | None = None) -> None:
     runs, offers, uses, megabytes = archive_size(archive_dir, mode)
     print(
         f"archive: {runs:,} runs, {offers:,} offer rows, {uses:,} use rows "
@@ -182,11 +227,19 @@ def bench_recompute(archive_dir: Path, mode: str, reps: int) -> None:
         "ledger from rows",
         "3 run ids",
         "3 run ids, every commit",
+        "label=good",
+        "label=good, from rows",
+        "100k run ids",
+        "label=good (DuckDB)",
+        "label=good, from rows (DuckDB)",
+        "100k run ids (DuckDB)",
         "ledger (DuckDB)",
         "DuckDB, labels from offers",
         "DuckDB, no labels",
         "DuckDB from rows",
     ]
+    if only:  # the floors always, then the measurements asked for, in the usual order
+        names = [name for name in names if name in ("floor", "floor+uses", *only)]
     results: dict[str, list[dict[str, float]]] = {name: [] for name in names}
     load_before = os.getloadavg()
     for _ in range(reps):
@@ -206,6 +259,10 @@ def bench_recompute(archive_dir: Path, mode: str, reps: int) -> None:
             f"{name:22} {seconds:9.2f} {runs / seconds:12,.0f} {seconds / floor:8.2f} {peak:12,.0f}"
         )
     both = statistics.median(r["seconds"] for r in results["floor+uses"])
+
+    def have(*wanted: str) -> bool:
+        return all(name in results for name in wanted)
+
     for name in names[2:]:
         seconds = statistics.median(r["seconds"] for r in results[name])
         print(
@@ -213,9 +270,25 @@ def bench_recompute(archive_dir: Path, mode: str, reps: int) -> None:
             f"{seconds / both:.2f}x the offers+uses floor"
         )
     for engine, before in (
+        ("label=good", "label=good, from rows"),
+        ("label=good (DuckDB)", "label=good, from rows (DuckDB)"),
+    ):
+        if not have(engine, before):
+            continue
+        after_s = statistics.median(r["seconds"] for r in results[engine])
+        before_s = statistics.median(r["seconds"] for r in results[before])
+        peak = max(r["peak_rss_mb"] for r in results[engine])
+        print(
+            f"{engine}: {before_s / floor:.2f}x the floor from every row -> "
+            f"{after_s / floor:.2f}x from the run totals, peak {peak:,.0f} MB "
+            f"(target: within 2x the floor and 1,000 MB)"
+        )
+    for engine, before in (
         ("ledger (Polars)", "ledger, labels from offers"),
         ("ledger (DuckDB)", "DuckDB, labels from offers"),
     ):
+        if not have(engine, before):
+            continue
         after_s = statistics.median(r["seconds"] for r in results[engine])
         before_s = statistics.median(r["seconds"] for r in results[before])
         print(
@@ -244,6 +317,21 @@ def check_same(archive_dir: Path, mode: str) -> None:
     assert_frame_equal(ledger_rows_sql(tables), from_totals.rows(), check_exact=True)
     offers = FromOffers(Archive.open(archive_dir), mode)
     assert_frame_equal(ledger_rows_sql(offers), from_totals.rows(), check_exact=True)
+    for selection in (Selection(labels=("good",)), Selection(run_ids=every_tenth_run(archive_dir))):
+        chosen = ArchiveTables(Archive.open(archive_dir), mode, selection)
+        chosen_inputs = ledger_inputs(chosen)
+        assert chosen_inputs.run_totals is not None, "the archive stores no run totals"
+        from_run_totals = compute_ledger(chosen_inputs)
+        rows = compute_ledger(replace(chosen_inputs, run_totals=None))
+        assert_frame_equal(from_run_totals.frame, rows.frame, check_exact=True)
+        assert from_run_totals.runs_recorded == rows.runs_recorded
+        assert_frame_equal(ledger_rows_sql(chosen), rows.rows(), check_exact=True)
+        without = WithoutRunTotals(Archive.open(archive_dir), mode, selection)
+        assert_frame_equal(ledger_rows_sql(without), rows.rows(), check_exact=True)
+    print(
+        "checked: under label=good and 100k run ids, the ledger from run totals equals the "
+        "ledger from rows, in Polars and DuckDB"
+    )
     print(
         f"checked: the ledger from stored credit equals the ledger crediting the first "
         f"offers, the ledger from rows and the DuckDB view both ways "
@@ -303,6 +391,10 @@ def main() -> None:
     parser.add_argument("--ingest-files", type=int, default=3000)
     parser.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS)
     parser.add_argument("--skip-ingest", action="store_true")
+    parser.add_argument(
+        "--only",
+        help="Comma-separated measurements to take (besides the floors); skips the checks.",
+    )
     parser.add_argument("--one", help=argparse.SUPPRESS)
     parser.add_argument("--archive", type=Path, help="An existing archive to read.")
     args = parser.parse_args()
@@ -320,8 +412,10 @@ def main() -> None:
             stdout=subprocess.DEVNULL,
         )
         print(f"  {time.perf_counter() - started:.0f} s")
-    bench_recompute(archive_dir, args.mode, args.reps)
-    check_same(archive_dir, args.mode)  # after: a child would inherit this peak RSS
+    only = args.only.split(",") if args.only else None
+    bench_recompute(archive_dir, args.mode, args.reps, only)
+    if only is None:
+        check_same(archive_dir, args.mode)  # after: a child would inherit this peak RSS
     if not args.skip_ingest:
         bench_ingest(args.work, args.corpus, args.ingest_files)
 

@@ -142,7 +142,8 @@ def test_an_archive_on_another_filesystem_gives_the_same_ledger(corpus_archive, 
         expected = ArchiveTables(local, mode, selection)
         got = ArchiveTables(remote, mode, selection)
         assert (got.totals_files() is None) == (expected.totals_files() is None)
-        assert got.duckdb_datasets() and not expected.duckdb_datasets()
+        assert got.duckdb_datasets()  # a local archive's files are read by DuckDB itself
+        assert not [name for name in expected.duckdb_datasets() if name.endswith("_files")]
         ledger, direct = compute_ledger(got), compute_ledger(expected)
         assert_frame_equal(ledger.frame, direct.frame, check_exact=True)
         assert ledger.runs_recorded == direct.runs_recorded

@@ -119,13 +119,13 @@ def test_naming_unmatched_run_ids_reads_the_run_index_once(archive, monkeypatch)
     from contextledger.archive import manifest
 
     lookups = []
-    real = manifest.runs_held
+    real = manifest.held_runs
 
     def counted(*args, **kwargs):
         lookups.append(args[1])
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(manifest, "runs_held", counted)
+    monkeypatch.setattr(manifest, "held_runs", counted)
     args = ["--outcomes", str(SAMPLE_OUTCOMES)]
     result = invoke("ledger", f"{archive}?run_id=s0001-fact-bench,nosuch", *args)
     assert result.exit_code == 0, result.output

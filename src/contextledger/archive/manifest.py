@@ -56,21 +56,23 @@ def committed_sources(archive: Archive) -> dict[str, KnownSource]:
 
 
 def _run_index(
-    archive: Archive, key: str, values: Iterable[str | None], columns: Sequence[str]
+    archive: Archive,
+    key: str,
+    values: Iterable[str | None],
+    columns: Sequence[str],
+    ordered: bool = True,
 ) -> pl.DataFrame:
     """``columns`` of the run index's rows whose ``key`` is one of ``values``, in run
-    order (filtered as they are read; a column older archives lack reads as null)."""
+    order if ``ordered`` (filtered as they are read, by a join: the ids are hashed once
+    however many files; a column older archives lack reads as null)."""
     files = archive.paths(archive.files("run_index"))
-    wanted = list({value for value in values if value is not None})
-    if not files or not wanted:
+    given = values if isinstance(values, pl.Series) else list(values)
+    wanted = pl.Series(key, given, dtype=pl.String).drop_nulls().unique()
+    if not files or wanted.is_empty():
         return pl.DataFrame(schema={name: pl.String for name in columns})
-    return (
-        archive.location.scan(files, store.RUN_INDEX)
-        .filter(pl.col(key).is_in(wanted))
-        .sort("run_order")
-        .select(columns)
-        .collect()
-    )
+    found = archive.location.scan(files, store.RUN_INDEX)
+    found = found.join(wanted.to_frame().lazy(), on=key, how="semi")
+    return (found.sort("run_order") if ordered else found).select(columns).collect()
 
 
 def indexed_runs(archive: Archive, run_ids: Iterable[str], columns: Sequence[str]) -> pl.DataFrame:
@@ -103,22 +105,35 @@ def archived_executions(
 
 def commits_holding(archive: Archive, run_ids: Iterable[str]) -> set[int]:
     """The numbers of the commits that hold any of ``run_ids`` (by the run index)."""
-    return commits_of(archive, runs_held(archive, run_ids).values())
+    return commits_of(archive, held_runs(archive, run_ids)["run_order"])
 
 
 def runs_held(archive: Archive, run_ids: Iterable[str]) -> dict[str, int]:
     """Those of ``run_ids`` the archive holds, each with its ``run_order``."""
-    found = _run_index(archive, "run_id", run_ids, ("run_id", "run_order"))
+    found = held_runs(archive, run_ids)
     return dict(zip(found["run_id"].to_list(), found["run_order"].to_list(), strict=True))
 
 
-def commits_of(archive: Archive, run_orders: Iterable[int]) -> set[int]:
+def held_runs(archive: Archive, run_ids: Iterable[str]) -> pl.DataFrame:
+    """Those of ``run_ids`` the archive holds, with their ``run_order``, in no order."""
+    return _run_index(archive, "run_id", run_ids, ("run_id", "run_order"), ordered=False)
+
+
+def commits_of(archive: Archive, run_orders: Iterable[int] | pl.Series) -> set[int]:
     """The numbers of the commits that added the runs at ``run_orders``."""
-    import bisect
+    import numpy as np
 
     commits = [commit for commit in archive.commits if commit.run_count]
-    starts = [commit.first_run_order for commit in commits]
-    return {commits[bisect.bisect_right(starts, order) - 1].seq for order in run_orders}
+    orders = (
+        pl.Series(run_orders, dtype=pl.Int64)
+        if not isinstance(run_orders, pl.Series)
+        else run_orders
+    )
+    if not commits or orders.is_empty():
+        return set()
+    starts = np.array([commit.first_run_order for commit in commits], dtype=np.int64)
+    at = np.searchsorted(starts, orders.unique().to_numpy(), side="right") - 1
+    return {commits[i].seq for i in np.unique(at).tolist()}
 
 
 def current_quarantine(archive: Archive) -> pl.DataFrame:

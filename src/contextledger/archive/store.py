@@ -30,6 +30,11 @@ that part alone, and takes insertion order from its first rows.
 Piece totals are the ledger's counts over one commit's runs of a partition; the
 ledger adds them up instead of reading every offer and use again (it still reads
 the first offers, to credit outcome labels that may arrive after their runs).
+    DIR/run_totals/accounting=MODE/KEY=VALUE/part-*.parquet      schema.RUN_TOTALS
+
+Run totals are those counts per run and piece: a ledger of some runs (a label or run-id
+filter) adds up the selected runs' rows instead of reading every offer and use. Commits
+written before they were stored are read from their offers and uses.
     DIR/label_credit/accounting=MODE/KEY=VALUE/part-*.parquet    schema.LABEL_CREDIT
 
 Label credit is the outcome credit of one commit's runs of a partition, for the labels
@@ -91,7 +96,7 @@ VERSION = 1
 PARTITION_KEYS = ("ingest_date", "ingest_month", "runner_kind", "source_dir")
 DEFAULT_PARTITION = "ingest_date"
 #: Tables stored once per accounting mode.
-PER_MODE_TABLES = ("runs", "offers", "uses", "piece_totals", "label_credit")
+PER_MODE_TABLES = ("runs", "offers", "uses", "piece_totals", "run_totals", "label_credit")
 #: Tables stored once per run, whatever the accounting: what a window replay reads.
 WINDOW_TABLES = ("streams", "messages", "standings")
 #: Tables stored once per trace run: its span records, to merge spans arriving later.

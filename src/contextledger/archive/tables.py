@@ -109,8 +109,11 @@ def _local_archive_split(text: str) -> tuple[str, str, str] | None:
         return None
     cuts = [at for at, char in enumerate(text) if char == "?"]
     for at in [len(text), *reversed(cuts[1:])]:
-        if Path(text[:at], "archive.json").is_file():
-            return text[:at], "?", text[at + 1 :]
+        try:
+            if Path(text[:at], "archive.json").is_file():
+                return text[:at], "?", text[at + 1 :]
+        except OSError:  # a long query is no folder's name (ENAMETOOLONG)
+            continue
     return None
 
 
@@ -203,6 +206,15 @@ def latest_outcome_files(files: Sequence[DataFile]) -> list[DataFile]:
     return list(latest.values())
 
 
+#: A selection of fewer runs than 1 in this many of its commits' runs reads only the
+#: commits holding them (found in the run index); a larger one reaches nearly every
+#: commit, so it reads every selected commit without looking them up (0.3-1 s at 1M
+#: runs), the runs it keeps found row by row as ever.
+PRUNE_BELOW = 20
+#: ... unless it selects at most this many runs: then the lookup is cheap, and done.
+ALWAYS_PRUNE_UP_TO = 10_000
+
+
 def _empty(table_schema: pa.Schema) -> pl.LazyFrame:
     return pl.DataFrame(schema.empty(table_schema)).lazy()
 
@@ -238,10 +250,10 @@ class ArchiveTables(RunTables):
         self.extra_outcomes = extra_outcomes
         self._commits = [c for c in archive.commits if self.selection.keeps(c)]
         self._cache: dict[str, pa.Table] = {}
-        self._selected: list[str] | None = None
+        self._selected: pl.DataFrame | None = None
         self._selected_known = False
         self._holding: list[Commit] | None = None
-        self._held: tuple[tuple[str, ...], dict[str, int]] | None = None
+        self._held: dict[str, pl.DataFrame] = {}
         #: The tables whose selected files were checked against their commits' CRC-32.
         self._checked: set[str] = set()
         #: Whether a file list went to a reader (damage found after that cannot be
@@ -266,7 +278,9 @@ class ArchiveTables(RunTables):
         handed, self._handed = self._handed, False  # deciding what to read hands out none
         self._verify(("outcomes", "run_index", "runs", "piece_totals", "label_credit"))
         if self.totals_files() is None:
-            self._verify(None)
+            self._verify(("run_totals",))
+            if not self._store_run_totals(self._commits):  # the rows may be read
+                self._verify(None)
         else:
             split = self.credit_split()
             chosen = [c for c in self._commits if split is None or c.seq in split[1]]
@@ -382,25 +396,36 @@ class ArchiveTables(RunTables):
         """The selected commits that can hold a selected run: under a run-level filter,
         only those holding one of its runs (by the run index: a run's rows are all in the
         commit that added it), so a few run ids read a few commits' files."""
-        ids = self.run_id_filter()
-        if ids is None:
+        chosen = self.selected_runs()
+        if chosen is None:
             return self._commits
         if self._holding is None:
             from contextledger.archive.manifest import commits_of
 
-            held = commits_of(self.archive, self._runs_held(ids).values())
-            self._holding = [c for c in self._commits if c.seq in held]
+            runs = sum(c.run_count for c in self._commits)
+            if chosen.height > ALWAYS_PRUNE_UP_TO and chosen.height * PRUNE_BELOW >= runs:
+                self._holding = self._commits  # reaches nearly every commit: no lookup
+            else:
+                held = commits_of(self.archive, self._runs_held("selected")["run_order"])
+                self._holding = [c for c in self._commits if c.seq in held]
         return self._holding
 
-    def _runs_held(self, ids: Sequence[str]) -> dict[str, int]:
-        """:func:`~contextledger.archive.manifest.runs_held`, the last answer kept: the
-        commits to read and the run ids to name as unmatched come from one lookup."""
-        from contextledger.archive.manifest import runs_held
+    def _runs_held(self, which: str) -> pl.DataFrame:
+        """:func:`~contextledger.archive.manifest.held_runs` of the ``"selected"`` runs or
+        of the ids the ``run_id`` filter ``"given"``, each looked up once: the commits to
+        read and the run ids to name as unmatched come from one lookup."""
+        from contextledger.archive.manifest import held_runs
 
-        key = tuple(sorted(set(ids)))
-        if self._held is None or self._held[0] != key:
-            self._held = (key, runs_held(self.archive, key))
-        return self._held[1]
+        if which == "given" and self.selection.labels is None:
+            which = "selected"  # the same ids
+        if which not in self._held:
+            if which == "selected":
+                chosen = self.selected_runs()
+                ids = chosen["run_id"] if chosen is not None else pl.Series([], dtype=pl.String)
+            else:
+                ids = pl.Series(self.selection.run_ids or (), dtype=pl.String)
+            self._held[which] = held_runs(self.archive, ids)
+        return self._held[which]
 
     def unmatched_run_ids(self) -> list[str]:
         """The ids of the ``run_id`` filter that name no run the archive holds, in the
@@ -409,24 +434,33 @@ class ArchiveTables(RunTables):
         wanted = self.selection.run_ids
         if wanted is None:
             return []
-        held = self._runs_held(wanted)  # without a label filter, the filter's own lookup
+        held = set(self._runs_held("given")["run_id"].to_list())
         return [run_id for run_id in dict.fromkeys(wanted) if run_id not in held]
 
     def run_id_filter(self) -> list[str] | None:
-        """The run ids the selection keeps (None: no run-level filter)."""
+        """The run ids the selection keeps, sorted (None: no run-level filter)."""
+        chosen = self.selected_runs()
+        return None if chosen is None else chosen["run_id"].sort().to_list()
+
+    def selected_runs(self) -> pl.DataFrame | None:
+        """The run ids the selection keeps, one ``run_id`` column, each once, in no
+        order (None: no run-level filter): what scans semi-join against (``is_in`` with
+        a long list of ids is rebuilt per file, seconds at 1M runs; a join hashes the
+        ids once)."""
         if not self._selected_known:
-            ids = set(self.selection.run_ids) if self.selection.run_ids is not None else None
+            ids = None
+            if self.selection.run_ids is not None:
+                ids = pl.DataFrame({"run_id": self.selection.run_ids}, schema={"run_id": pl.String})
             if self.selection.labels is not None:
+                labels = pl.Series(self.selection.labels, dtype=pl.String)
                 labelled = (
-                    self.outcome_scan()
-                    .filter(pl.col("label").is_in(self.selection.labels))
+                    self._outcome_scan(distinct=False)
+                    .filter(pl.col("label").is_in(labels.implode()))
                     .select("run_id")
-                    .unique()
-                    .collect()["run_id"]
-                    .to_list()
+                    .collect()
                 )
-                ids = set(labelled) if ids is None else ids & set(labelled)
-            self._selected = sorted(ids) if ids is not None else None
+                ids = labelled if ids is None else ids.join(labelled, on="run_id", how="semi")
+            self._selected = None if ids is None else ids.unique()
             self._selected_known = True
         return self._selected
 
@@ -435,10 +469,21 @@ class ArchiveTables(RunTables):
         table_schema = schema.TABLES[table]
         files = self.files(table, first_in_run)
         frame = self.archive.location.scan(files, table_schema) if files else _empty(table_schema)
-        ids = self.run_id_filter()
-        if ids is not None:
-            frame = frame.filter(pl.col("run_id").is_in(ids))
-        return frame
+        return self._keep_selected(frame, ordered=table == "runs")
+
+    def _keep_selected(self, frame: pl.LazyFrame, ordered: bool = True) -> pl.LazyFrame:
+        """``frame``'s rows of the selected runs (all without a run filter), in their order
+        when ``ordered`` (keeping it costs the streaming engine: 3x for every offer of
+        ``label=good`` at 1M runs; the ledger groups offers and uses, and sorts them by
+        ``run_order`` and ``seq`` where it lists them)."""
+        chosen = self.selected_runs()
+        if chosen is None:
+            return frame
+        if not ordered:
+            return frame.join(chosen.lazy(), on="run_id", how="semi")
+        # numbered, joined in any order, sorted back: cheaper than a join keeping order
+        numbered = frame.with_row_index("_row").join(chosen.lazy(), on="run_id", how="semi")
+        return numbered.sort("_row").drop("_row")
 
     def outcome_scan(self, selected: bool = False) -> pl.LazyFrame:
         """Archived labels (each outcomes file's latest version), then those added here.
@@ -448,11 +493,14 @@ class ArchiveTables(RunTables):
         same order, under a run-level filter (what the ledger credits: a few runs' labels,
         not every label the archive holds).
         """
-        frame = self._outcome_scan()
-        ids = self.run_id_filter() if selected else None
-        return frame if ids is None else frame.filter(pl.col("run_id").is_in(ids))
+        if not selected or self.selected_runs() is None:
+            return self._outcome_scan()
+        # the selected runs' rows first, then each pair once: the same pairs in the same
+        # order, without making every label of the archive distinct
+        chosen = self._keep_selected(self._outcome_scan(distinct=False))
+        return chosen.unique(maintain_order=True)
 
-    def _outcome_scan(self) -> pl.LazyFrame:
+    def _outcome_scan(self, distinct: bool = True) -> pl.LazyFrame:
         where = self.archive.location
         frames = [where.scan([path], schema.OUTCOMES) for path in self.outcome_files()]
         if self.extra_outcomes is not None:
@@ -460,7 +508,7 @@ class ArchiveTables(RunTables):
         if not frames:
             return _empty(schema.OUTCOMES)
         # a (run, label) pair counts once, whether stored, given again, or both
-        return pl.concat(frames).unique(maintain_order=True)
+        return pl.concat(frames).unique(maintain_order=True) if distinct else pl.concat(frames)
 
     def outcome_files(self) -> list[str]:
         """Absolute paths of the archived outcomes files that count: each source's latest
@@ -488,13 +536,40 @@ class ArchiveTables(RunTables):
 
     def totals_files(self) -> list[str] | None:
         """The piece totals files of the selection; None when they do not cover it."""
-        if self.run_id_filter() is not None:
+        if self.selected_runs() is not None:
             return None
         for commit in self._commits:
             tables = {f.table for f in commit.files if f.accounting == self.mode}
             if tables & {"offers", "uses"} and "piece_totals" not in tables:
                 return None
         return self.files("piece_totals")
+
+    def run_totals_scan(self) -> pl.LazyFrame | None:
+        """The stored per-run totals (``schema.RUN_TOTALS``) of the commits holding the
+        selected runs, when the piece totals do not stand for the selection (a run-level
+        filter) and each of those commits stored them; None: read the offers and uses.
+
+        Other runs of those commits are in it too: the ledger joins it with the selected
+        runs' run orders, which keeps the selected runs' rows (one join, not two).
+        """
+        files = self.run_totals_files()
+        if files is None:
+            return None
+        return self._scan_files(files, schema.RUN_TOTALS)
+
+    def run_totals_files(self) -> list[str] | None:
+        """The run totals files :meth:`run_totals_scan` reads; None when it reads none."""
+        if self.totals_files() is not None or not self._store_run_totals(self._holding_commits()):
+            return None
+        return self._mode_files("run_totals", self._holding_commits())
+
+    def _store_run_totals(self, commits: Sequence[Commit]) -> bool:
+        """Whether each of ``commits`` holding offers or uses stored their run totals."""
+        for commit in commits:
+            tables = {f.table for f in commit.files if f.accounting == self.mode}
+            if tables & {"offers", "uses"} and "run_totals" not in tables:
+                return False
+        return True
 
     def credit_scan(self) -> tuple[pl.LazyFrame, pl.LazyFrame | None, pl.LazyFrame] | None:
         """The stored label credit where it stands (``schema.LABEL_CREDIT``), the first
@@ -578,7 +653,7 @@ class ArchiveTables(RunTables):
         if self.extra_outcomes is not None:
             extra = pa.concat_tables([self.extra_outcomes, extra])
         tables = ArchiveTables(self.archive, self.mode, self.selection, extra)
-        tables._held = self._held  # the same selection: the run index need not be read again
+        tables._held = dict(self._held)  # the same selection: the run index is not read again
         return tables
 
     def select(self, **filters: Any) -> ArchiveTables:
@@ -665,9 +740,9 @@ class ArchiveTables(RunTables):
         quarantine = quarantine.filter(
             every if accounting is None else every | (pl.col("accounting") == accounting)
         )
-        ids = self.run_id_filter()
-        if ids is not None:  # a row without a run id is null here, and dropped
-            quarantine = quarantine.filter(pl.col("run_id").is_in(ids))
+        chosen = self.selected_runs()
+        if chosen is not None:  # a row without a run id is null here, and dropped
+            quarantine = quarantine.join(chosen, on="run_id", how="semi", maintain_order="left")
         damage = [
             {"path": p.path, "line": None, "run_id": None, "reason": p.reason} for p in self.damage
         ]
@@ -701,35 +776,44 @@ class ArchiveTables(RunTables):
 
     def duckdb_datasets(self) -> dict[str, Any]:
         """The ``pyarrow.dataset`` each :meth:`duckdb_sources` body reads, by the name to
-        register it under; none for a local archive (DuckDB reads its files itself)."""
+        register it under (none for a local archive: DuckDB reads its files itself), and
+        the selected run ids (:data:`SELECTED_RUNS`) under a run-level filter."""
         parts = self._duckdb_parts().values()
         return {name: dataset for _, datasets in parts for name, dataset in datasets.items()}
 
     def _duckdb_parts(self) -> dict[str, tuple[str, dict[str, Any]]]:
         self.check_all()  # SQL may read any table: check them all before any is listed
-        ids = self.run_id_filter()
-        chosen: dict[str, tuple[list[str], pa.Schema, list[str] | None]] = {}
+        kept = self.selected_runs() is not None
+        chosen: dict[str, tuple[list[str], pa.Schema, bool]] = {}
         for table in ("runs", "offers", "uses"):
-            chosen[table] = (self.files(table), schema.TABLES[table], ids)
+            chosen[table] = (self.files(table), schema.TABLES[table], kept)
         for table in ("offers", "uses"):  # each row its piece's first in the run
             files = self.files(table, first_in_run=True)
-            chosen[f"{table}_first_in_run"] = (files, schema.TABLES[table], ids)
+            chosen[f"{table}_first_in_run"] = (files, schema.TABLES[table], kept)
         totals = self.totals_files()
         if totals is not None:
-            chosen["piece_totals"] = (totals, schema.PIECE_TOTALS, None)
+            chosen["piece_totals"] = (totals, schema.PIECE_TOTALS, False)
+        run_totals = self.run_totals_files()
+        if run_totals is not None:
+            # every run of the commits holding a selected run: the views join on
+            # run_order with the selected runs (an integer, not the ids again)
+            chosen["run_totals"] = (run_totals, schema.RUN_TOTALS, False)
         chosen.update(self._credit_sources())
         where = self.archive.location
         parts = {}
+        selected = self.selected_runs()
         for name, (files, table_schema, kept) in chosen.items():
             datasets: dict[str, Any] = {}
             source = None
             if files and not where.is_local:
                 source = f"archive_{name}_files"
                 datasets[source] = where.dataset(files, table_schema)
+            if kept and selected is not None:  # the run ids, registered once, joined
+                datasets[SELECTED_RUNS] = selected.to_arrow()
             parts[name] = (_read_parquet_sql(files, table_schema, kept, source), datasets)
         return parts
 
-    def _credit_sources(self) -> dict[str, tuple[list[str], pa.Schema, None]]:
+    def _credit_sources(self) -> dict[str, tuple[list[str], pa.Schema, bool]]:
         """The stored label credit that stands (``label_credit``) and the first offers of
         the commits it does not cover (``uncredited_offers``), when it is used."""
         files = self.credit_files()
@@ -737,16 +821,23 @@ class ArchiveTables(RunTables):
             return {}
         stored, uncovered, _ = files
         return {
-            "label_credit": (stored, schema.LABEL_CREDIT, None),
-            "uncredited_offers": (uncovered, schema.OFFERS, None),
+            "label_credit": (stored, schema.LABEL_CREDIT, False),
+            "uncredited_offers": (uncovered, schema.OFFERS, False),
         }
 
 
+#: The table of the selected run ids (one ``run_id`` column) the DuckDB views join
+#: against under a run-level filter (a list of ids written into the SQL is parsed anew
+#: and grows with the selection: 599,033 ids for ``label=good`` at 1M runs).
+SELECTED_RUNS = "archive_selected_runs"
+
+
 def _read_parquet_sql(
-    files: Sequence[str], table_schema: pa.Schema, ids: list[str] | None, source: str | None = None
+    files: Sequence[str], table_schema: pa.Schema, selected: bool, source: str | None = None
 ) -> str:
-    """A query of ``files``' columns in ``table_schema``, rows of ``ids`` only (if given);
-    read from the registered ``source`` when given, else with ``read_parquet``."""
+    """A query of ``files``' columns in ``table_schema``, rows of the selected runs only
+    (``selected``: those in :data:`SELECTED_RUNS`); read from the registered ``source``
+    when given, else with ``read_parquet``."""
     absent = _absent_columns(files, table_schema) if files and source is None else set()
     columns = ", ".join(_column_sql(f, absent) for f in table_schema)
     if not files:
@@ -759,9 +850,8 @@ def _read_parquet_sql(
     )
     if source is not None:
         body = f'SELECT {columns} FROM "{source}"'
-    if ids is not None:
-        quoted = ", ".join("'" + run_id.replace("'", "''") + "'" for run_id in ids) or "NULL"
-        body += f" WHERE run_id IN ({quoted})"
+    if selected:
+        body += f" WHERE run_id IN (SELECT run_id FROM {SELECTED_RUNS})"
     return body
 
 

@@ -298,8 +298,8 @@ def write_partition(
     replacing: int | None = None,
 ) -> None:
     """Write one partition's runs, offers and uses (:func:`partition_rows`) of accounting
-    ``mode``, their piece totals and (given ``labels``) their label credit; ``replacing``:
-    as new versions of that earlier commit's files (``Batch.write``)."""
+    ``mode``, their piece totals, run totals and (given ``labels``) their label credit;
+    ``replacing``: as new versions of that earlier commit's files (``Batch.write``)."""
     runs, offers, uses = rows
     batch.write(
         "runs",
@@ -325,6 +325,17 @@ def write_partition(
     batch.write(
         "piece_totals",
         _piece_totals(runs, offers, uses),
+        accounting=mode,
+        partition=value,
+        replacing=replacing,
+    )
+    orders = runs.select("run_id", "run_order")
+    batch.write(
+        "run_totals",
+        _run_totals(
+            offers.join(orders, on="run_id", maintain_order="left"),
+            uses.join(orders, on="run_id", maintain_order="left"),
+        ),
         accounting=mode,
         partition=value,
         replacing=replacing,
@@ -366,6 +377,37 @@ def _piece_totals(runs: pl.DataFrame, offers: pl.DataFrame, uses: pl.DataFrame) 
     )
     totals = piece_totals(inputs).sort(pl.min_horizontal("first_offer", "first_use"))
     return totals.collect(engine="in-memory").to_arrow().cast(schema.PIECE_TOTALS)
+
+
+def _run_totals(offers: pl.DataFrame, uses: pl.DataFrame) -> pa.Table:
+    """The ledger's counts per run and piece over one partition of a batch (what a ledger
+    of some runs adds up), rows in the order the runs' pieces first appear."""
+    key = ["run_id", "kind", "piece_id"]
+    first = pl.col("first_in_run")
+    offered = offers.group_by(key, maintain_order=True).agg(
+        run_order=pl.col("run_order").first(),
+        offered=pl.len().cast(pl.Int64),
+        approx_tokens_spent=pl.col("approx_tokens").sum().cast(pl.Int64),
+        first_offer_seq=pl.col("seq").filter(first).min(),
+    )
+    used = uses.group_by(key, maintain_order=True).agg(
+        run_order=pl.col("run_order").first(),
+        used=pl.len().cast(pl.Int64),
+        **{
+            column: (pl.col("signal") == signal).sum().cast(pl.Int64)
+            for signal, column in schema.USED_SIGNAL_COLUMNS.items()
+        },
+        first_use_seq=pl.col("seq").filter(first).min(),
+    )
+    counts = [
+        name
+        for name in schema.RUN_TOTALS.names
+        if name not in (*key, "run_order", "first_offer_seq", "first_use_seq")
+    ]
+    both = [*key, "run_order"]
+    totals = offered.join(used, on=both, how="full", coalesce=True, maintain_order="left_right")
+    totals = totals.with_columns(pl.col(name).fill_null(0) for name in counts)
+    return totals.select(schema.RUN_TOTALS.names).to_arrow().cast(schema.RUN_TOTALS)
 
 
 class _WindowRows:

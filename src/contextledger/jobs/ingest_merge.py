@@ -237,7 +237,7 @@ def _replace_in_commit(
                 _spliced(kept[1], offers.filter(chosen), order_of),
                 _spliced(kept[2], uses.filter(chosen), order_of),
             )
-            for table in ("piece_totals", "label_credit"):
+            for table in ("piece_totals", "run_totals", "label_credit"):
                 current(table, accounting=mode, partition=partition)
             write_partition(batch, mode, partition, rows, labels, replacing=commit.seq)
     for partition in dict.fromkeys(partition_of.values()):
@@ -326,6 +326,7 @@ _SCHEMAS = {
     **schema.TABLES,
     "piece_totals": schema.PIECE_TOTALS,
     "label_credit": schema.LABEL_CREDIT,
+    "run_totals": schema.RUN_TOTALS,
     "streams": schema.STREAMS,
     "messages": schema.MESSAGES,
     "standings": schema.STANDINGS,

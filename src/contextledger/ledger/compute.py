@@ -114,6 +114,10 @@ class LedgerInputs:
     engine: Engine = "auto"
     totals: pl.LazyFrame | None = None
     credit: StoredCredit | None = None
+    #: ``schema.RUN_TOTALS`` rows (an archive's, under a run-level filter) of at least
+    #: the metered runs of ``runs``: given (and no ``totals``), the counts and the first
+    #: offers credited come from those runs' rows, and ``split`` is not read.
+    run_totals: pl.LazyFrame | None = None
 
     @classmethod
     def of(cls, tables: RunTables) -> LedgerInputs:
@@ -162,6 +166,10 @@ class StoredTables(Protocol):
 
     def credit_scan(self) -> tuple[pl.LazyFrame, pl.LazyFrame | None, pl.LazyFrame] | None: ...
 
+    def run_totals_scan(self) -> pl.LazyFrame | None:
+        """Stored ``schema.RUN_TOTALS`` rows of (at least) the selected runs; None when
+        the selection has none stored."""
+
 
 def compute_ledger(tables: RunTables | LedgerInputs) -> Ledger:
     """The ledger of ``tables`` (metered runs only; outcomes credited to every offered piece).
@@ -176,7 +184,7 @@ def compute_ledger(tables: RunTables | LedgerInputs) -> Ledger:
     >>> ledger.rows().columns[:3]
     ['id', 'kind', 'offered']
     """
-    inputs = ledger_inputs(tables)
+    inputs = ledger_inputs(tables, rows=False)
     rows, recorded = ledger_plan(inputs)
     frame, count = pl.collect_all([rows, recorded], engine=inputs.engine)
     runs_recorded = int(count.item())
@@ -185,8 +193,12 @@ def compute_ledger(tables: RunTables | LedgerInputs) -> Ledger:
     return Ledger(frame, runs_recorded)
 
 
-def ledger_inputs(tables: RunTables | LedgerInputs) -> LedgerInputs:
+def ledger_inputs(tables: RunTables | LedgerInputs, *, rows: bool = True) -> LedgerInputs:
     """What the ledger reads of ``tables``: an archive's scans, else the tables in memory.
+
+    ``rows=False``: where an archive's stored run totals stand for the selected runs'
+    offers and uses, leave those out (none listed, so none checked or read): what the
+    ledger alone needs; the invariants compare the two, and keep them.
 
     >>> from contextledger.tables.build import read_runs
     >>> ledger_inputs(read_runs("data/sample")).engine
@@ -195,20 +207,28 @@ def ledger_inputs(tables: RunTables | LedgerInputs) -> LedgerInputs:
     if isinstance(tables, LedgerInputs):
         return tables
     if isinstance(tables, StoredTables):
+        run_totals = tables.run_totals_scan()
+
+        def scan(table: str, first_in_run: bool | None = None) -> pl.LazyFrame:
+            if rows or run_totals is None:
+                return tables.scan(table, first_in_run)
+            return pl.DataFrame(schema.empty(schema.TABLES[table])).lazy()
+
         return LedgerInputs(
             runs=tables.scan("runs"),
-            offers=tables.scan("offers"),
-            uses=tables.scan("uses"),
+            offers=scan("offers"),
+            uses=scan("uses"),
             outcomes=tables.outcome_scan(selected=True),
             split=SplitRows(
-                first_offers=tables.scan("offers", first_in_run=True),
-                later_offers=tables.scan("offers", first_in_run=False),
-                first_uses=tables.scan("uses", first_in_run=True),
-                later_uses=tables.scan("uses", first_in_run=False),
+                first_offers=scan("offers", first_in_run=True),
+                later_offers=scan("offers", first_in_run=False),
+                first_uses=scan("uses", first_in_run=True),
+                later_uses=scan("uses", first_in_run=False),
             ),
             engine="streaming",
             totals=tables.totals_scan(),
             credit=_stored_credit(tables),
+            run_totals=run_totals,
         )
     return LedgerInputs.of(tables)
 
@@ -221,22 +241,32 @@ def _stored_credit(tables: StoredTables) -> StoredCredit | None:
 def ledger_plan(inputs: LedgerInputs) -> tuple[pl.LazyFrame, pl.LazyFrame]:
     """The ledger frame (insertion order) and the metered run count, as lazy plans.
 
-    The counts come from :func:`piece_totals` (or the totals ``inputs`` carries); the
-    outcome credit from the first offer of each piece in each run, which is why the
-    first offers are read even when the totals are stored.
+    The counts come from :func:`piece_totals` (or the totals ``inputs`` carries, or its
+    runs' totals); the outcome credit from the first offer of each piece in each run,
+    which is why the first offers are read even when the totals are stored.
     """
     metered, run_orders, split = _ordered(inputs)
     piece = ["kind", "piece_id"]
-    if inputs.totals is None:
-        totals = _piece_totals(run_orders, split)
-    else:  # parts of the runs each: add them up
+    first_offers = split.first_offers
+    outcomes = inputs.outcomes
+    if inputs.totals is None and inputs.run_totals is not None:
+        # a selection's metered runs and their labels, read once (the totals, the credit
+        # and the count use them) and in memory: at most a row per run (and label), where
+        # the streaming engine's joins keeping order cost it twice the time
+        metered = run_orders = metered.collect(engine="in-memory").lazy()
+        outcomes = outcomes.collect(engine="in-memory").lazy()
+    if inputs.totals is not None:  # parts of the runs each: add them up
         totals = inputs.totals.group_by(piece).agg(
             *[pl.col(name).sum() for name in _COUNT_COLUMNS],
             pl.col("first_offer").min(),
             pl.col("first_use").min(),
         )
+    elif inputs.run_totals is not None:  # the selected runs' own totals
+        totals, first_offers = _run_piece_totals(inputs.run_totals, run_orders)
+    else:
+        totals = _piece_totals(run_orders, split)
     if inputs.credit is None:
-        credit = _outcomes_per_piece(inputs.outcomes, split.first_offers, run_orders)
+        credit = _outcomes_per_piece(outcomes, first_offers, run_orders)
     else:
         credit = _stored_outcomes(inputs.outcomes, inputs.credit, run_orders)
     rows = (
@@ -258,6 +288,26 @@ def piece_totals(inputs: LedgerInputs) -> pl.LazyFrame:
     """
     _, run_orders, split = _ordered(inputs)
     return _piece_totals(run_orders, split)
+
+
+def run_piece_totals(inputs: LedgerInputs) -> pl.LazyFrame:
+    """Per piece, the counts of ``inputs``' stored run totals over its metered runs
+    (``schema.PIECE_TOTALS``), as the ledger adds them up under a run-level filter.
+
+    >>> import tempfile
+    >>> from contextledger.archive import Archive, ArchiveTables, Selection
+    >>> from contextledger.jobs.ingest import ingest
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     _ = ingest(["data/sample"], folder, workers=1)
+    ...     one = Selection(run_ids=("s0003-loop",))
+    ...     chosen = ArchiveTables(Archive.open(folder), "corrected", one)
+    ...     totals = run_piece_totals(ledger_inputs(chosen)).collect()
+    >>> totals["runs_seen"].max()
+    1
+    """
+    assert inputs.run_totals is not None
+    _, run_orders, _ = _ordered(inputs)
+    return _run_piece_totals(inputs.run_totals, run_orders)[0]
 
 
 def split_rows(inputs: LedgerInputs) -> SplitRows:
@@ -324,6 +374,29 @@ def _piece_totals(run_orders: pl.LazyFrame, split: SplitRows) -> pl.LazyFrame:
     )
 
 
+def _run_piece_totals(
+    run_totals: pl.LazyFrame, run_orders: pl.LazyFrame
+) -> tuple[pl.LazyFrame, pl.LazyFrame]:
+    """Per piece, the counts of ``run_totals`` (``schema.RUN_TOTALS`` rows) of the runs of
+    ``run_orders`` added up, as :func:`_piece_totals` counts the same runs' rows; and
+    those runs' first offers (``run_order`` and piece), which the outcome labels are
+    credited from."""
+    piece = ["kind", "piece_id"]
+    offered = pl.col("first_offer_seq").is_not_null()
+    # the selected metered runs' rows alone, by their run order (an integer: a set of them
+    # filters a scan at about half the cost of a join, a run id is a string)
+    orders = run_orders.select("run_order").collect()["run_order"]
+    rows = run_totals.filter(pl.col("run_order").is_in(orders.implode()))
+    totals = rows.group_by(piece).agg(
+        *[pl.col(name).sum() for name in _COUNT_COLUMNS if name != "runs_seen"],
+        runs_seen=offered.sum().cast(pl.Int64),
+        first_offer=(pl.col("run_order") * 2 * _STEP + pl.col("first_offer_seq")).min(),
+        first_use=((pl.col("run_order") * 2 + 1) * _STEP + pl.col("first_use_seq")).min(),
+    )
+    first_offers = rows.filter(offered).select("run_order", "kind", "piece_id")
+    return totals.select(schema.PIECE_TOTALS.names), first_offers
+
+
 def _split(offers: pl.LazyFrame, uses: pl.LazyFrame, metered: pl.LazyFrame) -> SplitRows:
     """Metered runs' offers and uses in (run_order, seq) order, split by first in run."""
     parts = []
@@ -365,7 +438,8 @@ def label_credit(
 
     ``first_credit`` is ``run_order * 2**32`` plus the label's row among the (run, label)
     pairs of ``outcomes``: only its order among one run's labels matters, so labels
-    narrowed to some runs (in the same order) give the same ledger. ``ranked`` numbers
+    narrowed to some runs (in the same order) give the same ledger. ``first_offers``
+    names each run by ``run_id``, or by ``run_order`` (as stored run totals do). ``ranked`` numbers
     each run's labels from 0 instead, as an archive stores them: the same key whatever
     other runs ``outcomes`` labels.
     """
@@ -375,12 +449,14 @@ def label_credit(
         pairs = pairs.with_columns(label_position=position)
     else:
         pairs = pairs.with_row_index("label_position")
+    # first offers keyed by run order (stored run totals) join on it: an integer
+    run = "run_order" if "run_order" in first_offers.collect_schema() else "run_id"
     labels = pairs.join(run_orders, on="run_id").select(
-        "run_id",
+        run,
         "label",
         credit=pl.col("run_order") * (1 << 32) + pl.col("label_position").cast(pl.Int64),
     )
-    credited = first_offers.select("run_id", "kind", "piece_id").join(labels, on="run_id")
+    credited = first_offers.select(run, "kind", "piece_id").join(labels, on=run)
     return credited.group_by("kind", "piece_id", "label").agg(
         runs=pl.len().cast(pl.Int64), first_credit=pl.col("credit").min()
     )

@@ -10,6 +10,8 @@ and ``metered_uses`` (every row of metered runs) and ``first_offers`` and ``firs
 seq). In memory they are derived from the tables; an archive stores metered runs' rows
 only, already split by first in run (``offers_first_in_run``, ``uses_first_in_run``), so
 they read its files as they are: no distinct count, no join of every row with ``runs``.
+Under a run-level filter, an archive's stored per-run totals (``run_totals``) give
+``piece_totals`` and ``first_offers`` of the selected runs instead (``RUN_TOTALS_VIEWS``).
 An archive also stores per-commit piece totals; when they cover the selection
 (``piece_totals`` among its sources), ``piece_offers`` and ``piece_uses`` add them up
 instead of counting every row, and its stored label credit, where it stands, gives
@@ -45,6 +47,11 @@ PIECE_VIEWS = {
     "rows": ("piece_offers", "piece_uses"),
     "totals": ("totals_piece_offers", "totals_piece_uses"),
 }
+
+#: Under a run-level filter, an archive's stored per-run totals (``run_totals``) stand
+#: for the rows: ``piece_totals`` adds them up (read by the totals piece views) and
+#: ``first_offers`` is their runs' first offers.
+RUN_TOTALS_VIEWS = ("run_totals_piece_totals", "run_totals_first_offers")
 
 #: The views over those, in creation order (each reads only the views before it).
 VIEWS = ("outcome_rows", "outcome_positions", "piece_outcomes", "ledger", "ledger_rows")
@@ -92,7 +99,8 @@ def views_sql() -> str:
     """Every view's statement: the base views (in memory, then archive), the piece views
     (from rows, then from totals), then the rest."""
     bases = (*BASE_VIEWS["tables"], *BASE_VIEWS["archive"])
-    names = (*bases, *PIECE_VIEWS["rows"], *PIECE_VIEWS["totals"], CREDIT_VIEW, *VIEWS)
+    pieces = (*PIECE_VIEWS["rows"], *PIECE_VIEWS["totals"], *RUN_TOTALS_VIEWS)
+    names = (*bases, *pieces, CREDIT_VIEW, *VIEWS)
     return "\n".join(view_sql(name) for name in names)
 
 
@@ -156,12 +164,19 @@ def connect(
     if "piece_totals" in sources:
         pieces = "totals"
         con.execute(f"CREATE OR REPLACE VIEW piece_totals AS {sources['piece_totals']}")
+    run_totals = "run_totals" in sources and "piece_totals" not in sources
+    if run_totals:
+        pieces = "totals"
+        con.execute(f"CREATE OR REPLACE VIEW run_totals AS {sources['run_totals']}")
     views: tuple[str, ...] = VIEWS
     if all(name in sources for name in CREDIT_TABLES):
         views = credit_views(VIEWS)
         for name in CREDIT_TABLES:
             con.execute(f"CREATE OR REPLACE VIEW {name} AS {sources[name]}")
-    for name in (*BASE_VIEWS[base], *PIECE_VIEWS[pieces], *views):
+    bases: tuple[str, ...] = BASE_VIEWS[base]
+    if run_totals:  # after the base views: its first_offers replaces theirs
+        bases = (*bases, *RUN_TOTALS_VIEWS)
+    for name in (*bases, *PIECE_VIEWS[pieces], *views):
         con.execute(view_sql(name))
     if not external_access:
         for statement in LOCKED_DOWN:

@@ -22,6 +22,7 @@ from contextledger.ledger.compute import (
     ledger_inputs,
     ledger_plan,
     piece_totals,
+    run_piece_totals,
     split_rows,
 )
 from contextledger.tables.build import RunTables
@@ -39,6 +40,9 @@ INVARIANTS = {
     ),
     "totals-equal-rows": (
         "an archive's stored piece totals are the totals of its offer and use rows"
+    ),
+    "run-totals-equal-rows": (
+        "an archive's stored run totals of the selected runs are the totals of their rows"
     ),
     "label-credit-equal-rows": (
         "an archive's stored label credit is the credit of its first offers and labels"
@@ -159,6 +163,8 @@ def check_invariants(
     found += _count_violations(inputs, split, orders, counts, metered, examples)
     if inputs.totals is not None:
         found += _totals_violations(inputs)
+    elif inputs.run_totals is not None:
+        found += _run_totals_violations(inputs)
     if inputs.credit is not None:
         found += _credit_violations(inputs)
     violations = (
@@ -196,15 +202,30 @@ def _totals_violations(inputs: LedgerInputs) -> list[pl.DataFrame]:
     two ledgers. No run is named: totals do not say which runs they counted.
     """
     assert inputs.totals is not None
+    return _totals_differ(inputs.totals, inputs, "totals-equal-rows")
+
+
+def _run_totals_violations(inputs: LedgerInputs) -> list[pl.DataFrame]:
+    """Pieces whose totals from the selected runs' stored run totals (what a run-level
+    filter reads) differ from the totals of those runs' rows."""
+    return _totals_differ(run_piece_totals(inputs), inputs, "run-totals-equal-rows")
+
+
+def _totals_differ(
+    stored: pl.LazyFrame, inputs: LedgerInputs, invariant: str
+) -> list[pl.DataFrame]:
+    """``invariant`` violations: pieces whose ``stored`` totals (``schema.PIECE_TOTALS``
+    rows, added up) differ from the totals of ``inputs``' offer and use rows."""
     aggregate = [
         *(pl.col(c).sum() for c in _TOTAL_COUNTS),
         *(pl.col(c).min() for c in _TOTAL_FIRSTS),
     ]
-    stored = inputs.totals.group_by(_PIECE).agg(aggregate)
-    rows = piece_totals(replace(inputs, totals=None)).group_by(_PIECE).agg(aggregate)
+    stored = stored.group_by(_PIECE).agg(aggregate)
+    rows_only = replace(inputs, totals=None, run_totals=None)
+    rows = piece_totals(rows_only).group_by(_PIECE).agg(aggregate)
     both = stored.join(rows, on=_PIECE, how="full", suffix="_rows", coalesce=True, nulls_equal=True)
     columns = (*_TOTAL_COUNTS, *_TOTAL_FIRSTS)
-    return _stored_differs(both, columns, "totals-equal-rows", inputs)
+    return _stored_differs(both, columns, invariant, inputs)
 
 
 def _credit_violations(inputs: LedgerInputs) -> list[pl.DataFrame]:

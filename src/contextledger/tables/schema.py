@@ -124,6 +124,31 @@ PIECE_TOTALS = pa.schema(
     ]
 )
 
+#: Per metered run and piece, the ledger's counts over that run alone, and the ``seq`` of
+#: the piece's first offer and first use in it (null when it was not offered, or not
+#: used). An archive stores these per commit, so a ledger of some runs (a ``label`` or
+#: ``run_id`` filter) reads one row per run and piece instead of every offer and use:
+#: ``runs_seen`` counts the rows with a first offer, whose run and piece are also the
+#: first offers outcome labels are credited from.
+RUN_TOTALS = pa.schema(
+    [
+        pa.field("run_id", pa.string(), nullable=False),
+        # the run's place in the archive: the ledger joins on it (an integer) and orders by it
+        pa.field("run_order", pa.int64(), nullable=False),
+        pa.field("kind", pa.string(), nullable=False),
+        pa.field("piece_id", pa.string(), nullable=False),
+        pa.field("offered", pa.int64(), nullable=False),
+        pa.field("approx_tokens_spent", pa.int64(), nullable=False),
+        pa.field("first_offer_seq", pa.int32()),
+        pa.field("used", pa.int64(), nullable=False),
+        pa.field("used_tool_called", pa.int64(), nullable=False),
+        pa.field("used_skill_activated", pa.int64(), nullable=False),
+        pa.field("used_answer_slice", pa.int64(), nullable=False),
+        pa.field("used_tool_executed", pa.int64(), nullable=False),
+        pa.field("first_use_seq", pa.int32()),
+    ]
+)
+
 #: Per piece and outcome label, the labelled metered runs of some runs that offered the
 #: piece (``runs``), and the earliest of them as ``run_order * 2**32 + rank``, where
 #: ``rank`` orders the run's labels as the outcomes table lists them (``first_credit``):

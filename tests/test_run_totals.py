@@ -1,0 +1,135 @@
+"""Stored run totals: under a run-level filter (labels, run ids) the ledger adds up the
+selected runs' per-run totals instead of reading every offer and use, and gives exactly
+the ledger of the rows path, of the DuckDB views and of the snapshots of the same runs;
+a commit written before run totals were stored sends the whole selection back to the
+rows."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import replace
+from pathlib import Path
+
+import polars as pl
+import pytest
+from polars.testing import assert_frame_equal
+
+from contextledger.archive import Archive, ArchiveTables, Selection, verify_archive
+from contextledger.archive.tables import parse_archive_path
+from contextledger.jobs.ingest import ingest
+from contextledger.ledger.compute import compute_ledger, ledger_inputs
+from contextledger.ledger.duckdb_views import ledger_rows_sql
+from contextledger.ledger.invariants import check_invariants
+from contextledger.tables.build import ACCOUNTING_MODES, read_runs
+
+from .conftest import require_corpus
+from .test_duckdb_ledger import corpus_outcomes
+from .test_label_credit import write_labels
+
+
+@pytest.fixture(scope="module")
+def labelled_archive(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """120 corpus runs in commits of 30, partitions interleaving run orders, labelled at
+    ingest (labels before most of their runs, and a second label on some)."""
+    folder = tmp_path_factory.mktemp("run-totals")
+    labels = write_labels(folder / "labels.csv", corpus_outcomes())
+    files = sorted((require_corpus() / "runs").glob("*.json.gz"))
+    picked = [*files[:60], *files[-60:]]  # loops, conversations, wrap-ups and edge cases
+    root = folder / "archive"
+    ingest(picked, root, partition_by="runner_kind", batch_runs=30, outcomes=labels, workers=1)
+    return root
+
+
+def _selections(root: Path) -> list[Selection]:
+    """A label, two labels, a label no run carries, many run ids (every third run,
+    and a few unknown), and run ids and a label together."""
+    runs = pl.read_parquet(ArchiveTables(Archive.open(root), "corrected").files("runs"))
+    ids = runs.sort("run_order")["run_id"].to_list()
+    return [
+        Selection(labels=("good",)),
+        Selection(labels=("bad", "reviewed")),
+        Selection(labels=("no-such-label",)),
+        Selection(run_ids=(*ids[::3], "no-such-run")),
+        Selection(run_ids=tuple(ids[:150]), labels=("good", "neutral")),
+    ]
+
+
+def _snapshot_ledger(tables: ArchiveTables) -> pl.DataFrame:
+    """The ledger of the selected runs' snapshot files read directly, with the labels."""
+    chosen = tables.scan("runs").sort("run_order").collect()
+    paths = list(dict.fromkeys(chosen["source_path"].to_list()))
+    if not paths:
+        return compute_ledger(ledger_inputs(tables)).frame.clear()
+    direct = read_runs(paths, mode=tables.mode).with_outcomes(corpus_outcomes())
+    return compute_ledger(direct).frame
+
+
+@pytest.mark.parametrize("mode", ACCOUNTING_MODES)
+def test_run_totals_give_the_ledger_of_the_rows(labelled_archive, mode):
+    for selection in _selections(labelled_archive):
+        tables = ArchiveTables(Archive.open(labelled_archive), mode, selection)
+        inputs = ledger_inputs(tables)
+        assert inputs.run_totals is not None and inputs.totals is None, selection
+        assert "run_totals" in tables.duckdb_sources()
+        got = compute_ledger(inputs)
+        from_rows = compute_ledger(replace(inputs, run_totals=None))
+        assert_frame_equal(got.frame, from_rows.frame, check_exact=True)
+        assert got.runs_recorded == from_rows.runs_recorded
+        assert_frame_equal(ledger_rows_sql(tables), got.rows(), check_exact=True)
+        if selection.labels in (("bad", "reviewed"), ("good", "neutral")):  # slower: reread
+            assert_frame_equal(got.frame, _snapshot_ledger(tables), check_exact=True)
+        if selection.labels == ("bad", "reviewed"):
+            assert check_invariants(tables).holds  # the run totals' counts against the rows
+        if selection.labels == ("no-such-label",):
+            assert got.runs_recorded == 0 and got.frame.is_empty()
+        else:
+            assert got.runs_recorded > 0 and got.frame["outcomes"].list.len().sum() > 0
+
+
+def test_without_a_run_level_filter_the_piece_totals_stand(labelled_archive):
+    tables = ArchiveTables(Archive.open(labelled_archive), "corrected")
+    assert tables.run_totals_scan() is None and tables.totals_scan() is not None
+    assert "run_totals" not in tables.duckdb_sources()
+
+
+def test_a_commit_without_run_totals_sends_the_selection_to_the_rows(labelled_archive, tmp_path):
+    root = tmp_path / "archive"
+    shutil.copytree(labelled_archive, root)
+    commit_file = sorted((root / "_manifest" / "commits").glob("*.json"))[1]
+    commit = json.loads(commit_file.read_text())  # commit 2 as written before run totals
+    commit["files"] = [f for f in commit["files"] if f["table"] != "run_totals"]
+    commit_file.write_text(json.dumps(commit))
+    assert verify_archive(root) == []
+    for selection in _selections(root)[:2]:
+        before = ArchiveTables(Archive.open(labelled_archive), "corrected", selection)
+        tables = ArchiveTables(Archive.open(root), "corrected", selection)
+        assert tables.run_totals_scan() is None
+        assert "run_totals" not in tables.duckdb_sources()
+        assert_frame_equal(compute_ledger(tables).frame, compute_ledger(before).frame)
+        assert_frame_equal(ledger_rows_sql(tables), compute_ledger(before).rows())
+    # a selection of runs in other commits only still reads their run totals
+    runs = pl.read_parquet(ArchiveTables(Archive.open(root), "corrected").files("runs"))
+    last = tuple(runs.sort("run_order")["run_id"].tail(5).to_list())
+    chosen = ArchiveTables(Archive.open(root), "corrected", Selection(run_ids=last))
+    assert chosen.run_totals_scan() is not None
+
+
+def test_a_long_run_id_list_in_the_path_is_read(labelled_archive):
+    runs = pl.read_parquet(ArchiveTables(Archive.open(labelled_archive), "corrected").files("runs"))
+    ids = runs["run_id"].to_list()
+    text = f"{labelled_archive}?run_id={','.join(ids)}"
+    assert len(text.rpartition("/")[2]) > 255  # past a file name: was ENAMETOOLONG, a traceback
+    found = parse_archive_path(text)
+    assert found is not None and found[1].run_ids == tuple(ids)
+
+
+def test_run_totals_out_of_step_with_the_rows_are_named(labelled_archive):
+    tables = ArchiveTables(Archive.open(labelled_archive), "corrected", Selection(labels=("bad",)))
+    inputs = ledger_inputs(tables)
+    assert inputs.run_totals is not None
+    assert check_invariants(inputs, "corrected").holds
+    more = inputs.run_totals.with_columns(offered=pl.col("offered") + 1)  # one more offer each
+    found = check_invariants(replace(inputs, run_totals=more), "corrected").violations
+    assert set(found["invariant"]) == {"run-totals-equal-rows"}
+    assert found["detail"].str.contains("offered: stored").all()
