@@ -938,12 +938,31 @@ def write_report(
     ...     page.name, sorted(p.name for p in (page.parent / "charts").iterdir())[:2]
     ('report.html', ['earn_rate.svg', 'gates.svg'])
     """
-    from contextledger.output import atomic_path, write_text_atomically
+    from altair.utils._importers import vl_version_for_vl_convert
+
+    from contextledger.drawing import draw_all
+    from contextledger.output import atomic_path
 
     meter = progress or _quiet()
     out = Path(out_dir)
     meter.stage("writing the page")
     specs = {name: chart.to_dict() for name, chart in build_charts(data).items()}
+    # drawn in worker processes while this one writes the page (vl-convert holds the GIL)
+    with draw_all(specs, formats, vl_version=vl_version_for_vl_convert()) as drawing:
+        page = _write_page(data, out, specs)
+        for done, name in enumerate(specs):
+            if formats:
+                meter.stage("drawing the charts", done, len(specs))
+            for suffix, image in drawing.images(name).items():
+                with atomic_path(out / "charts" / f"{name}.{suffix}") as temporary:
+                    temporary.write_bytes(image)
+    return page
+
+
+def _write_page(data: ReportData, out: Path, specs: dict[str, dict[str, Any]]) -> Path:
+    """Write the page and the CSVs beside it; returns the page's path."""
+    from contextledger.output import write_text_atomically
+
     files = {"ledger": LEDGER_CSV}
     write_text_atomically(out / LEDGER_CSV, _ledger_csv(data.rows))
     refused = _refused_csv(data)
@@ -953,14 +972,7 @@ def write_report(
     else:  # a report written here before may have left one: it is not this page's
         with contextlib.suppress(FileNotFoundError, IsADirectoryError):
             (out / REFUSED_CSV).unlink()
-    page = write_text_atomically(out / "report.html", _render(data, specs, files))
-    for done, (name, spec) in enumerate(specs.items()):
-        if formats:
-            meter.stage("drawing the charts", done, len(specs))
-        for suffix, image in charts.chart_images(spec, formats).items():
-            with atomic_path(out / "charts" / f"{name}.{suffix}") as temporary:
-                temporary.write_bytes(image)
-    return page
+    return write_text_atomically(out / "report.html", _render(data, specs, files))
 
 
 __all__ = [
