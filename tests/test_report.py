@@ -226,6 +226,29 @@ def test_the_report_over_an_archive_shows_what_it_shows_over_the_snapshots(tmp_p
     assert "unknown archive filter from" in result.output
 
 
+def test_the_replay_spread_over_worker_processes_gives_the_rows_of_one(tmp_path: Path, monkeypatch):
+    """From POOL_FROM_RUNS runs the replay and the audit go to workers, in batches of
+    snapshots' streams or of an archive's window tables: none is replayed here, and the
+    rows are those of one process replaying every run."""
+    import contextledger.jobs.compare as compare_job
+    import contextledger.report as report_module
+
+    direct = sample_report()
+    root = tmp_path / "archive"
+    ingest([SAMPLE], root, workers=1, batch_runs=5)
+    monkeypatch.setattr(report_module, "POOL_FROM_RUNS", 1)
+    monkeypatch.setattr(report_module, "REPLAY_BATCH_RUNS", 4)
+    monkeypatch.setattr(compare_job, "whatif_table", lambda *_: pytest.fail("replayed here"))
+    spread = collect(workers=2)
+    assert_frame_equal(spread.per_run, direct.per_run, check_exact=True)
+    assert_frame_equal(spread.audit, direct.audit, check_exact=True)
+    assert_frame_equal(spread.timeline, direct.timeline, check_exact=True)
+    archived = collect([str(root)], standings=REPO / "data" / "sample-standings.csv", workers=2)
+    assert_frame_equal(archived.per_run, direct.per_run, check_exact=True)
+    kept = pl.col("policy").is_in(archived.compared)
+    assert_frame_equal(archived.audit, direct.audit.filter(kept), check_exact=True)
+
+
 @pytest.mark.parametrize(
     "args, message",
     [
