@@ -233,18 +233,25 @@ def test_the_replay_spread_over_worker_processes_gives_the_rows_of_one(tmp_path:
     import contextledger.jobs.compare as compare_job
     import contextledger.report as report_module
 
-    direct = sample_report()
+    chosen = {
+        "policies": ["none", "sliding:keep=3"],
+        "frameworks": ["mastra_tool_filter", "openai_trim:recent_turns=1"],
+        "compare_reference": False,
+    }
+    direct = collect(**chosen, workers=1)
     root = tmp_path / "archive"
     ingest([SAMPLE], root, workers=1, batch_runs=5)
     monkeypatch.setattr(report_module, "POOL_FROM_RUNS", 1)
     monkeypatch.setattr(report_module, "REPLAY_BATCH_RUNS", 4)
     monkeypatch.setattr(compare_job, "whatif_table", lambda *_: pytest.fail("replayed here"))
-    spread = collect(workers=2)
+    spread = collect(**chosen, workers=2)
     assert_frame_equal(spread.per_run, direct.per_run, check_exact=True)
     assert_frame_equal(spread.audit, direct.audit, check_exact=True)
     assert_frame_equal(spread.timeline, direct.timeline, check_exact=True)
-    archived = collect([str(root)], standings=REPO / "data" / "sample-standings.csv", workers=2)
+    standings = REPO / "data" / "sample-standings.csv"
+    archived = collect([str(root)], standings=standings, **chosen, workers=2)
     assert_frame_equal(archived.per_run, direct.per_run, check_exact=True)
+    assert archived.compared == ["none", "sliding:keep=3", "mastra_tool_filter"]  # no text
     kept = pl.col("policy").is_in(archived.compared)
     assert_frame_equal(archived.audit, direct.audit.filter(kept), check_exact=True)
 
