@@ -1,10 +1,11 @@
 """Regenerate docs/report.png, the README's picture of the report.
 
-Runs ``contextledger report`` on the bundled sample into a temporary folder and
-screenshots the page with headless Chromium, offline (the page fetches nothing), so the
-picture is always the page the current code writes:
+Runs ``contextledger report`` on the bundled sample (or on ``--runs``: snapshots, an
+archive) into a temporary folder and screenshots the page with headless Chromium,
+offline (the page fetches nothing), so the picture is always the page the current code
+writes; a tall ``--height`` takes the whole page, to read it as a reviewer would:
 
-    .venv/bin/python docs/screenshot.py [OUT.png] [--width 1280] [--height 1500]
+    .venv/bin/python docs/screenshot.py [OUT.png] [--width 1280] [--height 1500] [--runs PATH]
 
 Chromium is ``$CHROMIUM`` or the first of chromium, chromium-browser, google-chrome on
 PATH. Exit status 0 when the PNG is written, 1 when the report or the browser fails.
@@ -36,6 +37,10 @@ CHROMIUM_FLAGS = (
 )
 
 
+#: The report's options: no chart files (the page draws its charts), then its folder.
+_OPTIONS = ("--charts", "none", "-o")
+
+
 def find_chromium() -> str | None:
     """$CHROMIUM, else the first Chromium on PATH."""
     if os.environ.get("CHROMIUM"):
@@ -50,15 +55,16 @@ def contextledger_command() -> list[str]:
     return [str(beside if beside.exists() else shutil.which("contextledger") or "contextledger")]
 
 
-def screenshot(out: Path, width: int, height: int) -> None:
-    """Write the sample's report and its screenshot to ``out``; raise on any failure."""
+def screenshot(out: Path, width: int, height: int, runs: list[str] | None = None) -> None:
+    """Write the report of ``runs`` (default: the bundled sample) and its screenshot to
+    ``out``; raise on any failure."""
     browser = find_chromium()
     if browser is None:
         raise RuntimeError("no Chromium found: install chromium or set $CHROMIUM to one")
     with tempfile.TemporaryDirectory() as work:
         page_dir = Path(work) / "report"
         subprocess.run(
-            [*contextledger_command(), "report", "-o", str(page_dir), "--charts", "none"],
+            [*contextledger_command(), "report", *(runs or []), *_OPTIONS, str(page_dir)],
             check=True,
             stdout=subprocess.DEVNULL,
         )
@@ -85,9 +91,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("out", nargs="?", type=Path, default=HERE / "report.png")
     parser.add_argument("--width", type=int, default=1280)
     parser.add_argument("--height", type=int, default=1500)
+    parser.add_argument(
+        "--runs", action="append", help="inputs of the report (default: the bundled sample)"
+    )
     args = parser.parse_args(argv)
     try:
-        screenshot(args.out, args.width, args.height)
+        screenshot(args.out, args.width, args.height, args.runs)
     except (OSError, RuntimeError, subprocess.SubprocessError) as problem:
         print(f"screenshot: {problem}", file=sys.stderr)
         return 1

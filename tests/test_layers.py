@@ -24,6 +24,7 @@ LAYERS = {
     "processes": 0,  # worker pools whose workers die with their parent: imports nothing
     "progress": 0,  # one progress line on a terminal, for ingest, synth, whatif: imports nothing
     "read": 1,
+    "drawing": 1,  # Vega-Lite drawn as SVG and PNG, here or in workers: imports processes
     "tables": 2,
     "ledger": 3,
     "window": 3,

@@ -16,6 +16,7 @@ import pytest
 from click.testing import CliRunner
 from polars.testing import assert_frame_equal
 
+from contextledger import drawing
 from contextledger.cli import main
 from contextledger.cli.common import EXIT_UNREADABLE_INPUT, EXIT_USAGE
 from contextledger.jobs.ingest import ingest
@@ -225,6 +226,36 @@ def test_the_report_over_an_archive_shows_what_it_shows_over_the_snapshots(tmp_p
     assert "unknown archive filter from" in result.output
 
 
+def test_the_replay_spread_over_worker_processes_gives_the_rows_of_one(tmp_path: Path, monkeypatch):
+    """From POOL_FROM_RUNS runs the replay and the audit go to workers, in batches of
+    snapshots' streams or of an archive's window tables: none is replayed here, and the
+    rows are those of one process replaying every run."""
+    import contextledger.jobs.compare as compare_job
+    import contextledger.report as report_module
+
+    chosen = {
+        "policies": ["none", "sliding:keep=3"],
+        "frameworks": ["mastra_tool_filter", "openai_trim:recent_turns=1"],
+        "compare_reference": False,
+    }
+    direct = collect(**chosen, workers=1)
+    root = tmp_path / "archive"
+    ingest([SAMPLE], root, workers=1, batch_runs=5)
+    monkeypatch.setattr(report_module, "POOL_FROM_RUNS", 1)
+    monkeypatch.setattr(report_module, "REPLAY_BATCH_RUNS", 4)
+    monkeypatch.setattr(compare_job, "whatif_table", lambda *_: pytest.fail("replayed here"))
+    spread = collect(**chosen, workers=2)
+    assert_frame_equal(spread.per_run, direct.per_run, check_exact=True)
+    assert_frame_equal(spread.audit, direct.audit, check_exact=True)
+    assert_frame_equal(spread.timeline, direct.timeline, check_exact=True)
+    standings = REPO / "data" / "sample-standings.csv"
+    archived = collect([str(root)], standings=standings, **chosen, workers=2)
+    assert_frame_equal(archived.per_run, direct.per_run, check_exact=True)
+    assert archived.compared == ["none", "sliding:keep=3", "mastra_tool_filter"]  # no text
+    kept = pl.col("policy").is_in(archived.compared)
+    assert_frame_equal(archived.audit, direct.audit.filter(kept), check_exact=True)
+
+
 @pytest.mark.parametrize(
     "args, message",
     [
@@ -315,6 +346,7 @@ def test_each_chart_is_laid_out_once_for_both_exports(tmp_path: Path, monkeypatc
 
     monkeypatch.setattr(vlc, "vegalite_to_svg", counted)
     monkeypatch.setattr(vlc, "vegalite_to_png", lambda *_, **__: pytest.fail("drawn twice"))
+    monkeypatch.setattr(drawing, "POOL_FROM_CHARTS", len(CHART_NAMES) + 1)  # drawn here
     data = sample_report()
     write_report(data, tmp_path, formats=("svg", "png"))
     assert len(drawn) == len(CHART_NAMES)
@@ -324,6 +356,36 @@ def test_each_chart_is_laid_out_once_for_both_exports(tmp_path: Path, monkeypatc
 
     own = vlc.vegalite_to_png(spec, vl_version=vl_version_for_vl_convert(), scale=2.0)
     assert (tmp_path / "charts" / "gates.png").read_bytes() == own
+
+
+def test_the_charts_are_drawn_in_worker_processes_while_the_page_is_written(
+    tmp_path: Path, monkeypatch
+):
+    """vl-convert holds the GIL while it draws (the report's largest cost of its own), so
+    the charts go to workers: none is drawn in this process, and the images are the
+    bytes drawn here."""
+    import vl_convert as vlc
+    from altair.utils._importers import vl_version_for_vl_convert
+
+    data = sample_report()
+    spec = build_charts(data)["gates"].to_dict()
+    here = drawing.draw(spec, ("svg", "png"), scale=2.0, vl_version=vl_version_for_vl_convert())
+    monkeypatch.setattr(vlc, "vegalite_to_svg", lambda *_, **__: pytest.fail("drawn here"))
+    write_report(data, tmp_path, formats=("svg", "png"))
+    assert sorted(path.name for path in (tmp_path / "charts").iterdir()) == sorted(
+        f"{name}.{suffix}" for name in CHART_NAMES for suffix in ("png", "svg")
+    )
+    for suffix, image in here.items():
+        assert (tmp_path / "charts" / f"gates.{suffix}").read_bytes() == image
+
+
+def test_a_chart_a_worker_cannot_draw_is_an_error_and_its_workers_are_stopped():
+    bad = {"mark": "nosuchmark", "data": {"values": []}}
+    specs = {"a": bad, "b": bad, "c": bad}
+    drawn = drawing.draw_all(specs, ("svg",), vl_version="v6_4", workers=2)
+    with drawn, pytest.raises(ValueError):
+        drawn.images("a")
+    assert drawn.pool is None
 
 
 def test_the_chart_script_is_bundled_once_and_kept_for_later_reports(tmp_path, monkeypatch):

@@ -17,6 +17,7 @@ holding an archive's write lock. So each worker is killed the moment its parent 
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import ctypes
 import multiprocessing
@@ -27,8 +28,11 @@ import signal
 import sys
 import threading
 import types
-from collections.abc import Iterator
-from concurrent.futures import ProcessPoolExecutor
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ProcessPoolExecutor
+from typing import Any, TypeVar
+
+Result = TypeVar("Result")
 
 #: ``<linux/prctl.h>``: the signal a process gets when its parent dies.
 PR_SET_PDEATHSIG = 1
@@ -164,3 +168,30 @@ def _exit_when_readable(handle: int) -> None:
     """Block until ``handle`` (a pidfd) says its process ended, then end this one."""
     select.select([handle], [], [])
     os._exit(1)
+
+
+def map_ahead(
+    function: Callable[..., Result],
+    calls: Iterable[tuple[Any, ...]],
+    workers: int,
+    ahead: int = 2,
+) -> Iterator[Result]:
+    """``function(*arguments)`` for each of ``calls``, run in ``workers`` worker processes
+    (:func:`worker_pool`), the results in the order of ``calls``. At most ``ahead``
+    calls per worker are handed out before their results are taken, so ``calls`` can
+    be read lazily (a batch of an archive at a time) without all of it in memory.
+
+    >>> list(map_ahead(pow, [(2, 3), (3, 2)], workers=2))
+    [8, 9]
+    """
+    pool = worker_pool(workers)
+    pending: collections.deque[Future[Result]] = collections.deque()
+    try:
+        for arguments in calls:
+            pending.append(pool.submit(function, *arguments))
+            if len(pending) >= ahead * workers:
+                yield pending.popleft().result()
+        while pending:
+            yield pending.popleft().result()
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)

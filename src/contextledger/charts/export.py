@@ -60,19 +60,8 @@ def chart_images(
     >>> sorted(chart_images(spec, ("png", "svg")))
     ['png', 'svg']
     """
-    import vl_convert as vlc
     from altair.utils._importers import vl_version_for_vl_convert
 
-    if not formats:
-        return {}
-    svg = vlc.vegalite_to_svg(spec, vl_version=vl_version_for_vl_convert())
-    out = {}
-    for name in formats:
-        if name == "svg":
-            out[name] = svg.encode("utf-8")
-        elif name == "png":
-            out[name] = vlc.svg_to_png(svg, scale=scale)
-        else:
-            msg = f"a chart is drawn as svg or png, not {name!r}"
-            raise ValueError(msg)
-    return out
+    from contextledger.drawing import draw
+
+    return draw(spec, formats, scale=scale, vl_version=vl_version_for_vl_convert())

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,6 +21,7 @@ import pyarrow as pa
 
 from contextledger.jobs.whatif import ArchiveReplay, _standing_rows, read_inputs, with_problems
 from contextledger.read.identity import DUPLICATES
+from contextledger.read.messages import RunMessages
 from contextledger.read.snapshot import ReadProblem
 from contextledger.tables import schema
 from contextledger.tables.build import ACCOUNTING_MODES
@@ -30,10 +31,12 @@ from contextledger.window.audit import (
     CachePrices,
     audit_table,
     parse_audit_policy,
+    wire_frame,
     without_tool_text,
 )
 from contextledger.window.frameworks import FrameworkPolicy
 from contextledger.window.policies import Policy
+from contextledger.window.whatif import whatif_table
 
 #: One spec per other framework's policy, with parameters that engage on agentfootprint
 #: runs (windows of a few hundred to a few thousand tokens, tool results of a few hundred
@@ -183,6 +186,46 @@ def _compare_archive(
         unmatched_run_ids=replayed.unmatched_run_ids,
         notes=notes,
     )
+
+
+def replay_and_audit(
+    streams: Sequence[RunMessages],
+    policies: Sequence[tuple[str, Policy]],
+    audited: Sequence[tuple[str, AnyPolicy]],
+    standings_rows: Sequence[Mapping[str, Any]] = (),
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """What the report replays of a batch of runs: ``(per_run, audit)``, the what-if rows
+    of ``policies`` (agentfootprint's) each with its window's wire problems
+    (:func:`~contextledger.window.audit.wire_frame`), and the audit rows of ``audited``.
+    Each run is replayed on its own, so batches of runs give the rows of all at once.
+
+    >>> from contextledger.window.whatif import parse_policies
+    >>> streams = read_inputs("data/sample/s0003-loop.json.gz").streams
+    >>> per_run, audit = replay_and_audit(streams, parse_policies(["none"]),
+    ...                                   parse_compared(["none", "mastra_tool_filter"]))
+    >>> per_run.height, audit["policy"].to_list()
+    (1, ['none', 'mastra_tool_filter'])
+    """
+    per_run = whatif_table(streams, policies, standings_rows)
+    audit = audit_table(streams, audited, standings_rows)
+    wire = wire_frame(audit)
+    joined = per_run.join(wire, on=["run_id", "policy"], how="left", maintain_order="left")
+    return joined, audit
+
+
+def replay_and_audit_tables(
+    streams: pa.Table,
+    messages: pa.Table,
+    standings_rows: Sequence[Mapping[str, Any]],
+    policies: Sequence[tuple[str, Policy]],
+    audited: Sequence[tuple[str, AnyPolicy]],
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """:func:`replay_and_audit` of an archive's batch of window tables (``schema.STREAMS``
+    and ``schema.MESSAGES`` rows): the streams are rebuilt where this runs (a worker)."""
+    from contextledger.tables.windows import streams_from_tables
+
+    rebuilt = streams_from_tables(streams, messages)
+    return replay_and_audit(rebuilt, policies, audited, standings_rows)
 
 
 #: Columns of :func:`comparison_table`.

@@ -40,8 +40,15 @@ from contextledger.archive.tables import (
     runs_without_streams,
     stream_batches,
     unreplayable_runs,
+    window_batches,
 )
-from contextledger.jobs.compare import FRAMEWORK_DEFAULTS, comparison_table, parse_compared
+from contextledger.jobs.compare import (
+    FRAMEWORK_DEFAULTS,
+    comparison_table,
+    parse_compared,
+    replay_and_audit,
+    replay_and_audit_tables,
+)
 from contextledger.jobs.whatif import WhatIfInputs, read_with_tables
 from contextledger.ledger.compute import compute_ledger
 from contextledger.ledger.gates import gate_what_if
@@ -53,6 +60,7 @@ from contextledger.ledger.stats import (
     used_via_text,
     with_uncertainty,
 )
+from contextledger.processes import map_ahead
 from contextledger.read.bundled import Sample, sample
 from contextledger.read.messages import RunMessages
 from contextledger.read.otel import RUNNER_KIND as TRACE_RUNNER
@@ -69,16 +77,11 @@ from contextledger.report.frames import (
 from contextledger.tables import schema
 from contextledger.tables.build import RunTables, load_outcomes
 from contextledger.tables.standings import load_standings
-from contextledger.window.audit import (
-    AUDIT_SCHEMA,
-    CachePrices,
-    audit_table,
-    wire_frame,
-    without_tool_text,
-)
+from contextledger.window.audit import AUDIT_SCHEMA, AnyPolicy, CachePrices, without_tool_text
 from contextledger.window.frameworks import framework_name
+from contextledger.window.policies import Policy
 from contextledger.window.standings import timelines
-from contextledger.window.whatif import parse_policies, per_policy, whatif_table
+from contextledger.window.whatif import parse_policies, per_policy
 
 #: Window policies the report compares unless told otherwise: no window; agentfootprint
 #: 9.62's sliding window (recency pin only); the same with the newer fact pin; a tighter
@@ -102,6 +105,12 @@ LEDGER_ROWS_SHOWN = 300
 PROBLEMS_LISTED = 50
 #: The files :func:`write_report` writes beside the page, by what they hold.
 LEDGER_CSV, REFUSED_CSV = "ledger.csv", "refused-runs.csv"
+#: From this many runs read, the replay and the audit are spread over worker processes
+#: (:func:`collect`'s ``workers``): a worker's start (its imports, about 1 s of CPU)
+#: pays back from about a thousand runs (the audit: 2-5 ms of CPU a run).
+POOL_FROM_RUNS = 1000
+#: Runs a worker replays at once from snapshots (an archive's batches are its own).
+REPLAY_BATCH_RUNS = 250
 #: Chart names, in the order the page shows them, and the file names they export to.
 CHART_NAMES = ("earn_rate", "outcomes", "gates", "policies", "policy_cost", "timeline")
 
@@ -233,6 +242,7 @@ def collect(
     min_offers: int = DEFAULT_MIN_OFFERS,
     progress: Progress | None = None,
     frameworks: Sequence[str] = FRAMEWORK_DEFAULTS,
+    workers: int | None = None,
 ) -> ReportData:
     """Read the runs under ``paths`` (default: the bundled sample, with its outcomes and
     standings) and compute what the report shows.
@@ -242,7 +252,9 @@ def collect(
     the run it removed most from). ``compare_reference`` also reads the runs under
     the reference accounting, for the page's comparison. ``frameworks`` (other
     frameworks' policy specs) are audited beside ``policies`` for the cost chart only.
-    ``progress`` is told each stage (:class:`Progress`).
+    ``progress`` is told each stage (:class:`Progress`). The replay and the audit are
+    spread over ``workers`` processes (default: one per core) from
+    :data:`POOL_FROM_RUNS` runs; the rows are the same either way.
 
     >>> data = collect(policies=["none", "sliding:keep=3"])
     >>> data.per_policy["policy"].to_list(), data.timeline["run_id"][0]
@@ -264,6 +276,8 @@ def collect(
     windows_note: str | None = None
     policies_left_out: list[str] = []
     archived = archive_tables(names, mode)
+    inputs: WhatIfInputs | None = None
+    workers = workers if workers is not None else os.cpu_count() or 1
     compared = compare_reference and mode != "reference"
     reference: RunTables | None = None
     if archived is not None:
@@ -305,24 +319,20 @@ def collect(
 
     given = load_standings(standings).to_pylist() if standings is not None else []
 
-    replayed_runs = 0
-
-    def replayed(
-        streams: list[RunMessages], standing_rows: list[dict[str, Any]]
-    ) -> tuple[pl.DataFrame, pl.DataFrame]:
-        nonlocal replayed_runs
-        done = f" ({replayed_runs:,} done)" if replayed_runs else ""
-        meter.stage(f"replaying {len(streams):,} runs under {len(parsed)} window policies{done}")
-        replayed_runs += len(streams)
-        per_run = whatif_table(streams, parsed, standing_rows)
-        audited = audit_table(streams, audited_policies, standing_rows)
-        wire = wire_frame(audited)
-        joined = per_run.join(wire, on=["run_id", "policy"], how="left", maintain_order="left")
-        return joined, audited
-
-    parts = [replayed(streams, [*held, *given]) for streams, held in batches()] or [
-        replayed([], [])
-    ]
+    runs_read = tables.runs.num_rows
+    meter.stage(f"replaying {runs_read:,} runs under {len(parsed)} window policies")
+    if windows_note is not None:
+        parts = []
+    elif workers > 1 and runs_read >= POOL_FROM_RUNS:
+        parts = _replayed_in_workers(
+            archived, inputs, parsed, audited_policies, given, workers, meter
+        )
+    else:
+        parts = [
+            replay_and_audit(streams, parsed, audited_policies, [*held, *given])
+            for streams, held in batches()
+        ]
+    parts = parts or [replay_and_audit([], parsed, audited_policies)]
     per_run = pl.concat(part for part, _ in parts)
     audited = pl.concat(audit for _, audit in parts)
 
@@ -433,6 +443,49 @@ def shown_association(tables: RunTables, labels: int = charts.LABELS_SHOWN) -> p
 
 #: Message streams and snapshot standings, a batch at a time; given a run id, that run's.
 Batches = Callable[..., Iterator[tuple[list[RunMessages], list[dict[str, Any]]]]]
+
+
+def _replayed_in_workers(
+    archived: ArchiveTables | None,
+    inputs: WhatIfInputs | None,
+    parsed: list[tuple[str, Policy]],
+    audited: list[tuple[str, AnyPolicy]],
+    given: list[dict[str, Any]],
+    workers: int,
+    meter: Progress,
+) -> list[tuple[pl.DataFrame, pl.DataFrame]]:
+    """:func:`~contextledger.jobs.compare.replay_and_audit` of every run, spread over
+    ``workers`` processes a batch at a time: an archive's batches of window tables (each
+    worker rebuilds its streams), or the snapshots' streams in :data:`REPLAY_BATCH_RUNS`.
+    The rows are those of one process replaying them all (each run is replayed alone)."""
+    calls: Iterator[tuple[Any, ...]]
+    if archived is not None:
+        function: Callable[..., tuple[pl.DataFrame, pl.DataFrame]] = replay_and_audit_tables
+        calls = (
+            (streams, messages, [*held.to_pylist(), *given], parsed, audited)
+            for streams, messages, held in window_batches(archived.archive, archived.selection)
+        )
+    else:
+        assert inputs is not None
+        function = replay_and_audit
+        streams = inputs.streams
+        size = max(REPLAY_BATCH_RUNS, math.ceil(len(streams) / (workers * 4)))
+        standing_rows = [*inputs.standings, *given]
+
+        def batch(first: int) -> tuple[Any, ...]:
+            chosen = streams[first : first + size]
+            ids = {stream.run_id for stream in chosen}
+            held = [row for row in standing_rows if row["run_id"] in ids]
+            return chosen, parsed, audited, held
+
+        calls = (batch(first) for first in range(0, len(streams), size))
+    parts = []
+    replayed = 0
+    for part in map_ahead(function, calls, workers):
+        parts.append(part)
+        replayed += part[0]["run_id"].n_unique()
+        meter.stage(f"replaying runs under {len(parsed)} window policies", replayed)
+    return parts
 
 
 def _snapshot_batches(
@@ -972,12 +1025,31 @@ def write_report(
     ...     page.name, sorted(p.name for p in (page.parent / "charts").iterdir())[:2]
     ('report.html', ['earn_rate.svg', 'gates.svg'])
     """
-    from contextledger.output import atomic_path, write_text_atomically
+    from altair.utils._importers import vl_version_for_vl_convert
+
+    from contextledger.drawing import draw_all
+    from contextledger.output import atomic_path
 
     meter = progress or _quiet()
     out = Path(out_dir)
     meter.stage("writing the page")
     specs = {name: chart.to_dict() for name, chart in build_charts(data).items()}
+    # drawn in worker processes while this one writes the page (vl-convert holds the GIL)
+    with draw_all(specs, formats, vl_version=vl_version_for_vl_convert()) as drawing:
+        page = _write_page(data, out, specs)
+        for done, name in enumerate(specs):
+            if formats:
+                meter.stage("drawing the charts", done, len(specs))
+            for suffix, image in drawing.images(name).items():
+                with atomic_path(out / "charts" / f"{name}.{suffix}") as temporary:
+                    temporary.write_bytes(image)
+    return page
+
+
+def _write_page(data: ReportData, out: Path, specs: dict[str, dict[str, Any]]) -> Path:
+    """Write the page and the CSVs beside it; returns the page's path."""
+    from contextledger.output import write_text_atomically
+
     files = {"ledger": LEDGER_CSV}
     write_text_atomically(out / LEDGER_CSV, _ledger_csv(data.rows))
     refused = _refused_csv(data)
@@ -987,14 +1059,7 @@ def write_report(
     else:  # a report written here before may have left one: it is not this page's
         with contextlib.suppress(FileNotFoundError, IsADirectoryError):
             (out / REFUSED_CSV).unlink()
-    page = write_text_atomically(out / "report.html", _render(data, specs, files))
-    for done, (name, spec) in enumerate(specs.items()):
-        if formats:
-            meter.stage("drawing the charts", done, len(specs))
-        for suffix, image in charts.chart_images(spec, formats).items():
-            with atomic_path(out / "charts" / f"{name}.{suffix}") as temporary:
-                temporary.write_bytes(image)
-    return page
+    return write_text_atomically(out / "report.html", _render(data, specs, files))
 
 
 __all__ = [
