@@ -24,7 +24,8 @@ def test_a_wrong_timeline_run_fails_before_the_replay(tmp_path, monkeypatch, sou
     if source == "archive":
         path = tmp_path / "archive"
         ingest([SAMPLE], path, workers=1)
-    monkeypatch.setattr(contextledger.report, "whatif_table", no_replay)
+    for replay in ("replay_and_audit", "replay_and_audit_tables"):  # in this process or not
+        monkeypatch.setattr(contextledger.report, replay, no_replay)
     args = ["report", str(path), "-o", str(tmp_path / "out"), "--charts", "none"]
     result = CliRunner().invoke(main, [*args, "--timeline-run", "s9999-nosuch"])
     assert result.exit_code == EXIT_USAGE, result.output
