@@ -10,6 +10,7 @@ from contextledger.read import snapshot
 from contextledger.read.corrected import meter_run
 from contextledger.read.reference import llm_call_mount_keys, record_run
 from contextledger.read.snapshot import decode_run, find_snapshot_files, iter_documents
+from contextledger.tables import ACCOUNTING_MODES
 
 from .conftest import SAMPLE
 
@@ -54,3 +55,35 @@ def decode_run_again(run: snapshot.Run) -> snapshot.Run:
     """``run`` decoded anew from its file (a snapshot no cache has seen)."""
     (document,) = iter_documents(Path(run.source.path))
     return decode_run(document)
+
+
+@pytest.mark.parametrize(
+    "path",
+    [SAMPLE / "s0003-loop.json.gz", SAMPLE.parent / "otel" / "traces" / "genai-anthropic.jsonl.gz"],
+)
+def test_a_file_is_read_without_cycle_collections_and_the_collector_is_restored(
+    path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """Reading allocates trees that reference counting frees; the cycle collector's passes
+    over them were a tenth of reading's CPU (read/cycles.py). Paused while a file is read,
+    it is on again after, also when the reading fails."""
+    import gc
+
+    from contextledger.tables import files
+
+    collections = []
+    gc.callbacks.append(collections.append)
+    try:
+        read = files.read_file(path, ACCOUNTING_MODES, {}, False, streams=True)
+    finally:
+        gc.callbacks.remove(collections.append)
+    assert (read.runs or read.traces) and collections == []
+    assert gc.isenabled()
+
+    def fails(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("the disk went away")
+
+    monkeypatch.setattr(files, "_read_file", fails)
+    with pytest.raises(RuntimeError):
+        files.read_file(path, ACCOUNTING_MODES, {}, False)
+    assert gc.isenabled()

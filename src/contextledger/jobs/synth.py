@@ -50,7 +50,8 @@ from contextledger.jobs.synth_model import (
 )
 from contextledger.processes import worker_pool
 from contextledger.progress import Progress
-from contextledger.read.messages import RunMessages, collector_paused
+from contextledger.read.cycles import collector_paused
+from contextledger.read.messages import RunMessages
 from contextledger.tables import schema
 from contextledger.tables.build import ACCOUNTING_MODES, RunTables
 from contextledger.tables.window_rows import message_columns, stream_row

@@ -18,9 +18,7 @@ recorded windows are kept for comparison.
 
 from __future__ import annotations
 
-import contextlib
-import gc
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
@@ -425,19 +423,6 @@ def _stream(
             message = replace(message, resolved_tool_name=resolved or None)
         out.append(message)
     return out
-
-
-@contextlib.contextmanager
-def collector_paused() -> Iterator[None]:
-    """Pause Python's cycle collector while many small acyclic objects are built (messages
-    of thousands of runs): it would scan them all again and again, and find nothing."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def window_json(messages: Iterable[Message]) -> str:

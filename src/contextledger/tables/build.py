@@ -19,6 +19,7 @@ from typing import Any, ClassVar
 import msgspec
 import pyarrow as pa
 
+from contextledger.read.cycles import collector_paused
 from contextledger.read.facts import RunFacts
 from contextledger.read.identity import DUPLICATES, RunIdentity, put_in_slot, unmatched_ids
 from contextledger.read.otel import RUNNER_KIND, Assembled, TraceRuns
@@ -297,8 +298,14 @@ class TraceInputs:
         every trace file, if there were any."""
         yield from map(self.take, reads)
         if self._runs:
-            for part in self._runs.chunks():
-                yield self._file_read(part)
+            parts = iter(self._runs.chunks())
+            while True:
+                with collector_paused():  # a range of runs assembled (read/cycles.py)
+                    part = next(parts, None)
+                    read = None if part is None else self._file_read(part)
+                if read is None:
+                    return
+                yield read
 
     def finish(self) -> FileRead:
         """The runs of the spans taken in, as a file's read (by their first span's start time)."""

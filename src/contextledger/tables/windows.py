@@ -18,13 +18,8 @@ from typing import Any
 import polars as pl
 import pyarrow as pa
 
-from contextledger.read.messages import (
-    Message,
-    ModelCall,
-    RunMessages,
-    ToolCall,
-    collector_paused,
-)
+from contextledger.read.cycles import collector_paused
+from contextledger.read.messages import Message, ModelCall, RunMessages, ToolCall
 from contextledger.tables import schema
 from contextledger.tables.window_rows import message_columns
 

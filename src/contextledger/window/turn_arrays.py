@@ -23,8 +23,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from contextledger.read.cycles import collector_paused
 from contextledger.read.jsjson import utf16_length
-from contextledger.read.messages import Message, RunMessages, collector_paused
+from contextledger.read.messages import Message, RunMessages
 from contextledger.window.notice import _SAFE_TOOL_NAME
 from contextledger.window.refusals import current_request_index, is_result
 from contextledger.window.standings import StandingsTimeline

@@ -13,7 +13,6 @@ whole when it is assembled.
 from __future__ import annotations
 
 import contextlib
-import gc
 import hashlib
 import os
 import struct
@@ -26,6 +25,7 @@ from typing import Any
 
 import msgspec
 
+from contextledger.read.cycles import collector_paused
 from contextledger.read.otel._copies import Copies, Place, Started, run_of
 from contextledger.read.otel._spans import SpanRecord
 from contextledger.read.snapshot import ReadProblem
@@ -282,19 +282,6 @@ def load(files: Iterable[tuple[str, int | None]]) -> list[Entry]:
             for batch in read_batches(path, ordinal, shared)
             for entry in batch
         ]
-
-
-@contextlib.contextmanager
-def collector_paused() -> Iterator[None]:
-    """No cyclic garbage collection while records are decoded: they hold no cycles, and
-    the collections their tuples set off cost more than the decoding."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 class SpanSpill:
