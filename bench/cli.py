@@ -51,14 +51,18 @@ class Unavailable(Exception):
     """Why the reference cannot be run here (printed, then the recorded figure is used)."""
 
 
-def elapsed(argv: list[str], cwd: Path | None = None) -> tuple[float, float]:
+def elapsed(
+    argv: list[str], cwd: Path | None = None, env: dict[str, str] | None = None
+) -> tuple[float, float]:
     """Wall and CPU (user + sys) seconds of one process, its output discarded; it must
     succeed. The CPU counts every process it started, including those it leaves to be
     reaped by others (a forkserver and its workers): this process is their subreaper."""
     _adopt_orphans()
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     begin = time.perf_counter()
-    subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True, cwd=cwd)
+    subprocess.run(
+        argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True, cwd=cwd, env=env
+    )
     wall = time.perf_counter() - begin
     while True:  # the command's orphans (a forkserver, its workers) end when it does
         try:

@@ -52,6 +52,9 @@ from contextledger.tables import ACCOUNTING_MODES
 from contextledger.tables.build import read_runs
 from contextledger.tables.files import read_file
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from cli import COMMAND, elapsed  # bench/cli.py
+
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_CORPUS = REPO.parent / "shared" / "corpus" / "agentfootprint-9.62" / "runs"
 
@@ -208,9 +211,6 @@ def synthetic_snapshots(runs: int, folder: Path | None) -> Path:
     return folder
 
 
-COMMAND = [sys.executable, "-c", "from contextledger.cli import main; main()"]
-
-
 def ingest_command(snapshots: Path, src: Path | None) -> tuple[float, float]:
     """Wall and CPU seconds of ``contextledger ingest`` of ``snapshots`` into a new
     archive, the CPU summed over every process it starts; ``src``: the package's
@@ -220,18 +220,7 @@ def ingest_command(snapshots: Path, src: Path | None) -> tuple[float, float]:
         env["PYTHONPATH"] = str(src)
     with tempfile.TemporaryDirectory(prefix="bench-ingest-") as folder:
         argv = ["ingest", str(snapshots), "--archive", str(Path(folder) / "archive")]
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        begin = time.perf_counter()
-        subprocess.run([*COMMAND, *argv], check=True, stdout=subprocess.DEVNULL, env=env)
-        wall = time.perf_counter() - begin
-        while True:  # the command's orphans (a forkserver, its workers) end when it does
-            try:
-                os.wait()
-            except ChildProcessError:
-                break
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return wall, cpu
+        return elapsed([*COMMAND, *argv], env=env)
 
 
 def bench_ingest(snapshots: Path, reps: int, baseline: Path | None) -> None:
