@@ -322,32 +322,18 @@ def write_partition(
                 first_in_run=first,
                 replacing=replacing,
             )
-    batch.write(
-        "piece_totals",
-        _piece_totals(runs, offers, uses),
-        accounting=mode,
-        partition=value,
-        replacing=replacing,
-    )
     orders = runs.select("run_id", "run_order")
-    batch.write(
-        "run_totals",
-        _run_totals(
+    totals = {
+        "piece_totals": _piece_totals(runs, offers, uses),
+        "run_totals": _run_totals(
             offers.join(orders, on="run_id", maintain_order="left"),
             uses.join(orders, on="run_id", maintain_order="left"),
         ),
-        accounting=mode,
-        partition=value,
-        replacing=replacing,
-    )
+    }
     if labels is not None:
-        batch.write(
-            "label_credit",
-            _label_credit(labels, runs, offers),
-            accounting=mode,
-            partition=value,
-            replacing=replacing,
-        )
+        totals["label_credit"] = _label_credit(labels, runs, offers)
+    for name, table in totals.items():
+        batch.write(name, table, accounting=mode, partition=value, replacing=replacing)
 
 
 def _label_credit(labels: pl.DataFrame, runs: pl.DataFrame, offers: pl.DataFrame) -> pa.Table:
