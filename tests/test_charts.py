@@ -227,9 +227,11 @@ def test_gate_chart_puts_uses_lost_against_tokens_saved_for_the_pieces_touched()
     assert points["x"] == ("approx_tokens_saved", "quantitative")
     assert points["y"] == ("uses_lost", "quantitative")
     assert points["size"] == ("offers_gated", "quantitative")
-    drawn = set(pl.DataFrame(spec["datasets"][spec["layer"][0]["data"]["name"]])["id"])
-    assert "issue_refund" in drawn and "read_skill" not in drawn
+    rows = pl.DataFrame(spec["datasets"][spec["layer"][0]["data"]["name"]])
+    assert "issue_refund" in set(rows["id"]) and "read_skill" not in set(rows["id"])
     assert "approx tokens the gates would have saved" in titles(spec)
+    legend = spec["layer"][0]["encoding"]["size"]["legend"]["values"]
+    assert legend[0] == 1 and legend[-1] == rows["offers_gated"].max()  # no 0: none drawn
 
 
 @pytest.mark.parametrize("suffix, opening", [(".svg", b"<svg"), (".png", b"\x89PNG")])

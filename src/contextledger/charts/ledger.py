@@ -381,6 +381,22 @@ def _most_touched(touched: pl.DataFrame, most: int) -> pl.DataFrame:
 GATE_POINTS = 150
 
 
+def legend_counts(most: int, steps: int = 4) -> list[int]:
+    """Round counts from the smallest drawn (1) to ``most``, for a size legend: every
+    point drawn left at least one offer out, so a legend entry for 0 would be no point's.
+
+    >>> legend_counts(14_000), legend_counts(615), legend_counts(3), legend_counts(1)
+    ([1, 5000, 10000, 14000], [1, 200, 400, 615], [1, 2, 3], [1])
+    """
+    step = 10 ** max(len(str(max(most // steps, 1))) - 1, 0)
+    for factor in (1, 2, 5, 10):
+        if most // (step * factor) <= steps - 1:
+            step *= factor
+            break
+    rounds = [count for count in range(step, most, step) if most - count >= step / 2]
+    return sorted({1, *rounds, most})
+
+
 def gate_chart(
     pieces: pl.DataFrame, *, width: int = 640, height: int = 320, most: int = GATE_POINTS
 ) -> alt.LayerChart:
@@ -439,6 +455,7 @@ def gate_chart(
             "offers_gated:Q",
             title="offers left out",
             scale=alt.Scale(domain=[0, most_gated], range=[40, 500]),
+            legend=alt.Legend(values=legend_counts(most_gated)),
         ),
         color=alt.Color("kind:N", title="kind", scale=_kind_scale(touched["kind"])),
         tooltip=[
