@@ -14,8 +14,9 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import math
+import operator
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -323,10 +324,12 @@ def input_check(messages: RunMessages, calls: Sequence[SpanRecord]) -> str | Non
     )
 
 
-def _span_order(record: SpanRecord) -> tuple[int, int, str]:
-    """A run's spans in start-time order, ties by their place in their file, then by span
-    id: an order of the spans themselves, not of the files they came in."""
-    return record.start, record.position, record.span_id
+#: A run's spans in start-time order, ties by their place in their file, then by span id:
+#: an order of the spans themselves, not of the files they came in. (An attrgetter: the
+#: key of every span read, taken without a Python call each.)
+_span_order: Callable[[SpanRecord], tuple[int, int, str]] = operator.attrgetter(
+    "start", "position", "span_id"
+)
 
 
 def _digest(records: Sequence[SpanRecord]) -> str:
@@ -378,7 +381,15 @@ def model_calls(records: Sequence[SpanRecord]) -> list[SpanRecord]:
     agree on what both recorded of the call (:func:`_same_call`): servers such as
     Ollama's reuse response ids (``chatcmpl-<0..998>``), so an id alone is no proof.
     """
-    calls = {(r.trace_id, r.span_id): r for r in records if r.role == "call"}
+    calls: dict[tuple[str, str], SpanRecord] = {}
+    order: dict[tuple[str, str], int] = {}  # each call's place among the records
+    for position, r in enumerate(records):
+        if r.role == "call":
+            key = (r.trace_id, r.span_id)
+            calls[key] = r
+            order[key] = position
+    if not calls:
+        return []
     parents = {(r.trace_id, r.span_id): (r.trace_id, r.parent_id) for r in records}
     above: dict[tuple[str, str], tuple[str, str]] = {}  # call -> nearest call above it
     for key in calls:
@@ -406,7 +417,6 @@ def model_calls(records: Sequence[SpanRecord]) -> list[SpanRecord]:
                 continue
             same_id.append(merged)
         kept.append(merged)
-    order = {(r.trace_id, r.span_id): position for position, r in enumerate(records)}
     kept.sort(key=lambda r: (r.start, order[(r.trace_id, r.span_id)]))
     return kept
 
