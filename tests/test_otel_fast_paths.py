@@ -12,6 +12,7 @@ from typing import Any
 import msgspec
 import pytest
 
+from contextledger.read.otel import _offers as offers_module
 from contextledger.read.otel import _spans as spans_module
 from contextledger.read.otel import read_trace_file, sniff
 from contextledger.read.otel._otlp import decode_request, span_attributes
@@ -96,7 +97,12 @@ def test_reading_with_cold_and_warm_caches_gives_the_same_records() -> None:
         ]
 
     warm = records()
-    for cache in (spans_module._OFFERS, spans_module._SCALARS, spans_module._TOOL_SETS):
+    for cache in (
+        offers_module._OFFERS,
+        offers_module._TOOL_SETS,
+        spans_module._SCALARS,
+        spans_module._TRACE_IDS,
+    ):
         cache.clear()
     assert records() == warm
 
@@ -165,7 +171,7 @@ def _definitions(name: str) -> str:
 
 
 def test_tool_definitions_of_one_length_each_give_their_own_offers() -> None:
-    names = [f"tool_{number:02d}" for number in range(spans_module._SAME_LENGTH_KEPT + 4)]
+    names = [f"tool_{number:02d}" for number in range(offers_module._SAME_LENGTH_KEPT + 4)]
     assert len({len(_definitions(name)) for name in names}) == 1
     for _ in range(2):  # measured, then looked up (the first ones measured again)
         for name in names:
@@ -174,7 +180,7 @@ def test_tool_definitions_of_one_length_each_give_their_own_offers() -> None:
             )
             record = spans_module.span_record(span, "t", 1, 0, messages=False)
             assert record.tools == (
-                (name, spans_module.approx_tokens(json.loads(_definitions(name))[0])),
+                (name, offers_module.approx_tokens(json.loads(_definitions(name))[0])),
             )
 
 
@@ -183,7 +189,8 @@ def test_openinference_tool_sets_of_one_shape_each_give_their_own_offers() -> No
         return json.dumps({"type": "function", "function": {"name": name}})
 
     pairs = [
-        (f"a{number:02d}", f"b{number:02d}") for number in range(spans_module._SAME_LENGTH_KEPT + 4)
+        (f"a{number:02d}", f"b{number:02d}")
+        for number in range(offers_module._SAME_LENGTH_KEPT + 4)
     ]
     for _ in range(2):
         for first, second in pairs:

@@ -2,21 +2,28 @@
 
 Two dialects name the same facts: the OpenTelemetry GenAI semantic conventions
 (``gen_ai.*``) and OpenInference's flattened ``llm.*`` keys (Phoenix). Both are read
-into one :class:`SpanRecord`; a record keeps names, ids, counts and (only when a
-what-if asks) message texts, never the span's JSON. Deliberately not read: span events
-and log records (where semconv 1.30 instrumentations put content), and OpenLLMetry's
-``gen_ai.prompt.{i}.*`` keys.
+into one :class:`SpanRecord` (tool definitions measured in :mod:`._offers`); a record
+keeps names, ids, counts and (only when a what-if asks) message texts, never the
+span's JSON. Deliberately not read: span events and log records (where semconv 1.30
+instrumentations put content), and OpenLLMetry's ``gen_ai.prompt.{i}.*`` keys.
 """
 
 from __future__ import annotations
 
-import math
 import re
 from typing import Any
 
 import msgspec
 
-from contextledger.read.jsjson import js_stringify, utf16_length
+from contextledger.read.jsjson import js_stringify
+from contextledger.read.otel._offers import (
+    DEFINITIONS,
+    SCHEMA,
+    UNREADABLE,
+    content_value,
+    offers_of,
+    tool_set_offers,
+)
 from contextledger.read.otel._otlp import (
     Span,
     as_int,
@@ -186,7 +193,7 @@ def _classify(key: str, messages: bool) -> str:
         if not key.startswith(_CONTENT_PREFIXES):
             kind = _SKIP
         elif key.startswith("llm.tools."):
-            kind = _DEFINITION if key.endswith(_SCHEMA) else _SEEN
+            kind = _DEFINITION if key.endswith(SCHEMA) else _SEEN
         elif messages or (key.startswith("llm.output_") and ".tool_calls." in key):
             kind = _FLAT
         else:
@@ -211,7 +218,7 @@ def span_record(
     scalars: dict[str, Any] = {}
     contents: dict[str, Any] = {}
     flat: dict[str, Any] = {}
-    definitions: dict[str, msgspec.Raw] = {}  # decoded once per distinct value (_offers_of)
+    definitions: dict[str, msgspec.Raw] = {}  # decoded once per distinct value (offers_of)
     problems: list[str] = []
     captured = False
     attributes = span.attributes
@@ -233,8 +240,8 @@ def span_record(
             continue
         if kind is _SCALAR:
             raw = bytes(attribute.value)
-            value = known_scalar(raw, _UNREADABLE)
-            if value is _UNREADABLE:
+            value = known_scalar(raw, UNREADABLE)
+            if value is UNREADABLE:
                 try:
                     value = decode_value(attribute.value)
                 except (msgspec.DecodeError, RecursionError):
@@ -342,10 +349,10 @@ def _read_call(
     record.input_tokens = _first_int(scalars, _INPUT_TOKEN_KEYS)
     record.cache_read_tokens = _first_int(scalars, _CACHE_READ_KEYS)
     record.cache_write_tokens = _first_int(scalars, _CACHE_WRITE_KEYS)
-    if _DEFINITIONS in definitions:
-        offers = _offers_of(definitions[_DEFINITIONS], _DEFINITIONS, problems)
+    if DEFINITIONS in definitions:
+        offers = offers_of(definitions[DEFINITIONS], DEFINITIONS, problems)
     elif definitions:
-        offers = _tool_set_offers(definitions, problems)
+        offers = tool_set_offers(definitions, problems)
     else:
         offers = ()
     if offers is None:
@@ -420,64 +427,6 @@ def _output_calls(value: Any, problems: list[str]) -> tuple[tuple[str, str], ...
     return tuple(calls)
 
 
-class _Unreadable:
-    """An attribute whose JSON text could not be decoded (named as a problem)."""
-
-
-_UNREADABLE = _Unreadable()
-
-
-def _content_value(value: Any, key: str, problems: list[str]) -> Any:
-    """A content attribute's value: structured as given, or decoded from its JSON text."""
-    if not isinstance(value, str):
-        return value
-    try:
-        return msgspec.json.decode(value)
-    except msgspec.DecodeError as error:
-        cut = "truncated? " if "truncated" in str(error) else ""
-        problems.append(
-            f"attribute {key} is not valid JSON ({cut}{len(value):,} chars; {error}): "
-            "a backend cut it, or the instrumentation's length limit did"
-        )
-    except RecursionError:
-        problems.append(f"attribute {key} nests too deeply to read")
-    return _UNREADABLE
-
-
-def tool_name(definition: Any) -> str | None:
-    """The name a tool definition gives: semconv's ``name``, or the provider's wire
-    shape (``{"type": "function", "function": {"name": ...}}``)."""
-    if not isinstance(definition, dict):
-        return None
-    name = definition.get("name")
-    if isinstance(name, str) and name:
-        return name
-    inner = definition.get("function")
-    if isinstance(inner, dict) and isinstance(inner.get("name"), str) and inner["name"]:
-        return str(inner["name"])
-    return None
-
-
-def approx_tokens(definition: Any) -> int:
-    """The ledger's estimate of a definition's cost: ``ceil(len(JSON.stringify(d)) / 4)``."""
-    text = js_stringify(definition)
-    return 0 if text is None else math.ceil(utf16_length(text) / 4)
-
-
-def _offers(definitions: Any, key: str, problems: list[str]) -> tuple[tuple[str, int], ...] | None:
-    if not isinstance(definitions, list):
-        problems.append(f"attribute {key} is not a list of tool definitions")
-        return None
-    offers = []
-    for definition in definitions:
-        name = tool_name(definition)
-        if name is None:
-            problems.append(f"attribute {key} holds a tool definition without a name")
-            continue
-        offers.append((name, approx_tokens(definition)))
-    return tuple(offers)
-
-
 def _indexed(flat: dict[str, Any], prefix: str) -> dict[int, dict[str, Any]]:
     """``prefix{i}.rest`` keys grouped by ``i``: ``{i: {rest: value}}``."""
     out: dict[int, dict[str, Any]] = {}
@@ -490,125 +439,6 @@ def _indexed(flat: dict[str, Any], prefix: str) -> dict[int, dict[str, Any]]:
     return dict(sorted(out.items()))
 
 
-_DEFINITIONS = "gen_ai.tool.definitions"
-_SCHEMA = ".tool.json_schema"
-#: A definitions value's offers (None: unreadable) and the problems reading it found.
-_Offered = tuple[tuple[tuple[str, int], ...] | None, tuple[str, ...]]
-#: Offers of each distinct definitions value (an agent sends the same tools every call:
-#: each is decoded and measured once, and the calls share one tuple), looked up by the
-#: value's raw bytes: by their length, then compared (hashing a value of kilobytes cost
-#: more than the rest of its span's record), at most :data:`_SAME_LENGTH_KEPT` values a
-#: length. Bounded by the bytes of the values kept: past the bound it starts over. (An
-#: OpenInference span carries each tool as a value of its own: a few agents' tool sets
-#: are hundreds of values, and a bound of 256 values started over within one file,
-#: measuring most values again: 40% of reading the bench's traces.)
-_OFFERS: dict[int, list[tuple[msgspec.Raw, _Offered]]] = {}
-_OFFERS_BYTES_KEPT = 32 << 20
-_SAME_LENGTH_KEPT = 16
-_offers_bytes = 0
-
-
-def _by_index(definitions: dict[str, msgspec.Raw]) -> list[tuple[str, msgspec.Raw]]:
-    """OpenInference's ``llm.tools.{i}.tool.json_schema`` values in index order."""
-    indexed = []
-    for key, raw in definitions.items():
-        index = key[len("llm.tools.") : -len(_SCHEMA)]
-        indexed.append((int(index) if index.isdigit() else -1, key, raw))
-    return [(key, raw) for _, key, raw in sorted(indexed, key=lambda found: found[:2])]
-
-
-#: Offers of each distinct OpenInference tool set (its keys and values, as given): an
-#: agent sends the same tools every call, and the set's offers are put together once.
-#: Looked up by its keys and the lengths of its values, then compared, as :data:`_OFFERS`.
-_TOOL_SETS: dict[tuple[tuple[str, int], ...], list[tuple[tuple[msgspec.Raw, ...], _Offered]]] = {}
-_TOOL_SETS_BYTES_KEPT = 32 << 20
-_tool_sets_bytes = 0
-
-
-def _tool_set_offers(
-    definitions: dict[str, msgspec.Raw], problems: list[str]
-) -> tuple[tuple[str, int], ...] | None:
-    """The offers of a span's ``llm.tools.{i}.tool.json_schema`` values, in index order;
-    None when one cannot be read (said in ``problems``)."""
-    global _tool_sets_bytes
-    shape = tuple([(key, len(raw)) for key, raw in definitions.items()])
-    values = tuple(definitions.values())
-    same_shape = _TOOL_SETS.get(shape)
-    hit = _known(same_shape, values)
-    if hit is None:
-        found_problems: list[str] = []
-        found = [_offers_of(raw, key, found_problems) for key, raw in _by_index(definitions)]
-        offers = None if any(o is None for o in found) else tuple(o for f in found for o in f or ())
-        hit = (offers, tuple(found_problems))
-        size = sum(length for _, length in shape)
-        if _tool_sets_bytes + size > _TOOL_SETS_BYTES_KEPT:  # bounded as _OFFERS is
-            _TOOL_SETS.clear()
-            _tool_sets_bytes = 0
-            same_shape = None
-        if same_shape is None:
-            same_shape = _TOOL_SETS[shape] = []
-        elif len(same_shape) >= _SAME_LENGTH_KEPT:
-            _tool_sets_bytes -= size
-            del same_shape[0]
-        _tool_sets_bytes += size
-        same_shape.append((tuple(raw.copy() for raw in values), hit))
-    problems.extend(hit[1])
-    return hit[0]
-
-
-def _offers_of(
-    raw: msgspec.Raw, key: str, problems: list[str]
-) -> tuple[tuple[str, int], ...] | None:
-    """``(name, approx_tokens)`` of each definition in one attribute's raw value (a list,
-    or OpenInference's one definition); None when it cannot be read (said in ``problems``)."""
-    global _offers_bytes
-    same_length = _OFFERS.get(len(raw))
-    hit = _known(same_length, raw)
-    if hit is None:
-        hit = _measure(raw, key)
-        if _offers_bytes + len(raw) > _OFFERS_BYTES_KEPT:
-            _OFFERS.clear()
-            _offers_bytes = 0
-            same_length = None
-        if same_length is None:
-            same_length = _OFFERS[len(raw)] = []
-        elif len(same_length) >= _SAME_LENGTH_KEPT:
-            _offers_bytes -= len(raw)
-            del same_length[0]
-        _offers_bytes += len(raw)
-        same_length.append((raw.copy(), hit))
-    problems.extend(hit[1])
-    return hit[0]
-
-
-def _known(entries: list[tuple[Any, _Offered]] | None, value: Any) -> _Offered | None:
-    """What ``entries`` hold for ``value`` (compared whole), or None."""
-    for known, offered in entries or ():
-        if known == value:
-            return offered
-    return None
-
-
-def _measure(raw: msgspec.Raw, key: str) -> _Offered:
-    """What :func:`_offers_of` gives for ``raw``, found: its offers and problems."""
-    found: list[str] = []
-    offers: tuple[tuple[str, int], ...] | None = None
-    try:
-        value = _content_value(decode_value(raw), key, found)
-    except (msgspec.DecodeError, RecursionError):
-        found.append(f"attribute {key} is not an OTLP value")
-        value = _UNREADABLE
-    if value is not _UNREADABLE:
-        if key == _DEFINITIONS:
-            offers = _offers(value, key, found)
-        else:
-            name = tool_name(value)
-            if name is None:
-                found.append(f"attribute {key} holds a tool definition without a name")
-            offers = () if name is None else ((name, approx_tokens(value)),)
-    return offers, tuple(found)
-
-
 def _messages_of(
     contents: dict[str, Any],
     flat: dict[str, Any],
@@ -617,8 +447,8 @@ def _messages_of(
     problems: list[str],
 ) -> tuple[Said, ...] | None:
     if key in contents:
-        value = _content_value(contents[key], key, problems)
-        if value is _UNREADABLE:
+        value = content_value(contents[key], key, problems)
+        if value is UNREADABLE:
             return None
         if not isinstance(value, list):
             problems.append(f"attribute {key} is not a list of messages")
@@ -727,8 +557,8 @@ def _system_of(contents: dict[str, Any], problems: list[str]) -> tuple[Said, ...
     key = "gen_ai.system_instructions"
     if key not in contents:
         return None
-    value = _content_value(contents[key], key, problems)
-    if value is _UNREADABLE:
+    value = content_value(contents[key], key, problems)
+    if value is UNREADABLE:
         return None
     parts = value if isinstance(value, list) else [value]
     texts = []
