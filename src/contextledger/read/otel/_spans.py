@@ -369,9 +369,10 @@ def _read_call(
             record.tool_calls = tuple(call for said in outputs for call in said.tool_calls)
     else:  # OpenInference's, whose texts the ledger does not read
         outputs = None
-        record.tool_calls = _openinference_calls(flat)
+        record.tool_calls = _openinference_calls(flat) if flat else None
     # what the ledger reads ends here: later problems (the inputs') touch the what-if only
-    record.ledger_problems = len(dict.fromkeys(problems))
+    if problems:
+        record.ledger_problems = len(dict.fromkeys(problems))
     if messages:
         record.outputs = outputs
         record.inputs = _messages_of(
