@@ -279,6 +279,12 @@ def span_record(
     record.dropped_attributes = span.dropped_attributes_count
     if scalars:
         operation = scalars.get("gen_ai.operation.name")
+        if operation is not None and not isinstance(operation, str):
+            problems.append(
+                f"attribute gen_ai.operation.name is a {type(operation).__name__}, not a "
+                "text: the span is read as neither a model call nor a tool's execution"
+            )
+            operation = ""  # named, and no operation (not None: the span kind is not asked)
         span_kind = scalars.get("openinference.span.kind")
         record.conversation_id = _first_text(scalars, _CONVERSATION_KEYS)
         if operation in MODEL_OPERATIONS or (operation is None and span_kind == "LLM"):
