@@ -183,12 +183,14 @@ def plain_loop(path: Path) -> int:
                                 _first(
                                     attributes,
                                     "gen_ai.usage.cache_read.input_tokens",
+                                    "gen_ai.usage.cache_read_input_tokens",
                                     "llm.token_count.prompt_details.cache_read",
                                 ),
                                 _first(
                                     attributes,
                                     "gen_ai.usage.cache_creation.input_tokens",
                                     "gen_ai.usage.cache_write.input_tokens",
+                                    "gen_ai.usage.cache_creation_input_tokens",
                                     "llm.token_count.prompt_details.cache_write",
                                 ),
                                 offers,

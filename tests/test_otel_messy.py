@@ -158,3 +158,28 @@ def test_a_cut_message_attribute_is_said_as_read_in_part_not_skipped(tmp_path):
             + lines[0].partition(": attribute ")[2]
         ]
         assert "skipped" not in result.stderr
+
+
+def test_an_operation_name_that_is_no_text_is_named_and_the_rest_read(tmp_path):
+    """An array where ``gen_ai.operation.name`` should be a string: its span is named (a
+    problem of the run), not read as a model call, and nothing raises."""
+    lines = _lines("genai-openai.jsonl.gz")
+    chat = '{"key":"gen_ai.operation.name","value":{"stringValue":"chat"}}'
+    assert chat in lines[0]
+    array = '{"arrayValue":{"values":[{"stringValue":"chat"}]}}'
+    lines[0] = lines[0].replace(chat, chat.replace('{"stringValue":"chat"}', array), 1)
+    path = tmp_path / "array-operation.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.warns(UserWarning, match="gen_ai.operation.name is a list"):
+        tables = read_runs([path], workers=1)
+    clean = read_runs([_trace("genai-openai.jsonl.gz")], workers=1)
+    assert tables.runs.num_rows == clean.runs.num_rows
+    (problem,) = tables.problems.to_pylist()
+    assert (problem["path"], problem["line"]) == (str(path), 1)
+    assert problem["run_id"] in tables.runs["run_id"].to_pylist()
+    assert problem["reason"] == (
+        "attribute gen_ai.operation.name is a list, not a text: the span is read as "
+        "neither a model call nor a tool's execution"
+    )
+    result = CliRunner().invoke(main, ["ledger", str(path)])
+    assert "Traceback" not in result.output, result.output

@@ -211,5 +211,11 @@ def hex_id(value: str, size: int) -> str:
 
 def start_nanos(span: Span) -> int:
     """A span's start time in nanoseconds since the epoch (0 when it has none)."""
-    found = as_int(span.start_time_unix_nano)
+    value = span.start_time_unix_nano
+    if type(value) is str:  # as OTLP JSON writes it: what as_int does, called once a span
+        try:
+            return int(value)
+        except ValueError:
+            return 0
+    found = as_int(value)
     return found if found is not None else 0

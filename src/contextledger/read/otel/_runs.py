@@ -378,7 +378,15 @@ def model_calls(records: Sequence[SpanRecord]) -> list[SpanRecord]:
     agree on what both recorded of the call (:func:`_same_call`): servers such as
     Ollama's reuse response ids (``chatcmpl-<0..998>``), so an id alone is no proof.
     """
-    calls = {(r.trace_id, r.span_id): r for r in records if r.role == "call"}
+    calls: dict[tuple[str, str], SpanRecord] = {}
+    order: dict[tuple[str, str], int] = {}  # each call's place among the records
+    for position, r in enumerate(records):
+        if r.role == "call":
+            key = (r.trace_id, r.span_id)
+            calls[key] = r
+            order[key] = position
+    if not calls:
+        return []
     parents = {(r.trace_id, r.span_id): (r.trace_id, r.parent_id) for r in records}
     above: dict[tuple[str, str], tuple[str, str]] = {}  # call -> nearest call above it
     for key in calls:
@@ -406,7 +414,6 @@ def model_calls(records: Sequence[SpanRecord]) -> list[SpanRecord]:
                 continue
             same_id.append(merged)
         kept.append(merged)
-    order = {(r.trace_id, r.span_id): position for position, r in enumerate(records)}
     kept.sort(key=lambda r: (r.start, order[(r.trace_id, r.span_id)]))
     return kept
 

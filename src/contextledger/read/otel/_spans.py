@@ -2,20 +2,28 @@
 
 Two dialects name the same facts: the OpenTelemetry GenAI semantic conventions
 (``gen_ai.*``) and OpenInference's flattened ``llm.*`` keys (Phoenix). Both are read
-into one :class:`SpanRecord`; a record keeps names, ids, counts and (only when a
-what-if asks) message texts, never the span's JSON. Deliberately not read: span events
-and log records (where semconv 1.30 instrumentations put content), and OpenLLMetry's
-``gen_ai.prompt.{i}.*`` keys.
+into one :class:`SpanRecord` (tool definitions measured in :mod:`._offers`); a record
+keeps names, ids, counts and (only when a what-if asks) message texts, never the
+span's JSON. Deliberately not read: span events and log records (where semconv 1.30
+instrumentations put content), and OpenLLMetry's ``gen_ai.prompt.{i}.*`` keys.
 """
 
 from __future__ import annotations
 
-import math
+import re
 from typing import Any
 
 import msgspec
 
-from contextledger.read.jsjson import js_stringify, utf16_length
+from contextledger.read.jsjson import js_stringify
+from contextledger.read.otel._offers import (
+    DEFINITIONS,
+    SCHEMA,
+    UNREADABLE,
+    content_value,
+    offers_of,
+    tool_set_offers,
+)
 from contextledger.read.otel._otlp import (
     Span,
     as_int,
@@ -152,18 +160,19 @@ _SCALAR_KEYS = frozenset(
         *_CACHE_WRITE_KEYS,
     }
 )
-#: Attribute kinds the hot loop of :func:`span_record` compares by identity.
+#: Attribute kinds, which the hot loop of :func:`span_record` compares by identity.
 _SKIP, _SCALAR, _SEEN = "skip", "scalar", "seen"
+_CONTENT, _INPUT, _DEFINITION, _FLAT = "content", "input", "definitions", "flat"
 #: OpenInference's flattened content keys.
 _CONTENT_PREFIXES = ("llm.tools.", "llm.input_messages.", "llm.output_messages.")
 #: What each exactly named attribute is: a scalar, content both readers use, content only
 #: a what-if reads (input messages), or tool definitions (decoded once per value).
 _EXACT = {
     **dict.fromkeys(_SCALAR_KEYS, _SCALAR),
-    "gen_ai.output.messages": "content",
-    "gen_ai.input.messages": "input",
-    "gen_ai.system_instructions": "input",
-    "gen_ai.tool.definitions": "definitions",
+    "gen_ai.output.messages": _CONTENT,
+    "gen_ai.input.messages": _INPUT,
+    "gen_ai.system_instructions": _INPUT,
+    "gen_ai.tool.definitions": _DEFINITION,
 }
 
 
@@ -178,15 +187,15 @@ def _classify(key: str, messages: bool) -> str:
     OpenInference message key read), ``"seen"`` (content, not read here: capture was on)
     or ``"skip"``."""
     kind = _EXACT.get(key)
-    if kind == "input" and not messages:
+    if kind is _INPUT and not messages:
         kind = _SEEN
     elif kind is None:
         if not key.startswith(_CONTENT_PREFIXES):
             kind = _SKIP
         elif key.startswith("llm.tools."):
-            kind = "definitions" if key.endswith(_SCHEMA) else _SEEN
+            kind = _DEFINITION if key.endswith(SCHEMA) else _SEEN
         elif messages or (key.startswith("llm.output_") and ".tool_calls." in key):
-            kind = "flat"
+            kind = _FLAT
         else:
             kind = _SEEN
     kinds = _KINDS[messages]
@@ -209,14 +218,16 @@ def span_record(
     scalars: dict[str, Any] = {}
     contents: dict[str, Any] = {}
     flat: dict[str, Any] = {}
-    definitions: dict[str, bytes] = {}  # decoded once per distinct value (_offers_of)
+    definitions: dict[str, msgspec.Raw] = {}  # decoded once per distinct value (offers_of)
     problems: list[str] = []
     captured = False
-    try:
-        attributes = span_attributes(span)
-    except msgspec.DecodeError as error:
-        attributes = []
-        problems.append(f"the span's attributes are not OTLP key/values ({error})")
+    attributes = span.attributes
+    if not isinstance(attributes, list):  # a LenientSpan's, decoded here
+        try:
+            attributes = span_attributes(span)
+        except msgspec.DecodeError as error:
+            attributes = []
+            problems.append(f"the span's attributes are not OTLP key/values ({error})")
     kind_of = _KINDS[messages].get
     known_scalar = _SCALARS.get
     for attribute in attributes:
@@ -224,10 +235,13 @@ def span_record(
         kind = kind_of(key) or _classify(key, messages)
         if kind is _SKIP:
             continue
+        if kind is _SEEN:
+            captured = True
+            continue
         if kind is _SCALAR:
             raw = bytes(attribute.value)
-            value = known_scalar(raw, _UNREADABLE)
-            if value is _UNREADABLE:
+            value = known_scalar(raw, UNREADABLE)
+            if value is UNREADABLE:
                 try:
                     value = decode_value(attribute.value)
                 except (msgspec.DecodeError, RecursionError):
@@ -240,48 +254,77 @@ def span_record(
             scalars[key] = value
             continue
         captured = True
-        if kind is _SEEN:
-            continue
-        if kind == "definitions":
-            definitions[key] = bytes(attribute.value)
+        if kind is _DEFINITION:
+            definitions[key] = attribute.value
             continue
         try:
             value = decode_value(attribute.value)
         except (msgspec.DecodeError, RecursionError):
             problems.append(f"attribute {key} is not an OTLP value")
             continue
-        if kind == "flat":
+        if kind is _FLAT:
             flat[key] = value
         else:
             contents[key] = value
     record = SpanRecord(
-        trace_id=hex_id(span.trace_id, 16),
-        span_id=hex_id(span.span_id, 8),
-        parent_id=hex_id(span.parent_span_id, 8) if span.parent_span_id else "",
-        start=start_nanos(span),
-        path=path,
-        line=line,
-        position=position,
+        _trace_id(span.trace_id),
+        _span_id(span.span_id),
+        _span_id(span.parent_span_id) if span.parent_span_id else "",
+        start_nanos(span),
+        path,
+        line,
+        position,
     )
     record.captured = captured
     record.dropped_attributes = span.dropped_attributes_count
-    operation = scalars.get("gen_ai.operation.name")
-    span_kind = scalars.get("openinference.span.kind")
-    record.conversation_id = _first_text(scalars, _CONVERSATION_KEYS)
-    if operation in MODEL_OPERATIONS or (operation is None and span_kind == "LLM"):
-        record.role = "call"
-        _read_call(record, scalars, contents, flat, definitions, problems, messages)
-    elif operation == TOOL_OPERATION or (operation is None and span_kind == "TOOL"):
-        record.role = "tool"
-        call_id = _first_text(scalars, ("gen_ai.tool.call.id", "tool_call.id"))
-        name = _first_text(scalars, ("gen_ai.tool.name", "tool.name"))
-        if call_id is not None or name is not None:
-            record.executed = (call_id or "", name or "")
+    if scalars:
+        operation = scalars.get("gen_ai.operation.name")
+        if operation is not None and not isinstance(operation, str):
+            problems.append(
+                f"attribute gen_ai.operation.name is a {type(operation).__name__}, not a "
+                "text: the span is read as neither a model call nor a tool's execution"
+            )
+            operation = ""  # named, and no operation (not None: the span kind is not asked)
+        span_kind = scalars.get("openinference.span.kind")
+        record.conversation_id = _first_text(scalars, _CONVERSATION_KEYS)
+        if operation in MODEL_OPERATIONS or (operation is None and span_kind == "LLM"):
+            record.role = "call"
+            _read_call(record, scalars, contents, flat, definitions, problems, messages)
+        elif operation == TOOL_OPERATION or (operation is None and span_kind == "TOOL"):
+            record.role = "tool"
+            call_id = _first_text(scalars, ("gen_ai.tool.call.id", "tool_call.id"))
+            name = _first_text(scalars, ("gen_ai.tool.name", "tool.name"))
+            if call_id is not None or name is not None:
+                record.executed = (call_id or "", name or "")
     if problems:
         record.problems = tuple(dict.fromkeys(problems))
-    if record.role != "call":
-        record.ledger_problems = len(record.problems)
+        if record.role != "call":
+            record.ledger_problems = len(record.problems)
     return record
+
+
+#: Trace ids as read and as kept (:func:`hex_id`): the spans of a trace share one, so
+#: it is checked once, not once a span.
+_TRACE_IDS: dict[str, str] = {}
+_TRACE_IDS_KEPT = 4096
+
+
+def _trace_id(value: str) -> str:
+    found = _TRACE_IDS.get(value)
+    if found is None:
+        if len(_TRACE_IDS) >= _TRACE_IDS_KEPT:
+            _TRACE_IDS.clear()
+        found = _TRACE_IDS[value] = hex_id(value, 16)
+    return found
+
+
+_LOWER_SPAN_ID = re.compile("[0-9a-f]{16}").fullmatch
+
+
+def _span_id(value: str) -> str:
+    """A span id as :func:`hex_id` gives it, checked at once when it is as OTLP JSON
+    writes it (lower-case hex)."""
+    return value if _LOWER_SPAN_ID(value) else hex_id(value, 8)
 
 
 def _first_text(values: dict[str, Any], keys: tuple[str, ...]) -> str | None:
@@ -304,7 +347,7 @@ def _read_call(
     scalars: dict[str, Any],
     contents: dict[str, Any],
     flat: dict[str, Any],
-    definitions: dict[str, bytes],
+    definitions: dict[str, msgspec.Raw],
     problems: list[str],
     messages: bool,
 ) -> None:
@@ -312,10 +355,10 @@ def _read_call(
     record.input_tokens = _first_int(scalars, _INPUT_TOKEN_KEYS)
     record.cache_read_tokens = _first_int(scalars, _CACHE_READ_KEYS)
     record.cache_write_tokens = _first_int(scalars, _CACHE_WRITE_KEYS)
-    if _DEFINITIONS in definitions:
-        offers = _offers_of(definitions[_DEFINITIONS], _DEFINITIONS, problems)
+    if DEFINITIONS in definitions:
+        offers = offers_of(definitions[DEFINITIONS], DEFINITIONS, problems)
     elif definitions:
-        offers = _tool_set_offers(definitions, problems)
+        offers = tool_set_offers(definitions, problems)
     else:
         offers = ()
     if offers is None:
@@ -326,12 +369,16 @@ def _read_call(
     if called is not None:
         record.tool_calls = called
         outputs = None
-    else:
+    elif messages or _OUTPUTS_KEY in contents:
         outputs = _messages_of(contents, flat, _OUTPUTS_KEY, "llm.output_messages.", problems)
         if outputs is not None:
             record.tool_calls = tuple(call for said in outputs for call in said.tool_calls)
+    else:  # OpenInference's, whose texts the ledger does not read
+        outputs = None
+        record.tool_calls = _openinference_calls(flat) if flat else None
     # what the ledger reads ends here: later problems (the inputs') touch the what-if only
-    record.ledger_problems = len(dict.fromkeys(problems))
+    if problems:
+        record.ledger_problems = len(dict.fromkeys(problems))
     if messages:
         record.outputs = outputs
         record.inputs = _messages_of(
@@ -387,64 +434,6 @@ def _output_calls(value: Any, problems: list[str]) -> tuple[tuple[str, str], ...
     return tuple(calls)
 
 
-class _Unreadable:
-    """An attribute whose JSON text could not be decoded (named as a problem)."""
-
-
-_UNREADABLE = _Unreadable()
-
-
-def _content_value(value: Any, key: str, problems: list[str]) -> Any:
-    """A content attribute's value: structured as given, or decoded from its JSON text."""
-    if not isinstance(value, str):
-        return value
-    try:
-        return msgspec.json.decode(value)
-    except msgspec.DecodeError as error:
-        cut = "truncated? " if "truncated" in str(error) else ""
-        problems.append(
-            f"attribute {key} is not valid JSON ({cut}{len(value):,} chars; {error}): "
-            "a backend cut it, or the instrumentation's length limit did"
-        )
-    except RecursionError:
-        problems.append(f"attribute {key} nests too deeply to read")
-    return _UNREADABLE
-
-
-def tool_name(definition: Any) -> str | None:
-    """The name a tool definition gives: semconv's ``name``, or the provider's wire
-    shape (``{"type": "function", "function": {"name": ...}}``)."""
-    if not isinstance(definition, dict):
-        return None
-    name = definition.get("name")
-    if isinstance(name, str) and name:
-        return name
-    inner = definition.get("function")
-    if isinstance(inner, dict) and isinstance(inner.get("name"), str) and inner["name"]:
-        return str(inner["name"])
-    return None
-
-
-def approx_tokens(definition: Any) -> int:
-    """The ledger's estimate of a definition's cost: ``ceil(len(JSON.stringify(d)) / 4)``."""
-    text = js_stringify(definition)
-    return 0 if text is None else math.ceil(utf16_length(text) / 4)
-
-
-def _offers(definitions: Any, key: str, problems: list[str]) -> tuple[tuple[str, int], ...] | None:
-    if not isinstance(definitions, list):
-        problems.append(f"attribute {key} is not a list of tool definitions")
-        return None
-    offers = []
-    for definition in definitions:
-        name = tool_name(definition)
-        if name is None:
-            problems.append(f"attribute {key} holds a tool definition without a name")
-            continue
-        offers.append((name, approx_tokens(definition)))
-    return tuple(offers)
-
-
 def _indexed(flat: dict[str, Any], prefix: str) -> dict[int, dict[str, Any]]:
     """``prefix{i}.rest`` keys grouped by ``i``: ``{i: {rest: value}}``."""
     out: dict[int, dict[str, Any]] = {}
@@ -457,89 +446,6 @@ def _indexed(flat: dict[str, Any], prefix: str) -> dict[int, dict[str, Any]]:
     return dict(sorted(out.items()))
 
 
-_DEFINITIONS = "gen_ai.tool.definitions"
-_SCHEMA = ".tool.json_schema"
-#: Offers of each distinct definitions value (an agent sends the same tools every call:
-#: each is decoded and measured once, and the calls share one tuple), looked up by the
-#: value's raw bytes. Bounded by the bytes of the values kept: past the bound it starts
-#: over. (An OpenInference span carries each tool as a value of its own: a few agents'
-#: tool sets are hundreds of values, and a bound of 256 values started over within one
-#: file, measuring most values again: 40% of reading the bench's traces.)
-_OFFERS: dict[bytes, tuple[tuple[tuple[str, int], ...] | None, tuple[str, ...]]] = {}
-_OFFERS_BYTES_KEPT = 32 << 20
-_offers_bytes = 0
-
-
-def _by_index(definitions: dict[str, bytes]) -> list[tuple[str, bytes]]:
-    """OpenInference's ``llm.tools.{i}.tool.json_schema`` values in index order."""
-    indexed = []
-    for key, raw in definitions.items():
-        index = key[len("llm.tools.") : -len(_SCHEMA)]
-        indexed.append((int(index) if index.isdigit() else -1, key, raw))
-    return [(key, raw) for _, key, raw in sorted(indexed)]
-
-
-#: Offers of each distinct OpenInference tool set (its keys and values, as given): an
-#: agent sends the same tools every call, and the set's offers are put together once.
-_TOOL_SETS: dict[
-    tuple[tuple[str, bytes], ...], tuple[tuple[tuple[str, int], ...] | None, tuple[str, ...]]
-] = {}
-_TOOL_SETS_BYTES_KEPT = 32 << 20
-_tool_sets_bytes = 0
-
-
-def _tool_set_offers(
-    definitions: dict[str, bytes], problems: list[str]
-) -> tuple[tuple[str, int], ...] | None:
-    """The offers of a span's ``llm.tools.{i}.tool.json_schema`` values, in index order;
-    None when one cannot be read (said in ``problems``)."""
-    given = tuple(definitions.items())
-    hit = _TOOL_SETS.get(given)
-    if hit is None:
-        found_problems: list[str] = []
-        found = [_offers_of(raw, key, found_problems) for key, raw in _by_index(definitions)]
-        offers = None if any(o is None for o in found) else tuple(o for f in found for o in f or ())
-        global _tool_sets_bytes
-        size = sum(len(raw) for raw in definitions.values())
-        if _tool_sets_bytes + size > _TOOL_SETS_BYTES_KEPT:  # bounded as _OFFERS is
-            _TOOL_SETS.clear()
-            _tool_sets_bytes = 0
-        _tool_sets_bytes += size
-        hit = _TOOL_SETS[given] = (offers, tuple(found_problems))
-    problems.extend(hit[1])
-    return hit[0]
-
-
-def _offers_of(raw: bytes, key: str, problems: list[str]) -> tuple[tuple[str, int], ...] | None:
-    """``(name, approx_tokens)`` of each definition in one attribute's raw value (a list,
-    or OpenInference's one definition); None when it cannot be read (said in ``problems``)."""
-    hit = _OFFERS.get(raw)
-    if hit is None:
-        found: list[str] = []
-        offers: tuple[tuple[str, int], ...] | None = None
-        try:
-            value = _content_value(decode_value(msgspec.Raw(raw)), key, found)
-        except (msgspec.DecodeError, RecursionError):
-            found.append(f"attribute {key} is not an OTLP value")
-            value = _UNREADABLE
-        if value is not _UNREADABLE:
-            if key == _DEFINITIONS:
-                offers = _offers(value, key, found)
-            else:
-                name = tool_name(value)
-                if name is None:
-                    found.append(f"attribute {key} holds a tool definition without a name")
-                offers = () if name is None else ((name, approx_tokens(value)),)
-        global _offers_bytes
-        if _offers_bytes + len(raw) > _OFFERS_BYTES_KEPT:
-            _OFFERS.clear()
-            _offers_bytes = 0
-        _offers_bytes += len(raw)
-        hit = _OFFERS[raw] = (offers, tuple(found))
-    problems.extend(hit[1])
-    return hit[0]
-
-
 def _messages_of(
     contents: dict[str, Any],
     flat: dict[str, Any],
@@ -548,8 +454,8 @@ def _messages_of(
     problems: list[str],
 ) -> tuple[Said, ...] | None:
     if key in contents:
-        value = _content_value(contents[key], key, problems)
-        if value is _UNREADABLE:
+        value = content_value(contents[key], key, problems)
+        if value is UNREADABLE:
             return None
         if not isinstance(value, list):
             problems.append(f"attribute {key} is not a list of messages")
@@ -612,20 +518,54 @@ def _openinference_message(fields: dict[str, Any]) -> Said:
             for part in parts.values()
             if part.get("message_content.type", "text") == "text"
         )
-    calls = tuple(
-        (str(call.get("tool_call.id") or ""), str(call.get("tool_call.function.name") or ""))
-        for call in _indexed(fields, "message.tool_calls.").values()
-    )
+    calls = _calls(fields)
     answered = fields.get("message.tool_call_id")
     return Said(role, _text(content), calls, answered if isinstance(answered, str) else None)
+
+
+_OUTPUT_PREFIX = "llm.output_messages."
+_CALLS_PREFIX = "message.tool_calls."
+
+
+def _openinference_calls(flat: dict[str, Any]) -> tuple[tuple[str, str], ...] | None:
+    """The tool calls of OpenInference's output messages, as the texts' path gives them
+    (:func:`_messages_of`), in one pass: ``llm.output_messages.{i}.message.tool_calls.
+    {j}.tool_call.id`` and ``.function.name`` by ``(i, j)``; None when no message is."""
+    messages = False
+    calls: dict[tuple[int, int], dict[str, Any]] = {}
+    for key, value in flat.items():
+        if not key.startswith(_OUTPUT_PREFIX):
+            continue
+        index, _, rest = key[len(_OUTPUT_PREFIX) :].partition(".")
+        if not index.isdigit():
+            continue
+        messages = True
+        if rest.startswith(_CALLS_PREFIX):
+            call, _, field = rest[len(_CALLS_PREFIX) :].partition(".")
+            if call.isdigit():
+                calls.setdefault((int(index), int(call)), {})[field] = value
+    if not messages:
+        return None
+    return tuple(
+        (str(call.get("tool_call.id") or ""), str(call.get("tool_call.function.name") or ""))
+        for _, call in sorted(calls.items(), key=lambda item: item[0])
+    )
+
+
+def _calls(fields: dict[str, Any]) -> tuple[tuple[str, str], ...]:
+    """The ``(id, name)`` of each tool call of one OpenInference message."""
+    return tuple(
+        (str(call.get("tool_call.id") or ""), str(call.get("tool_call.function.name") or ""))
+        for call in _indexed(fields, _CALLS_PREFIX).values()
+    )
 
 
 def _system_of(contents: dict[str, Any], problems: list[str]) -> tuple[Said, ...] | None:
     key = "gen_ai.system_instructions"
     if key not in contents:
         return None
-    value = _content_value(contents[key], key, problems)
-    if value is _UNREADABLE:
+    value = content_value(contents[key], key, problems)
+    if value is UNREADABLE:
         return None
     parts = value if isinstance(value, list) else [value]
     texts = []
