@@ -189,6 +189,22 @@ def test_run_totals_of_the_sample_give_the_ledger_of_the_rows(sample_archive, se
     assert credited == 0 if selection.labels == ("no-such-label",) else credited > 0
 
 
+def test_labels_given_again_at_the_command_line_are_credited_once(sample_archive):
+    """Labels added to the archive's (``--outcomes``): a new label selecting another run,
+    a stored pair given again, and a label after a run's stored one."""
+    ids = [path.name.removesuffix(".json.gz") for path in sorted(SAMPLE.glob("*.json.gz"))]
+    given = pa.table({"run_id": [ids[1], ids[0], ids[0]], "label": ["good", "good", "late"]})
+    archive = Archive.open(sample_archive)
+    tables = ArchiveTables(archive, "corrected", Selection(labels=("good",))).with_outcomes(given)
+    inputs = ledger_inputs(tables)
+    assert inputs.run_totals is not None
+    from_rows = compute_ledger(replace(inputs, run_totals=None))
+    assert_frame_equal(compute_ledger(inputs).frame, from_rows.frame, check_exact=True)
+    assert_frame_equal(ledger_rows_sql(tables), from_rows.rows(), check_exact=True)
+    labels = {item["label"] for items in from_rows.frame["outcomes"].to_list() for item in items}
+    assert labels == {"good", "bad", "reviewed", "late"}
+
+
 class WithoutRunTotals(ArchiveTables):
     """An archive's tables read as if it stored no run totals (DuckDB reads the rows)."""
 

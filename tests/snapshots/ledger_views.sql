@@ -181,20 +181,26 @@ GROUP BY kind, piece_id;
 -- the counts, the runs that offered it, and the first offer and first use packed as
 -- piece_offers and piece_uses pack them; a row per label holds the labelled runs that
 -- offered the piece and the earliest credit, packed as in credit_piece_outcomes:
--- run_order * 2^32 + the label's first row in outcome_rows (only its order among one
--- run's labels counts). A temp table, made when the views are: only for run totals.
+-- run_order * 2^32 + the label's first row among the labels as given (given_outcomes,
+-- numbered as outcome_rows numbers outcomes: only its order among one run's labels
+-- counts, and a pair given twice counts once). A temp table, made when the views are:
+-- only for run totals.
 CREATE OR REPLACE TEMP TABLE run_totals_pieces AS
 WITH selected AS MATERIALIZED (
     SELECT run_id, run_order FROM runs WHERE metered
 ),
+given AS (
+    SELECT run_id, label, row_number() OVER () - 1 AS row_position
+    FROM given_outcomes
+),
 run_labels AS (
     SELECT
         selected.run_order,
-        outcome_rows.label,
-        min(outcome_rows.row_position) AS label_position
-    FROM outcome_rows
+        given.label,
+        min(given.row_position) AS label_position
+    FROM given
     JOIN selected USING (run_id)
-    GROUP BY selected.run_order, outcome_rows.label
+    GROUP BY selected.run_order, given.label
 ),
 counts AS (
     SELECT

@@ -58,6 +58,10 @@ RUN_TOTALS_TABLE = "run_totals_pieces"
 RUN_TOTALS_VIEWS = ("run_totals_piece_totals", "run_totals_first_offers")
 #: ``piece_outcomes`` from ``RUN_TOTALS_TABLE``, under run totals.
 RUN_TOTALS_CREDIT_VIEW = "run_totals_piece_outcomes"
+#: What ``RUN_TOTALS_TABLE`` reads the labels from: every label row as given, a pair given
+#: twice listed twice (it keeps each pair's first row itself, of the selected runs only;
+#: ``outcomes`` lists each pair once, made distinct over every run of the archive).
+GIVEN_OUTCOMES = "given_outcomes"
 
 #: The views over those, in creation order (each reads only the views before it).
 VIEWS = ("outcome_rows", "outcome_positions", "piece_outcomes", "ledger", "ledger_rows")
@@ -174,6 +178,8 @@ def connect(
     if run_totals:
         pieces = "totals"
         con.execute(f"CREATE OR REPLACE VIEW run_totals AS {sources['run_totals']}")
+        if isinstance(tables, StoredTables):  # always, with run totals (an archive)
+            con.register(GIVEN_OUTCOMES, tables.outcome_scan(distinct=False))
     views: tuple[str, ...] = VIEWS
     if all(name in sources for name in CREDIT_TABLES):
         views = credit_views(VIEWS)
@@ -181,12 +187,9 @@ def connect(
             con.execute(f"CREATE OR REPLACE VIEW {name} AS {sources[name]}")
     bases: tuple[str, ...] = BASE_VIEWS[base]
     if run_totals:  # after the base views: its first_offers replaces theirs
-        # the table reads outcome_rows, and the views reading the table need it made
-        bases = (*bases, "outcome_rows", RUN_TOTALS_TABLE, *RUN_TOTALS_VIEWS)
+        bases = (*bases, RUN_TOTALS_TABLE, *RUN_TOTALS_VIEWS)
         views = tuple(
-            RUN_TOTALS_CREDIT_VIEW if name == "piece_outcomes" else name
-            for name in views
-            if name != "outcome_rows"
+            RUN_TOTALS_CREDIT_VIEW if name == "piece_outcomes" else name for name in views
         )
     for name in (*bases, *PIECE_VIEWS[pieces], *views):
         con.execute(view_sql(name))
