@@ -467,11 +467,11 @@ def label_credit(
 def _run_label_credit(
     outcomes: pl.LazyFrame, first_offers: pl.LazyFrame, run_orders: pl.LazyFrame
 ) -> pl.LazyFrame:
-    """:func:`label_credit` of ``first_offers`` keyed by ``run_order`` (stored run
-    totals'), the selected runs' labels found by one join on the run id (in memory: a
-    row per run and label) and each (run, label) pair's first row kept by a group-by,
-    where :func:`label_credit` makes the pairs distinct keeping order, then joins: the
-    same keys' order within a run, so the same lists."""
+    """:func:`label_credit`'s rows for ``first_offers`` keyed by ``run_order`` (stored
+    run totals'): the selected runs' labels found by one join on the run id and each
+    (run, label) pair's first row kept by a group-by, in memory (a row per run and
+    label), where :func:`label_credit` makes the pairs distinct keeping order and then
+    joins. A run's labels keep their order, so the lists are the same."""
     labels = (
         outcomes.select("run_id", "label")
         .with_row_index("label_position")
