@@ -35,7 +35,9 @@ timings are done), repeated ``--reps`` times interleaved, reported as the median
 
 Run: ``.venv/bin/python bench/recompute.py [--runs 1000000] [--work /tmp/cl-bench]``;
 the archive is made once with ``contextledger synth`` (about 2 minutes for 1M runs)
-and kept for later runs.
+and kept for later runs. ``--baseline DIR`` (a ``src`` folder of another version) takes
+each measurement with that code too, next to this checkout's: before and after, with
+their ratios to one floor, in one run.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ import argparse
 import gzip
 import json
 import os
+import re
 import resource
 import shutil
 import statistics
@@ -79,7 +82,7 @@ def measure_once(name: str, archive_dir: str, mode: str) -> dict[str, float]:
     if name.startswith("3 run ids"):
         three_runs(archive_dir)  # warm the file cache as the others are
     tenth = every_tenth_run(archive_dir) if name.startswith("100k run ids") else ()
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), _cpu_seconds()
     if name == "floor":
         rows = pl.scan_parquet(offers).group_by("kind", "piece_id").len()
         height = rows.collect(engine="streaming").height
@@ -128,9 +131,16 @@ def measure_once(name: str, archive_dir: str, mode: str) -> dict[str, float]:
         height = ledger_rows_sql(FromRows(Archive.open(archive_dir), mode)).height
     else:
         raise SystemExit(f"unknown measurement {name}")
-    seconds = time.perf_counter() - started
+    seconds, cpu = time.perf_counter() - started, _cpu_seconds() - cpu_started
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    return {"seconds": seconds, "peak_rss_mb": peak, "rows": height}
+    return {"seconds": seconds, "cpu_seconds": cpu, "peak_rss_mb": peak, "rows": height}
+
+
+def _cpu_seconds() -> float:
+    """This process's CPU time, every thread's (user and system): under a load of 10 on
+    two cores, wall time follows the other jobs; CPU time, much less."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 class Unlabelled(ArchiveTables):
@@ -193,10 +203,23 @@ class FromRows(ArchiveTables):
         return None
 
 
-def in_child(name: str, archive_dir: Path, mode: str) -> dict[str, float]:
+#: Appended to a measurement's name when it is taken with the ``--baseline`` code.
+BASELINE = " @baseline"
+
+
+def in_child(
+    name: str, archive_dir: Path, mode: str, baseline: Path | None = None
+) -> dict[str, float]:
+    """Measurement ``name`` in a fresh process: with the code of ``baseline`` (a ``src``
+    folder) when the name ends in :data:`BASELINE`, else this checkout's."""
+    env = None
+    if name.endswith(BASELINE):
+        assert baseline is not None
+        name = name.removesuffix(BASELINE)
+        env = {**os.environ, "PYTHONPATH": str(baseline)}
     command = [sys.executable, __file__, "--one", name, "--archive", str(archive_dir)]
     output = subprocess.run(
-        [*command, "--mode", mode], capture_output=True, text=True, check=True
+        [*command, "--mode", mode], capture_output=True, text=True, check=True, env=env
     ).stdout
     return json.loads(output.splitlines()[-1])
 
@@ -212,7 +235,13 @@ def archive_size(archive_dir: Path, mode: str) -> tuple[int, int, int, float]:
     return counts[0], counts[1], counts[2], megabytes / 1e6
 
 
-def bench_recompute(archive_dir: Path, mode: str, reps: int, only: list[str] | None = None) -> None:
+def bench_recompute(
+    archive_dir: Path,
+    mode: str,
+    reps: int,
+    only: list[str] | None = None,
+    baseline: Path | None = None,
+) -> None:
     runs, offers, uses, megabytes = archive_size(archive_dir, mode)
     print(
         f"archive: {runs:,} runs, {offers:,} offer rows, {uses:,} use rows "
@@ -240,23 +269,35 @@ def bench_recompute(archive_dir: Path, mode: str, reps: int, only: list[str] | N
     ]
     if only:  # the floors always, then the measurements asked for, in the usual order
         names = [name for name in names if name in ("floor", "floor+uses", *only)]
+    if baseline is not None:  # each measurement but the floors with the other code next
+        names = [
+            taken
+            for name in names
+            for taken in ([name] if name.startswith("floor") else [name, name + BASELINE])
+        ]
     results: dict[str, list[dict[str, float]]] = {name: [] for name in names}
     load_before = os.getloadavg()
     for _ in range(reps):
         for name in names:
-            results[name].append(in_child(name, archive_dir, mode))
+            results[name].append(in_child(name, archive_dir, mode, baseline))
     load_after = os.getloadavg()
     print(
         f"load average (1, 5, 15 min) before: {', '.join(f'{x:.2f}' for x in load_before)}; "
         f"after: {', '.join(f'{x:.2f}' for x in load_after)} ({os.cpu_count()} cores)"
     )
-    print(f"\n{'what':22} {'median s':>9} {'runs/s':>12} {'x floor':>8} {'peak RSS MB':>12}")
+    print(
+        f"\n{'what':22} {'median s':>9} {'runs/s':>12} {'x floor':>8} {'peak RSS MB':>12} "
+        f"{'CPU s':>6} {'CPU x floor':>12}"
+    )
     floor = statistics.median(r["seconds"] for r in results["floor"])
+    floor_cpu = statistics.median(r["cpu_seconds"] for r in results["floor"])
     for name in names:
         seconds = statistics.median(r["seconds"] for r in results[name])
+        cpu = statistics.median(r["cpu_seconds"] for r in results[name])
         peak = max(r["peak_rss_mb"] for r in results[name])
         print(
-            f"{name:22} {seconds:9.2f} {runs / seconds:12,.0f} {seconds / floor:8.2f} {peak:12,.0f}"
+            f"{name:22} {seconds:9.2f} {runs / seconds:12,.0f} {seconds / floor:8.2f} "
+            f"{peak:12,.0f} {cpu:6.2f} {cpu / floor_cpu:12.2f}"
         )
     both = statistics.median(r["seconds"] for r in results["floor+uses"])
 
@@ -393,7 +434,14 @@ def main() -> None:
     parser.add_argument("--skip-ingest", action="store_true")
     parser.add_argument(
         "--only",
-        help="Comma-separated measurements to take (besides the floors); skips the checks.",
+        help="Comma-separated measurements to take (besides the floors); skips the checks. "
+        "A name's own comma is followed by a space ('label=good, from rows').",
+    )
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        help="A src folder of another version (git archive main src | tar -x -C DIR): each "
+        "measurement is also taken with its code, interleaved, named NAME @baseline.",
     )
     parser.add_argument("--one", help=argparse.SUPPRESS)
     parser.add_argument("--archive", type=Path, help="An existing archive to read.")
@@ -412,8 +460,9 @@ def main() -> None:
             stdout=subprocess.DEVNULL,
         )
         print(f"  {time.perf_counter() - started:.0f} s")
-    only = args.only.split(",") if args.only else None
-    bench_recompute(archive_dir, args.mode, args.reps, only)
+    # names hold commas followed by a space ("label=good, from rows"): split on the others
+    only = re.split(r",(?! )", args.only) if args.only else None
+    bench_recompute(archive_dir, args.mode, args.reps, only, args.baseline)
     if only is None:
         check_same(archive_dir, args.mode)  # after: a child would inherit this peak RSS
     if not args.skip_ingest:

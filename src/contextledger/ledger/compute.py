@@ -160,7 +160,7 @@ class StoredTables(Protocol):
 
     def scan(self, table: str, first_in_run: bool | None = None) -> pl.LazyFrame: ...
 
-    def outcome_scan(self, selected: bool = False) -> pl.LazyFrame: ...
+    def outcome_scan(self, selected: bool = False, distinct: bool = True) -> pl.LazyFrame: ...
 
     def totals_scan(self) -> pl.LazyFrame | None: ...
 
@@ -218,7 +218,8 @@ def ledger_inputs(tables: RunTables | LedgerInputs, *, rows: bool = True) -> Led
             runs=tables.scan("runs"),
             offers=scan("offers"),
             uses=scan("uses"),
-            outcomes=tables.outcome_scan(selected=True),
+            # under run totals the credit keeps each pair's first row itself
+            outcomes=tables.outcome_scan(selected=True, distinct=rows or run_totals is None),
             split=SplitRows(
                 first_offers=scan("offers", first_in_run=True),
                 later_offers=scan("offers", first_in_run=False),
@@ -254,7 +255,6 @@ def ledger_plan(inputs: LedgerInputs) -> tuple[pl.LazyFrame, pl.LazyFrame]:
         # and the count use them) and in memory: at most a row per run (and label), where
         # the streaming engine's joins keeping order cost it twice the time
         metered = run_orders = metered.collect(engine="in-memory").lazy()
-        outcomes = outcomes.collect(engine="in-memory").lazy()
     if inputs.totals is not None:  # parts of the runs each: add them up
         totals = inputs.totals.group_by(piece).agg(
             *[pl.col(name).sum() for name in _COUNT_COLUMNS],
@@ -265,7 +265,9 @@ def ledger_plan(inputs: LedgerInputs) -> tuple[pl.LazyFrame, pl.LazyFrame]:
         totals, first_offers = _run_piece_totals(inputs.run_totals, run_orders)
     else:
         totals = _piece_totals(run_orders, split)
-    if inputs.credit is None:
+    if inputs.credit is None and inputs.totals is None and inputs.run_totals is not None:
+        credit = _credit_lists(_run_label_credit(outcomes, first_offers, run_orders))
+    elif inputs.credit is None:
         credit = _outcomes_per_piece(outcomes, first_offers, run_orders)
     else:
         credit = _stored_outcomes(inputs.outcomes, inputs.credit, run_orders)
@@ -457,6 +459,30 @@ def label_credit(
         credit=pl.col("run_order") * (1 << 32) + pl.col("label_position").cast(pl.Int64),
     )
     credited = first_offers.select(run, "kind", "piece_id").join(labels, on=run)
+    return credited.group_by("kind", "piece_id", "label").agg(
+        runs=pl.len().cast(pl.Int64), first_credit=pl.col("credit").min()
+    )
+
+
+def _run_label_credit(
+    outcomes: pl.LazyFrame, first_offers: pl.LazyFrame, run_orders: pl.LazyFrame
+) -> pl.LazyFrame:
+    """:func:`label_credit`'s rows for ``first_offers`` keyed by ``run_order`` (stored
+    run totals'): the selected runs' labels found by one join on the run id and each
+    (run, label) pair's first row kept by a group-by, in memory (a row per run and
+    label), where :func:`label_credit` makes the pairs distinct keeping order and then
+    joins. A run's labels keep their order, so the lists are the same."""
+    labels = (
+        outcomes.select("run_id", "label")
+        .with_row_index("label_position")
+        .join(run_orders, on="run_id")
+        .group_by("run_order", "label")
+        .agg(credit=pl.col("run_order").first() * (1 << 32) + pl.col("label_position").min())
+        .collect(engine="in-memory")
+    )
+    credited = first_offers.select("run_order", "kind", "piece_id").join(
+        labels.lazy(), on="run_order"
+    )
     return credited.group_by("kind", "piece_id", "label").agg(
         runs=pl.len().cast(pl.Int64), first_credit=pl.col("credit").min()
     )

@@ -1,6 +1,6 @@
 -- first_offers over an archive's stored run totals of the selected runs: a row per run and
 -- piece it offered, the piece's first offer in the run, positioned as in first_offers
--- (what piece_outcomes credits the labels from).
+-- (for queries of the steps: the ledger credits the labels from run_totals_pieces).
 CREATE OR REPLACE VIEW first_offers AS
 SELECT
     run_totals.run_id,
