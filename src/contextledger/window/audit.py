@@ -23,12 +23,12 @@ from __future__ import annotations
 import fractions
 import functools
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import polars as pl
 
-from contextledger.read.messages import Message, RunMessages, text_preview
+from contextledger.read.messages import Message, ModelCall, RunMessages, text_preview
 from contextledger.window.frameworks import (
     FrameworkPolicy,
     parse_any_policy,
@@ -395,6 +395,11 @@ class RunFacts:
     final: Mapping[str, str]
     #: Tool results in the run's stream whose last standing is ``fact``.
     facts_declared: int
+    #: The window each model call was sent, as recorded (what ``recorded`` tokens need).
+    sent: list[list[Message]] = field(default_factory=list)
+    #: :class:`WindowFacts` already measured, by call and window (policies often serve
+    #: the same window at a call: every policy before it engages).
+    measured: dict[tuple[int, ...], WindowFacts] = field(default_factory=dict)
 
     @classmethod
     def of(cls, stream: RunMessages, timeline: StandingsTimeline | None) -> RunFacts:
@@ -405,7 +410,88 @@ class RunFacts:
             rate=stream.tokens_per_char(),
             final=final,
             facts_declared=sum(final.get(call_id) == "fact" for call_id in results),
+            sent=[stream.window(call.window_served) for call in stream.calls],
         )
+
+    def window_facts(self, position: int, call: ModelCall, window: list[Message]) -> WindowFacts:
+        """:class:`WindowFacts` of ``window`` served at the call at ``position``, measured
+        once per run for each distinct window (messages compared by identity)."""
+        key = (position, *map(id, window))
+        found = self.measured.get(key)
+        if found is None:
+            violations = wire_violations(window, self.requests[position])
+            counts = [0, 0, 0, 0]
+            for violation in violations:
+                counts[_WIRE_POSITION[violation.kind]] += 1
+            recorded = call.input_tokens > 0 and same_window(window, self.sent[position])
+            found = WindowFacts(
+                window,
+                tuple(counts),
+                violations[0] if violations else None,
+                window_chars(window),
+                recorded,
+            )
+            self.measured[key] = found
+        return found
+
+
+#: Where each wire kind counts in :attr:`WindowFacts.wire`.
+_WIRE_POSITION = {kind: position for position, kind in enumerate(WIRE_KINDS)}
+
+
+@dataclass(slots=True)
+class WindowFacts:
+    """What the audit reads of one window served at one call, whatever policy served it."""
+
+    #: The window itself: held so that the message ids in its key stay its own.
+    window: list[Message]
+    #: Problems of each :data:`WIRE_KINDS`.
+    wire: tuple[int, ...]
+    #: The first problem :func:`wire_violations` lists, if any.
+    first: WireViolation | None
+    #: :func:`~contextledger.window.turns.window_chars`.
+    chars: int
+    #: It is the window the run sent, and the provider reported its tokens.
+    recorded: bool
+
+
+def _costs(
+    stream: RunMessages, served: Sequence[Sequence[Message]], run_facts: RunFacts
+) -> tuple[list[WindowFacts], list[CallCost]]:
+    """Each call's :class:`WindowFacts` and :func:`call_costs`'s row, from measures taken
+    once per distinct window; the previous window's shared prefix is found at C speed
+    when the new window starts with the very same messages (a window that only grew)."""
+    rate = run_facts.rate
+    facts: list[WindowFacts] = []
+    out: list[CallCost] = []
+    previous: list[Message] | None = None
+    previous_chars = 0
+    for position, (call, given) in enumerate(zip(stream.calls, served, strict=True)):
+        window = given if type(given) is list else list(given)
+        measured = run_facts.window_facts(position, call, window)
+        facts.append(measured)
+        tokens: int | None
+        if measured.recorded:
+            tokens = call.input_tokens
+        else:
+            tokens = None if rate is None else round(rate * measured.chars)
+        invalidated = False
+        if previous is None:
+            shared_chars = 0
+        elif window[: len(previous)] == previous:  # identity, message by message
+            shared_chars = previous_chars
+        else:
+            shared = shared_prefix(previous, window)
+            shared_chars = window_chars(window[:shared])
+            invalidated = shared < len(previous)
+        cached: int | None = None
+        if tokens is not None and rate is not None:
+            cached = min(tokens, round(rate * shared_chars))
+        elif tokens is not None:
+            cached = 0
+        out.append(CallCost(tokens, measured.recorded, cached, invalidated))
+        previous, previous_chars = window, measured.chars
+    return facts, out
 
 
 def audit_run(
@@ -426,7 +512,8 @@ def audit_run(
     by the policy), ``facts_declared`` those in the run's stream. ``input_tokens_from``
     says whether the token counts are the provider's (``recorded``), estimated
     (``estimated``) or both. ``run_facts``: the run's :class:`RunFacts`, when the caller
-    audits it under several policies (measured here otherwise).
+    audits it under several policies (measured here otherwise). The counts are those of
+    :func:`wire_violations` and :func:`call_costs` on each window.
     """
     prices = prices or CachePrices()
     run_facts = run_facts or RunFacts.of(stream, timeline)
@@ -435,22 +522,22 @@ def audit_run(
         raise ValueError(msg)
     row: dict[str, Any] = dict.fromkeys(AUDIT_SCHEMA)
     row.update(run_id=stream.run_id, policy=label, model_calls=len(stream.calls))
-    counts = dict.fromkeys(WIRE_KINDS, 0)
+    measured, costs = _costs(stream, served, run_facts)
+    counts = [0, 0, 0, 0]
     rejected = 0
-    for call, window, request in zip(stream.calls, served, run_facts.requests, strict=True):
-        found = wire_violations(window, request)
-        if not found:
+    for call, window in zip(stream.calls, measured, strict=True):
+        first = window.first
+        if first is None:
             continue
         rejected += 1
-        for violation in found:
-            counts[violation.kind] += 1
+        for position, count in enumerate(window.wire):
+            counts[position] += count
         if row["first_problem_call"] is None:
-            first = found[0]
             row["first_problem_call"] = call.ordinal
             row["first_problem_kind"] = first.kind
             row["first_problem_message"] = describe_message(first.message)
-    row["wire_problems"] = sum(counts.values())
-    row.update({WIRE_COLUMNS[kind]: count for kind, count in counts.items()})
+    row["wire_problems"] = sum(counts)
+    row.update({WIRE_COLUMNS[kind]: count for kind, count in zip(WIRE_KINDS, counts, strict=True)})
     row["calls_rejected"] = rejected
 
     final = run_facts.final
@@ -465,7 +552,6 @@ def audit_run(
     row["answer_summaries"] = edits.count("summary")
 
     rate = run_facts.rate
-    costs = call_costs(stream, served, rate)
     row["tokens_per_char"] = rate
     known = all(c.tokens is not None for c in costs)
     row["input_tokens"] = sum(c.tokens or 0 for c in costs) if known else None

@@ -9,6 +9,7 @@ is refused the same way whichever framework it names.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -215,8 +216,17 @@ def total_tokens(messages: Sequence[Message], tokens_of: TokensOf) -> int:
 # ── message helpers ────────────────────────────────────────────────
 
 
+#: Rewritten messages kept for reuse: a policy that edits the full history afresh at
+#: every call rewrites the same messages again; the same copy back is both cheaper and
+#: what the audit finds at C speed (a window's prefix shared by identity). Keyed by the
+#: message itself (compared by identity, held while cached) and the edit.
+_REWRITES_KEPT = 4096
+
+
+@functools.lru_cache(maxsize=_REWRITES_KEPT)
 def rewritten(message: Message, content: str, edit: str) -> Message:
-    """``message`` with new content, marked with how a policy rewrote it."""
+    """``message`` with new content, marked with how a policy rewrote it (the same copy
+    for the same rewrite of the same message: copies are never changed)."""
     raw = dict(message.raw) if message.raw is not None else None
     if raw is not None:
         raw["content"] = content
@@ -225,6 +235,11 @@ def rewritten(message: Message, content: str, edit: str) -> Message:
 
 def with_calls_args_cleared(message: Message, call_ids: set[str]) -> Message:
     """An assistant message whose calls in ``call_ids`` carry empty arguments."""
+    return _with_calls_args_cleared(message, frozenset(call_ids))
+
+
+@functools.lru_cache(maxsize=_REWRITES_KEPT)
+def _with_calls_args_cleared(message: Message, call_ids: frozenset[str]) -> Message:
     raw: dict[str, Any] = dict(message.raw) if message.raw is not None else {"role": message.role}
     calls = raw.get("toolCalls")
     if isinstance(calls, list):

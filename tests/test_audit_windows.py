@@ -1,0 +1,105 @@
+"""The audit measures each distinct window once: its rows stay those of the per-window rules.
+
+:func:`~contextledger.window.audit.audit_run` takes its wire counts and costs from
+measures shared across the policies of a run (a window served at the same call by two
+policies is measured once) and finds a grown window's shared prefix by identity; these
+tests hold it to :func:`wire_violations` and :func:`call_costs` applied window by window.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from contextledger.jobs.compare import parse_compared
+from contextledger.jobs.whatif import _standing_rows, read_inputs
+from contextledger.report import COMPARE_POLICIES
+from contextledger.window.audit import (
+    WIRE_COLUMNS,
+    WIRE_KINDS,
+    audit_table,
+    call_costs,
+    describe_message,
+    served_windows,
+    wire_violations,
+)
+from contextledger.window.frameworks._common import rewritten, with_calls_args_cleared
+from contextledger.window.standings import timelines
+
+from .conftest import SAMPLE
+
+STANDINGS = SAMPLE.parent / "sample-standings.csv"
+
+
+def _window_by_window(stream: Any, policy: Any, standings: Any) -> dict[str, Any]:
+    """The audit row's wire and cost columns, from the per-window rules alone."""
+    served = served_windows(stream, policy, standings)
+    requests = _requests(stream)
+    counts = dict.fromkeys(WIRE_KINDS, 0)
+    first = None
+    for call, window, request in zip(stream.calls, served, requests, strict=True):
+        found = wire_violations(window, request)
+        for violation in found:
+            counts[violation.kind] += 1
+        if found and first is None:
+            first = (call.ordinal, found[0].kind, describe_message(found[0].message))
+    costs = call_costs(stream, served, stream.tokens_per_char())
+    known = all(cost.tokens is not None for cost in costs)
+    return {
+        **{WIRE_COLUMNS[kind]: count for kind, count in counts.items()},
+        "first": first,
+        "input_tokens": sum(c.tokens or 0 for c in costs) if known else None,
+        "cached_tokens": sum(c.cached or 0 for c in costs) if known else None,
+        "cache_invalidations": sum(c.invalidated for c in costs),
+    }
+
+
+def _requests(stream: Any) -> list[Any]:
+    from contextledger.window.audit import current_requests
+
+    return current_requests(stream)
+
+
+def test_the_audit_rows_are_the_per_window_rules_on_the_sample_under_every_policy():
+    inputs = read_inputs(SAMPLE)
+    rows = [*inputs.standings, *_standing_rows(STANDINGS)]
+    policies = parse_compared(COMPARE_POLICIES)
+    audited = audit_table(inputs.streams, policies, rows)
+    by_run = timelines(rows)
+    expected = []
+    for stream in inputs.streams:
+        known = by_run.get(stream.run_id)
+        for _, policy in policies:
+            expected.append(_window_by_window(stream, policy, known.at if known else None))
+    found = [
+        {
+            **{column: row[column] for column in WIRE_COLUMNS.values()},
+            "first": (
+                None
+                if row["first_problem_call"] is None
+                else (
+                    row["first_problem_call"],
+                    row["first_problem_kind"],
+                    row["first_problem_message"],
+                )
+            ),
+            "input_tokens": row["input_tokens"],
+            "cached_tokens": row["cached_tokens"],
+            "cache_invalidations": row["cache_invalidations"],
+        }
+        for row in audited.iter_rows(named=True)
+    ]
+    assert found == expected
+    assert sum(row["cache_invalidations"] for row in found) > 0  # the slow path is taken
+    assert sum(row["wire_unanswered_call"] for row in found) > 0
+
+
+def test_a_policy_rewriting_the_same_message_again_gets_the_same_copy():
+    stream = read_inputs(SAMPLE / "s0003-loop.json.gz").streams[0]
+    result = next(m for m in stream.messages if m.role == "tool")
+    caller = next(m for m in stream.messages if m.tool_calls)
+    assert rewritten(result, "[cleared]", "placeholder") is rewritten(
+        result, "[cleared]", "placeholder"
+    )
+    assert rewritten(result, "[cleared]", "placeholder").content == "[cleared]"
+    ids = {caller.tool_calls[0].id}
+    assert with_calls_args_cleared(caller, ids) is with_calls_args_cleared(caller, set(ids))
