@@ -34,6 +34,7 @@ from contextledger.window.frameworks import (
     parse_any_policy,
     replay_framework,
 )
+from contextledger.window.frameworks._common import TokensOf, tokens_at_rate
 from contextledger.window.policies import Policy
 from contextledger.window.refusals import current_request_index, is_result
 from contextledger.window.replay import Standings, replay, same_window
@@ -55,14 +56,18 @@ def parse_audit_policy(spec: str | AnyPolicy) -> AnyPolicy:
 
 
 def served_windows(
-    stream: RunMessages, policy: str | AnyPolicy, standings: Standings | None = None
+    stream: RunMessages,
+    policy: str | AnyPolicy,
+    standings: Standings | None = None,
+    tokens_of: TokensOf | None = None,
 ) -> list[list[Message]]:
     """The window each model call of ``stream`` would have been served under ``policy``.
 
     The one dispatch from a policy to its replay: agentfootprint's policies go to
     :func:`~contextledger.window.replay.replay` (``standings`` arms their fact pin);
     another framework's policy goes to :func:`~contextledger.window.frameworks.replay_framework`
-    (standings do not change what those frameworks keep).
+    (standings do not change what those frameworks keep) with ``tokens_of`` (default: its
+    estimate at the run's own rate).
 
     >>> from contextledger.jobs.whatif import read_inputs
     >>> stream = read_inputs("data/sample/s0003-loop.json.gz").streams[0]
@@ -71,7 +76,7 @@ def served_windows(
     """
     parsed = parse_audit_policy(policy)
     if isinstance(parsed, FrameworkPolicy):
-        return replay_framework(stream, parsed).served
+        return replay_framework(stream, parsed, tokens_of).served
     return replay(stream, parsed, standings).served
 
 
@@ -132,28 +137,33 @@ def wire_violations(
     ['head-not-user', 'orphan-result', 'unanswered-call', 'request-dropped']
     """
     found: list[WireViolation] = []
-    head = next((p for p, m in enumerate(window) if m.role != "system"), None)
-    if head is not None and window[head].role != "user":
-        found.append(WireViolation("head-not-user", window[head], head))
-    asked: set[str] = set()
-    answered: set[str] = set()
+    for head, message in enumerate(window):
+        if message.role != "system":
+            if message.role != "user":
+                found.append(WireViolation("head-not-user", message, head))
+            break
+    asked: set[str | None] = set()
+    answered: set[str | None] = set()
     calling: list[int] = []  # positions of the messages making calls
     for position, message in enumerate(window):  # one pass; most windows have no problem
         if message.role == "tool":
-            if message.tool_call_id not in asked:
+            call_id = message.tool_call_id
+            if call_id not in asked:
                 found.append(WireViolation("orphan-result", message, position))
-            if message.tool_call_id:
-                answered.add(message.tool_call_id)
+            if call_id:
+                answered.add(call_id)
         if message.tool_calls:
             calling.append(position)
-            asked.update(call.id for call in message.tool_calls)
-    for position in calling:
-        message = window[position]
-        found.extend(
-            WireViolation("unanswered-call", message, position)
-            for call in message.tool_calls
-            if call.id not in answered
-        )
+            for call in message.tool_calls:
+                asked.add(call.id)
+    if not asked <= answered:  # some call is unanswered: name each, in window order
+        for position in calling:
+            message = window[position]
+            found.extend(
+                WireViolation("unanswered-call", message, position)
+                for call in message.tool_calls
+                if call.id not in answered
+            )
     if request is not None and request not in window:  # Message compares by identity
         found.append(WireViolation("request-dropped", request, -1))
     return found
@@ -591,8 +601,9 @@ def audit_table(
     for stream in streams:
         timeline = by_run.get(stream.run_id)
         run_facts = RunFacts.of(stream, timeline)
+        tokens_of = tokens_at_rate(run_facts.rate)
         for label, policy in policies:
-            served = served_windows(stream, policy, timeline.at if timeline else None)
+            served = served_windows(stream, policy, timeline.at if timeline else None, tokens_of)
             rows.append(audit_run(stream, label, served, timeline, prices, run_facts))
     return pl.DataFrame(rows, schema=AUDIT_SCHEMA, orient="row")
 

@@ -203,7 +203,12 @@ def estimated_tokens_of(stream: RunMessages | None = None) -> TokensOf:
     Only the content is measured, as the run's rate is: a tool call's arguments add
     nothing of their own.
     """
-    rate = stream.tokens_per_char() if stream is not None else None
+    return tokens_at_rate(stream.tokens_per_char() if stream is not None else None)
+
+
+def tokens_at_rate(rate: float | None) -> TokensOf:
+    """:func:`estimated_tokens_of` a stream whose ``tokens_per_char()`` is ``rate`` (for a
+    caller that measured it once for several replays)."""
     if rate is None:
         return lambda m: math.ceil(m.chars / 4)
     return lambda m: round(rate * m.chars)
