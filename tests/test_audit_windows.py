@@ -103,3 +103,19 @@ def test_a_policy_rewriting_the_same_message_again_gets_the_same_copy():
     assert rewritten(result, "[cleared]", "placeholder").content == "[cleared]"
     ids = {caller.tool_calls[0].id}
     assert with_calls_args_cleared(caller, ids) is with_calls_args_cleared(caller, set(ids))
+
+
+def test_policies_serving_a_run_alike_are_replayed_once_and_audited_under_each_label(
+    monkeypatch,
+):
+    import contextledger.window.audit as audit
+
+    streams = read_inputs(SAMPLE / "s0003-loop.json.gz").streams  # no standings given
+    policies = parse_compared(["sliding:keep=2", "sliding:keep=2,ledger_facts=0"])
+    replayed: list[Any] = []
+    served = audit.served_windows
+    monkeypatch.setattr(audit, "served_windows", lambda *a: replayed.append(a) or served(*a))
+    audited = audit_table(streams, policies)
+    assert len(replayed) == 1
+    assert audited["policy"].to_list() == [label for label, _ in policies]
+    assert audited.drop("policy").n_unique() == 1

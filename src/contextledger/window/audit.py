@@ -20,6 +20,7 @@ Pure functions, no I/O.
 
 from __future__ import annotations
 
+import dataclasses
 import fractions
 import functools
 from collections.abc import Mapping, Sequence
@@ -602,10 +603,34 @@ def audit_table(
         timeline = by_run.get(stream.run_id)
         run_facts = RunFacts.of(stream, timeline)
         tokens_of = tokens_at_rate(run_facts.rate)
+        audited: dict[AnyPolicy, dict[str, Any]] = {}
         for label, policy in policies:
-            served = served_windows(stream, policy, timeline.at if timeline else None, tokens_of)
-            rows.append(audit_run(stream, label, served, timeline, prices, run_facts))
+            alike = serving_alike(policy, armed=timeline is not None)
+            row = audited.get(alike)
+            if row is None:
+                standings = timeline.at if timeline else None
+                served = served_windows(stream, policy, standings, tokens_of)
+                row = audited[alike] = audit_run(stream, label, served, timeline, prices, run_facts)
+            rows.append({**row, "policy": label})
     return pl.DataFrame(rows, schema=AUDIT_SCHEMA, orient="row")
+
+
+def serving_alike(policy: AnyPolicy, *, armed: bool) -> AnyPolicy:
+    """A policy equal to every other that serves a run the very same windows: on a run with
+    no standings (``armed`` False) agentfootprint's fact pin holds nothing, so its
+    ceiling (``ledger_facts``) changes nothing there; the audit replays one of them.
+
+    >>> from contextledger.window.policies import parse_policy
+    >>> six = parse_policy("sliding:keep=6")
+    >>> unpinned = parse_policy("sliding:keep=6,ledger_facts=0")
+    >>> serving_alike(six, armed=False) == serving_alike(unpinned, armed=False)
+    True
+    >>> serving_alike(six, armed=True) == serving_alike(unpinned, armed=True)
+    False
+    """
+    if isinstance(policy, Policy) and not armed:
+        return dataclasses.replace(policy, ledger_facts=0)
+    return policy
 
 
 def wire_check(
