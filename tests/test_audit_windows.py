@@ -119,3 +119,15 @@ def test_policies_serving_a_run_alike_are_replayed_once_and_audited_under_each_l
     assert len(replayed) == 1
     assert audited["policy"].to_list() == [label for label, _ in policies]
     assert audited.drop("policy").n_unique() == 1
+
+
+def test_mastras_filter_gives_back_the_same_copy_of_a_message_it_cut_at_every_call():
+    from contextledger.window.frameworks import replay_framework
+    from contextledger.window.synthetic import Batch, Result, Said, build_stream
+
+    step = [Batch((Result("look", 300), Result("probe", 300)), "checking both")]
+    stream = build_stream("r", [Said("user", "go")], [step, step, step, step])
+    served = replay_framework(stream, "mastra_tool_filter:exclude=look").served
+    cut = [[m for m in window if m.edit == "placeholder"] for window in served]
+    assert [len(messages) for messages in cut] == [0, 0, 1, 2]
+    assert cut[2][0] is cut[3][0]  # the first step's message, cut at both calls
