@@ -131,3 +131,19 @@ def test_mastras_filter_gives_back_the_same_copy_of_a_message_it_cut_at_every_ca
     cut = [[m for m in window if m.edit == "placeholder"] for window in served]
     assert [len(messages) for messages in cut] == [0, 0, 1, 2]
     assert cut[2][0] is cut[3][0]  # the first step's message, cut at both calls
+
+
+def test_a_policy_that_never_engages_on_a_run_takes_the_row_of_the_windows_it_serves(
+    monkeypatch,
+):
+    import contextledger.window.audit as audit
+
+    streams = read_inputs(SAMPLE / "s0003-loop.json.gz").streams
+    policies = parse_compared(["none", "sliding:keep=1000", "sliding:keep=2"])
+    calls: list[str] = []
+    audit_run = audit.audit_run
+    monkeypatch.setattr(audit, "audit_run", lambda *a: calls.append(a[1]) or audit_run(*a))
+    audited = audit_table(streams, policies)
+    assert calls == ["none", "sliding:keep=2"]
+    rows = audited.drop("policy").rows()
+    assert rows[0] == rows[1] != rows[2]

@@ -604,13 +604,24 @@ def audit_table(
         run_facts = RunFacts.of(stream, timeline)
         tokens_of = tokens_at_rate(run_facts.rate)
         audited: dict[AnyPolicy, dict[str, Any]] = {}
+        # A row by the windows served, messages by identity (policies that do not engage
+        # on a run serve the very windows ``none`` does); ``kept`` holds the windows, so
+        # their messages' ids stay theirs while the run is audited.
+        by_windows: dict[tuple[tuple[int, ...], ...], dict[str, Any]] = {}
+        kept = []
         for label, policy in policies:
             alike = serving_alike(policy, armed=timeline is not None)
             row = audited.get(alike)
             if row is None:
                 standings = timeline.at if timeline else None
                 served = served_windows(stream, policy, standings, tokens_of)
-                row = audited[alike] = audit_run(stream, label, served, timeline, prices, run_facts)
+                kept.append(served)
+                windows = tuple(tuple(map(id, window)) for window in served)
+                row = by_windows.get(windows)
+                if row is None:
+                    row = audit_run(stream, label, served, timeline, prices, run_facts)
+                    by_windows[windows] = row
+                audited[alike] = row
             rows.append({**row, "policy": label})
     return pl.DataFrame(rows, schema=AUDIT_SCHEMA, orient="row")
 

@@ -77,7 +77,7 @@ def turn_count(window: Sequence[Message]) -> int:
 
 def window_chars(window: Sequence[Message]) -> int:
     """Sum of content lengths, in UTF-16 code units. Exact; not tokens."""
-    return sum(message.chars for message in window)
+    return sum([message.chars for message in window])
 
 
 def answered_call_ids(window: Sequence[Message]) -> frozenset[str]:

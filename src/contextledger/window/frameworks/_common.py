@@ -215,7 +215,7 @@ def tokens_at_rate(rate: float | None) -> TokensOf:
 
 
 def total_tokens(messages: Sequence[Message], tokens_of: TokensOf) -> int:
-    return sum(tokens_of(m) for m in messages)
+    return sum(map(tokens_of, messages))
 
 
 # ── message helpers ────────────────────────────────────────────────
