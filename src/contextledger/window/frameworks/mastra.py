@@ -32,7 +32,7 @@ def _without_calls(message: Message, dropped: set[str]) -> Message | None:
     if not kept and not message.content.strip():
         return None
     recorded = message.raw.get("toolCalls") if message.raw is not None else None
-    removed = {c.id for c in message.tool_calls if c.id in dropped}
+    removed: set[Any] = {c.id for c in message.tool_calls if c.id in dropped}
     if isinstance(recorded, list):
         removed.update(
             c.get("id") for c in recorded if isinstance(c, dict) and c.get("id") in dropped
