@@ -16,12 +16,18 @@ version) kept in ``$CONTEXTLEDGER_CACHE``, as every report after a machine's fir
 Two sources: the corpus's snapshots, and an archive of ``--synthetic`` runs written by
 ``contextledger synth`` (kept in ``--synthetic-dir`` for the next bench run).
 The target (issue 21): both ratios at most 2 on both.
-Run: ``.venv/bin/python bench/report.py [--corpus DIR] [--synthetic 10000] [--repeat 3]``.
+
+``--baseline SRC`` also times ``report`` (chart script kept) of the package under
+``SRC`` (a source folder holding ``contextledger``, e.g. ``git archive main src``
+unpacked) in the same rounds, so a change is measured before and after in one run.
+Run: ``.venv/bin/python bench/report.py [--corpus DIR] [--synthetic 10000] [--repeat 3]
+[--baseline SRC]``.
 """
 
 from __future__ import annotations
 
 import argparse
+import compileall
 import os
 import statistics
 import subprocess
@@ -39,18 +45,13 @@ CORPUS = REPO.parent / "shared" / "corpus" / "agentfootprint-9.62" / "runs"
 TARGET = 2.0
 
 
-def timed(argv: list[str], cache: str) -> tuple[float, float]:
+def timed(argv: list[str], cache: str, source: Path | None = None) -> tuple[float, float]:
     """Wall and CPU seconds of one whole command (it must succeed), charts' script kept
-    in ``cache``."""
-    previous = os.environ.get("CONTEXTLEDGER_CACHE")
-    os.environ["CONTEXTLEDGER_CACHE"] = cache
-    try:
-        return elapsed(argv)
-    finally:
-        if previous is None:
-            del os.environ["CONTEXTLEDGER_CACHE"]
-        else:
-            os.environ["CONTEXTLEDGER_CACHE"] = previous
+    in ``cache``; the package imported from ``source`` when given."""
+    env = {**os.environ, "CONTEXTLEDGER_CACHE": cache}
+    if source is not None:
+        env["PYTHONPATH"] = str(source)
+    return elapsed(argv, env=env)
 
 
 def synthetic_archive(runs: int, folder: Path) -> Path:
@@ -64,8 +65,9 @@ def synthetic_archive(runs: int, folder: Path) -> Path:
     return archive
 
 
-def measure(source: Path, repeat: int, folder: str) -> None:
-    """Time the four commands on ``source`` and print medians and ratios."""
+def measure(source: Path, repeat: int, folder: str, baseline: Path | None = None) -> None:
+    """Time the four commands on ``source`` (and ``report`` of ``baseline``'s package)
+    and print medians and ratios."""
     policies = [f"--policy={policy}" for policy in DEFAULT_POLICIES]
     report = [*COMMAND, "report", str(source), "-o", f"{folder}/out"]
     commands = {
@@ -74,6 +76,8 @@ def measure(source: Path, repeat: int, folder: str) -> None:
         "ledger": [*COMMAND, "ledger", str(source)],
         "whatif": [*COMMAND, "whatif", str(source), *policies],
     }
+    if baseline is not None:
+        commands["report (baseline)"] = report
     kept = f"{folder}/kept"
     timed(report, kept)  # keeps the script, as a machine's first report does
     walls: dict[str, list[float]] = {name: [] for name in commands}
@@ -81,7 +85,7 @@ def measure(source: Path, repeat: int, folder: str) -> None:
     for attempt in range(repeat):
         for name, argv in commands.items():
             cache = f"{folder}/empty-{source.name}-{attempt}" if name == "report (first)" else kept
-            wall, cpu = timed(argv, cache)
+            wall, cpu = timed(argv, cache, baseline if name == "report (baseline)" else None)
             walls[name].append(wall)
             cpus[name].append(cpu)
     wall = {name: statistics.median(values) for name, values in walls.items()}
@@ -100,6 +104,10 @@ def measure(source: Path, repeat: int, folder: str) -> None:
             f"  {name} / (ledger + whatif): {by_wall:.2f}x wall ({verdict}: at most "
             f"{TARGET:g}), {by_cpu:.2f}x cpu"
         )
+    if baseline is not None:
+        by_wall = wall["report"] / wall["report (baseline)"]
+        by_cpu = cpu["report"] / cpu["report (baseline)"]
+        print(f"  report / report (baseline): {by_wall:.2f}x wall, {by_cpu:.2f}x cpu")
 
 
 def main() -> None:
@@ -115,14 +123,20 @@ def main() -> None:
         help="where the synthetic archive is written and kept",
     )
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument(
+        "--baseline", type=Path, help="a source folder whose package's report is timed beside"
+    )
     args = parser.parse_args()
     print(f"bytecode: {compile_package()}")
+    if args.baseline is not None:
+        compileall.compile_dir(args.baseline, quiet=1)
+        print(f"baseline: {args.baseline}")
     sources = [args.corpus]
     if args.synthetic:
         sources.append(synthetic_archive(args.synthetic, args.synthetic_dir))
     with tempfile.TemporaryDirectory() as folder:
         for source in sources:
-            measure(source, args.repeat, folder)
+            measure(source, args.repeat, folder, args.baseline)
 
 
 if __name__ == "__main__":

@@ -13,27 +13,37 @@ Per (run, policy), :func:`audit_run` counts
   place (``Message.edit``: placeholders, previews, summaries);
 * **cost**: input tokens over all calls, and prefix-cache invalidations priced with a
   :class:`CachePrices` model; beside it, the cache reads and writes the provider
-  recorded (:func:`recorded_cache`), which only the run as sent has.
+  recorded (:func:`recorded_cache`), which only the run as sent has (the per-call rules:
+  :mod:`~contextledger.window.cache_costs`).
 
 Pure functions, no I/O.
 """
 
 from __future__ import annotations
 
-import fractions
-import functools
+import dataclasses
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import polars as pl
 
-from contextledger.read.messages import Message, RunMessages, text_preview
+from contextledger.read.messages import Message, ModelCall, RunMessages, text_preview
+from contextledger.window.cache_costs import MAX_CACHE_PRICE as MAX_CACHE_PRICE  # re-exported
+from contextledger.window.cache_costs import (
+    CachePrices,
+    CallCost,
+    priced,
+    recorded_cache,
+    shared_prefix,
+)
+from contextledger.window.cache_costs import call_costs as call_costs  # re-exported
 from contextledger.window.frameworks import (
     FrameworkPolicy,
     parse_any_policy,
     replay_framework,
 )
+from contextledger.window.frameworks._common import TokensOf, tokens_at_rate
 from contextledger.window.policies import Policy
 from contextledger.window.refusals import current_request_index, is_result
 from contextledger.window.replay import Standings, replay, same_window
@@ -55,14 +65,18 @@ def parse_audit_policy(spec: str | AnyPolicy) -> AnyPolicy:
 
 
 def served_windows(
-    stream: RunMessages, policy: str | AnyPolicy, standings: Standings | None = None
+    stream: RunMessages,
+    policy: str | AnyPolicy,
+    standings: Standings | None = None,
+    tokens_of: TokensOf | None = None,
 ) -> list[list[Message]]:
     """The window each model call of ``stream`` would have been served under ``policy``.
 
     The one dispatch from a policy to its replay: agentfootprint's policies go to
     :func:`~contextledger.window.replay.replay` (``standings`` arms their fact pin);
     another framework's policy goes to :func:`~contextledger.window.frameworks.replay_framework`
-    (standings do not change what those frameworks keep).
+    (standings do not change what those frameworks keep) with ``tokens_of`` (default: its
+    estimate at the run's own rate).
 
     >>> from contextledger.jobs.whatif import read_inputs
     >>> stream = read_inputs("data/sample/s0003-loop.json.gz").streams[0]
@@ -71,7 +85,7 @@ def served_windows(
     """
     parsed = parse_audit_policy(policy)
     if isinstance(parsed, FrameworkPolicy):
-        return replay_framework(stream, parsed).served
+        return replay_framework(stream, parsed, tokens_of).served
     return replay(stream, parsed, standings).served
 
 
@@ -132,28 +146,33 @@ def wire_violations(
     ['head-not-user', 'orphan-result', 'unanswered-call', 'request-dropped']
     """
     found: list[WireViolation] = []
-    head = next((p for p, m in enumerate(window) if m.role != "system"), None)
-    if head is not None and window[head].role != "user":
-        found.append(WireViolation("head-not-user", window[head], head))
-    asked: set[str] = set()
-    answered: set[str] = set()
+    for head, message in enumerate(window):
+        if message.role != "system":
+            if message.role != "user":
+                found.append(WireViolation("head-not-user", message, head))
+            break
+    asked: set[str | None] = set()
+    answered: set[str | None] = set()
     calling: list[int] = []  # positions of the messages making calls
     for position, message in enumerate(window):  # one pass; most windows have no problem
         if message.role == "tool":
-            if message.tool_call_id not in asked:
+            call_id = message.tool_call_id
+            if call_id not in asked:
                 found.append(WireViolation("orphan-result", message, position))
-            if message.tool_call_id:
-                answered.add(message.tool_call_id)
+            if call_id:
+                answered.add(call_id)
         if message.tool_calls:
             calling.append(position)
-            asked.update(call.id for call in message.tool_calls)
-    for position in calling:
-        message = window[position]
-        found.extend(
-            WireViolation("unanswered-call", message, position)
-            for call in message.tool_calls
-            if call.id not in answered
-        )
+            for call in message.tool_calls:
+                asked.add(call.id)
+    if not asked <= answered:  # some call is unanswered: name each, in window order
+        for position in calling:
+            message = window[position]
+            found.extend(
+                WireViolation("unanswered-call", message, position)
+                for call in message.tool_calls
+                if call.id not in answered
+            )
     if request is not None and request not in window:  # Message compares by identity
         found.append(WireViolation("request-dropped", request, -1))
     return found
@@ -194,162 +213,6 @@ def describe_message(message: Message) -> str:
         what = f"{message.role} message" + (f" {text!r}" if text else "")
     where = "written by the policy" if message.index < 0 else f"stream message {message.index}"
     return f"{what}, {where}"
-
-
-# ── the cache ──────────────────────────────────────────────────────
-
-
-#: The dearest cache price taken, in multiples of the input price (Anthropic's dearest
-#: is 2): a dearer one would overflow the 64-bit cost columns, and prices nothing real.
-MAX_CACHE_PRICE = 1000
-
-
-@dataclass(frozen=True)
-class CachePrices:
-    """Prompt-cache prices as multiples of the base input-token price.
-
-    Defaults are Anthropic's published ratios: a 5-minute cache write costs 1.25x the
-    base input price and a cache read 0.1x ("Prompt caching", Pricing:
-    https://platform.claude.com/docs/en/build-with-claude/prompt-caching#pricing; a
-    1-hour write is 2x). :func:`priced` states how a run is priced with them: the best
-    case, where every call caches its whole window and the next reads any shared prefix
-    (no minimum cacheable length, no breakpoint limit).
-    """
-
-    write: float = 1.25
-    read: float = 0.1
-
-    def __post_init__(self) -> None:
-        for name in ("write", "read"):
-            value = getattr(self, name)
-            if not 0 <= value <= MAX_CACHE_PRICE:  # also refuses NaN and infinity
-                msg = f"cache {name} price must be a number from 0 to {MAX_CACHE_PRICE}"
-                msg += f", not {value!r}"
-                raise ValueError(msg)
-
-
-def _wire_key(message: Message) -> tuple[Any, ...]:
-    """What a cache compares: which message it is and the bytes it carries now (an
-    edited message differs from its original)."""
-    stream_index = message.index if message.index >= 0 and not message.window_authored else None
-    return (
-        stream_index,
-        message.role,
-        message.content,
-        message.chars,
-        message.tool_call_id,
-        message.tool_calls,
-        message.edit,
-    )
-
-
-def shared_prefix(previous: Sequence[Message], current: Sequence[Message]) -> int:
-    """How many leading messages ``current`` shares with ``previous`` (same message, same
-    content, same edit).
-
-    >>> from contextledger.read.messages import Message
-    >>> a, b, c = Message("user", "a", index=0), Message("tool", "b", index=1), Message("user", "c")
-    >>> shared_prefix([a, b], [a, b, c]), shared_prefix([a, b], [a, c])
-    (2, 1)
-    """
-    count = 0
-    for old, new in zip(previous, current, strict=False):
-        if old is not new and _wire_key(old) != _wire_key(new):
-            break
-        count += 1
-    return count
-
-
-@dataclass(frozen=True)
-class CallCost:
-    """One model call's input tokens, the part a prompt cache could have read, and whether
-    it broke the previous call's prefix."""
-
-    tokens: int | None
-    recorded: bool
-    cached: int | None
-    invalidated: bool
-
-
-def call_costs(
-    stream: RunMessages, served: Sequence[Sequence[Message]], rate: float | None
-) -> list[CallCost]:
-    """Per model call: input tokens, cached tokens, and whether the cache was invalidated.
-
-    Tokens are the provider's recorded count where the call was served the very window
-    the run sent and reported a count (so, usually, under ``none``), else
-    ``round(rate * chars)`` (``rate``: the run's recorded tokens per char), None with no
-    rate. The cached part is ``round(rate * chars of the prefix shared with the previous
-    call's window)`` (at most the call's tokens; 0 at the first call). A call invalidates
-    the cache when the previous call's window is not a prefix of its own.
-    """
-    out: list[CallCost] = []
-    previous: Sequence[Message] | None = None
-    for call, window in zip(stream.calls, served, strict=True):
-        recorded = call.input_tokens > 0 and same_window(window, stream.window(call.window_served))
-        tokens: int | None
-        if recorded:
-            tokens = call.input_tokens
-        else:
-            tokens = None if rate is None else round(rate * window_chars(window))
-        shared = 0 if previous is None else shared_prefix(previous, window)
-        invalidated = previous is not None and shared < len(previous)
-        cached: int | None = None
-        if tokens is not None and rate is not None:
-            cached = min(tokens, round(rate * window_chars(window[:shared])))
-        elif tokens is not None:
-            cached = 0
-        out.append(CallCost(tokens, recorded, cached, invalidated))
-        previous = window
-    return out
-
-
-def recorded_cache(stream: RunMessages) -> tuple[int | None, int | None]:
-    """``(read, written)``: the prompt-cache input tokens the provider recorded over the
-    run's calls, for the windows the run sent (whatever policy is replayed); ``(None,
-    None)`` when no call recorded either. A call that recorded one but not the other
-    counts 0 for it: the official instrumentations leave a zero out.
-    """
-    reads = [call.cache_read_tokens for call in stream.calls]
-    writes = [call.cache_write_tokens for call in stream.calls]
-    if all(value is None for value in (*reads, *writes)):
-        return None, None
-    return sum(value or 0 for value in reads), sum(value or 0 for value in writes)
-
-
-def priced(costs: Sequence[CallCost], prices: CachePrices) -> tuple[float | None, float | None]:
-    """``(without cache, with cache)`` in base input-token units, over ``costs``.
-
-    Without a cache every input token costs 1. With one, each call reads the tokens of
-    the prefix it shares with the previous call's window at ``prices.read`` and writes
-    the rest at ``prices.write`` (every call caches its whole window for the next; the
-    first call writes all of it): ``sum(cached * read + (tokens - cached) * write)``.
-    None when some call's tokens are unknown.
-
-    The sum is exact, at the prices as written in decimal (``0.1`` is a tenth), rounded
-    once to the nearest double: ``3541.7``, never a float sum's ``3541.699999999999``,
-    so JSON and CSV print it short and every engine gets the same bits.
-
-    >>> costs = [CallCost(100, True, 0, False), CallCost(150, False, 100, False)]
-    >>> priced(costs, CachePrices())
-    (250.0, 197.5)
-    >>> priced([CallCost(3539, True, 767, False)], CachePrices())
-    (3539.0, 3541.7)
-    """
-    if any(c.tokens is None or c.cached is None for c in costs):
-        return None, None
-    tokens = sum(c.tokens or 0 for c in costs)
-    cached = sum(c.cached or 0 for c in costs)
-    read, write = _decimal(prices.read), _decimal(prices.write)
-    numerator = cached * read.numerator * write.denominator
-    numerator += (tokens - cached) * write.numerator * read.denominator
-    return float(tokens), numerator / (read.denominator * write.denominator)
-
-
-@functools.lru_cache(maxsize=64)
-def _decimal(price: float) -> fractions.Fraction:
-    """``price`` as the decimal it is written as (its shortest repr): ``0.1`` is 1/10."""
-    return fractions.Fraction(repr(price))
 
 
 # ── one row per (run, policy) ──────────────────────────────────────
@@ -395,6 +258,11 @@ class RunFacts:
     final: Mapping[str, str]
     #: Tool results in the run's stream whose last standing is ``fact``.
     facts_declared: int
+    #: The window each model call was sent, as recorded (what ``recorded`` tokens need).
+    sent: list[list[Message]] = field(default_factory=list)
+    #: :class:`WindowFacts` already measured, by call and window (policies often serve
+    #: the same window at a call: every policy before it engages).
+    measured: dict[tuple[int, ...], WindowFacts] = field(default_factory=dict)
 
     @classmethod
     def of(cls, stream: RunMessages, timeline: StandingsTimeline | None) -> RunFacts:
@@ -405,7 +273,88 @@ class RunFacts:
             rate=stream.tokens_per_char(),
             final=final,
             facts_declared=sum(final.get(call_id) == "fact" for call_id in results),
+            sent=[stream.window(call.window_served) for call in stream.calls],
         )
+
+    def window_facts(self, position: int, call: ModelCall, window: list[Message]) -> WindowFacts:
+        """:class:`WindowFacts` of ``window`` served at the call at ``position``, measured
+        once per run for each distinct window (messages compared by identity)."""
+        key = (position, *map(id, window))
+        found = self.measured.get(key)
+        if found is None:
+            violations = wire_violations(window, self.requests[position])
+            counts = [0, 0, 0, 0]
+            for violation in violations:
+                counts[_WIRE_POSITION[violation.kind]] += 1
+            recorded = call.input_tokens > 0 and same_window(window, self.sent[position])
+            found = WindowFacts(
+                window,
+                tuple(counts),
+                violations[0] if violations else None,
+                window_chars(window),
+                recorded,
+            )
+            self.measured[key] = found
+        return found
+
+
+#: Where each wire kind counts in :attr:`WindowFacts.wire`.
+_WIRE_POSITION = {kind: position for position, kind in enumerate(WIRE_KINDS)}
+
+
+@dataclass(slots=True)
+class WindowFacts:
+    """What the audit reads of one window served at one call, whatever policy served it."""
+
+    #: The window itself: held so that the message ids in its key stay its own.
+    window: list[Message]
+    #: Problems of each :data:`WIRE_KINDS`.
+    wire: tuple[int, ...]
+    #: The first problem :func:`wire_violations` lists, if any.
+    first: WireViolation | None
+    #: :func:`~contextledger.window.turns.window_chars`.
+    chars: int
+    #: It is the window the run sent, and the provider reported its tokens.
+    recorded: bool
+
+
+def _costs(
+    stream: RunMessages, served: Sequence[Sequence[Message]], run_facts: RunFacts
+) -> tuple[list[WindowFacts], list[CallCost]]:
+    """Each call's :class:`WindowFacts` and :func:`call_costs`'s row, from measures taken
+    once per distinct window; the previous window's shared prefix is found at C speed
+    when the new window starts with the very same messages (a window that only grew)."""
+    rate = run_facts.rate
+    facts: list[WindowFacts] = []
+    out: list[CallCost] = []
+    previous: list[Message] | None = None
+    previous_chars = 0
+    for position, (call, given) in enumerate(zip(stream.calls, served, strict=True)):
+        window = given if type(given) is list else list(given)
+        measured = run_facts.window_facts(position, call, window)
+        facts.append(measured)
+        tokens: int | None
+        if measured.recorded:
+            tokens = call.input_tokens
+        else:
+            tokens = None if rate is None else round(rate * measured.chars)
+        invalidated = False
+        if previous is None:
+            shared_chars = 0
+        elif window[: len(previous)] == previous:  # identity, message by message
+            shared_chars = previous_chars
+        else:
+            shared = shared_prefix(previous, window)
+            shared_chars = window_chars(window[:shared])
+            invalidated = shared < len(previous)
+        cached: int | None = None
+        if tokens is not None and rate is not None:
+            cached = min(tokens, round(rate * shared_chars))
+        elif tokens is not None:
+            cached = 0
+        out.append(CallCost(tokens, measured.recorded, cached, invalidated))
+        previous, previous_chars = window, measured.chars
+    return facts, out
 
 
 def audit_run(
@@ -426,7 +375,8 @@ def audit_run(
     by the policy), ``facts_declared`` those in the run's stream. ``input_tokens_from``
     says whether the token counts are the provider's (``recorded``), estimated
     (``estimated``) or both. ``run_facts``: the run's :class:`RunFacts`, when the caller
-    audits it under several policies (measured here otherwise).
+    audits it under several policies (measured here otherwise). The counts are those of
+    :func:`wire_violations` and :func:`call_costs` on each window.
     """
     prices = prices or CachePrices()
     run_facts = run_facts or RunFacts.of(stream, timeline)
@@ -435,22 +385,22 @@ def audit_run(
         raise ValueError(msg)
     row: dict[str, Any] = dict.fromkeys(AUDIT_SCHEMA)
     row.update(run_id=stream.run_id, policy=label, model_calls=len(stream.calls))
-    counts = dict.fromkeys(WIRE_KINDS, 0)
+    measured, costs = _costs(stream, served, run_facts)
+    counts = [0, 0, 0, 0]
     rejected = 0
-    for call, window, request in zip(stream.calls, served, run_facts.requests, strict=True):
-        found = wire_violations(window, request)
-        if not found:
+    for call, window in zip(stream.calls, measured, strict=True):
+        first = window.first
+        if first is None:
             continue
         rejected += 1
-        for violation in found:
-            counts[violation.kind] += 1
+        for position, count in enumerate(window.wire):
+            counts[position] += count
         if row["first_problem_call"] is None:
-            first = found[0]
             row["first_problem_call"] = call.ordinal
             row["first_problem_kind"] = first.kind
             row["first_problem_message"] = describe_message(first.message)
-    row["wire_problems"] = sum(counts.values())
-    row.update({WIRE_COLUMNS[kind]: count for kind, count in counts.items()})
+    row["wire_problems"] = sum(counts)
+    row.update({WIRE_COLUMNS[kind]: count for kind, count in zip(WIRE_KINDS, counts, strict=True)})
     row["calls_rejected"] = rejected
 
     final = run_facts.final
@@ -465,7 +415,6 @@ def audit_run(
     row["answer_summaries"] = edits.count("summary")
 
     rate = run_facts.rate
-    costs = call_costs(stream, served, rate)
     row["tokens_per_char"] = rate
     known = all(c.tokens is not None for c in costs)
     row["input_tokens"] = sum(c.tokens or 0 for c in costs) if known else None
@@ -505,10 +454,46 @@ def audit_table(
     for stream in streams:
         timeline = by_run.get(stream.run_id)
         run_facts = RunFacts.of(stream, timeline)
+        tokens_of = tokens_at_rate(run_facts.rate)
+        audited: dict[AnyPolicy, dict[str, Any]] = {}
+        # A row by the windows served, messages by identity (policies that do not engage
+        # on a run serve the very windows ``none`` does); ``kept`` holds the windows, so
+        # their messages' ids stay theirs while the run is audited.
+        by_windows: dict[tuple[tuple[int, ...], ...], dict[str, Any]] = {}
+        kept = []
         for label, policy in policies:
-            served = served_windows(stream, policy, timeline.at if timeline else None)
-            rows.append(audit_run(stream, label, served, timeline, prices, run_facts))
+            alike = serving_alike(policy, armed=timeline is not None)
+            row = audited.get(alike)
+            if row is None:
+                standings = timeline.at if timeline else None
+                served = served_windows(stream, policy, standings, tokens_of)
+                kept.append(served)
+                windows = tuple(tuple(map(id, window)) for window in served)
+                row = by_windows.get(windows)
+                if row is None:
+                    row = audit_run(stream, label, served, timeline, prices, run_facts)
+                    by_windows[windows] = row
+                audited[alike] = row
+            rows.append({**row, "policy": label})
     return pl.DataFrame(rows, schema=AUDIT_SCHEMA, orient="row")
+
+
+def serving_alike(policy: AnyPolicy, *, armed: bool) -> AnyPolicy:
+    """A policy equal to every other that serves a run the very same windows: on a run with
+    no standings (``armed`` False) agentfootprint's fact pin holds nothing, so its
+    ceiling (``ledger_facts``) changes nothing there; the audit replays one of them.
+
+    >>> from contextledger.window.policies import parse_policy
+    >>> six = parse_policy("sliding:keep=6")
+    >>> unpinned = parse_policy("sliding:keep=6,ledger_facts=0")
+    >>> serving_alike(six, armed=False) == serving_alike(unpinned, armed=False)
+    True
+    >>> serving_alike(six, armed=True) == serving_alike(unpinned, armed=True)
+    False
+    """
+    if isinstance(policy, Policy) and not armed:
+        return dataclasses.replace(policy, ledger_facts=0)
+    return policy
 
 
 def wire_check(

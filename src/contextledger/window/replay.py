@@ -38,7 +38,7 @@ from contextledger.window.refusals import (
     standing_lookup,
     tool_result_pins,
 )
-from contextledger.window.turns import answered_call_ids, segment_turns
+from contextledger.window.turns import answered_call_ids, segment_turns, turn_count
 
 #: What the recency pin's stand-down reads.
 LAST_TOOL_RESULT_PIN = frozenset({"last-tool-result"})
@@ -89,14 +89,14 @@ def window_visit(
     window = list(window)
     if policy.kind == "none":
         return VisitResult(None, window)
-    turns = segment_turns(window)
     keep = policy.keep_recent_turns
     if policy.kind == "sliding":
-        engaged = sliding_engages(len(turns), keep)
+        engaged = sliding_engages(turn_count(window), keep)
     else:
         engaged = token_budget_engages(measured, policy.threshold or 0)
     if not engaged:
         return VisitResult(None, window)
+    turns = segment_turns(window)
 
     request = current_request_index(window, said)
     limit = policy.last_tool_results

@@ -62,9 +62,22 @@ def segment_turns(window: Sequence[Message]) -> list[Turn]:
     return turns
 
 
+def turn_count(window: Sequence[Message]) -> int:
+    """``len(segment_turns(window))`` without building the turns (every visit asks it; most
+    do not engage): a turn opens at the first message and at each one not a tool result.
+
+    >>> from contextledger.read.messages import Message
+    >>> turn_count([Message("user", "go"), Message("tool", "r"), Message("user", "more")])
+    2
+    """
+    if not window:
+        return 0
+    return 1 + sum(message.role != "tool" for message in window[1:])
+
+
 def window_chars(window: Sequence[Message]) -> int:
     """Sum of content lengths, in UTF-16 code units. Exact; not tokens."""
-    return sum(message.chars for message in window)
+    return sum([message.chars for message in window])
 
 
 def answered_call_ids(window: Sequence[Message]) -> frozenset[str]:

@@ -9,6 +9,7 @@ is refused the same way whichever framework it names.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -202,21 +203,35 @@ def estimated_tokens_of(stream: RunMessages | None = None) -> TokensOf:
     Only the content is measured, as the run's rate is: a tool call's arguments add
     nothing of their own.
     """
-    rate = stream.tokens_per_char() if stream is not None else None
+    return tokens_at_rate(stream.tokens_per_char() if stream is not None else None)
+
+
+def tokens_at_rate(rate: float | None) -> TokensOf:
+    """:func:`estimated_tokens_of` a stream whose ``tokens_per_char()`` is ``rate`` (for a
+    caller that measured it once for several replays)."""
     if rate is None:
         return lambda m: math.ceil(m.chars / 4)
     return lambda m: round(rate * m.chars)
 
 
 def total_tokens(messages: Sequence[Message], tokens_of: TokensOf) -> int:
-    return sum(tokens_of(m) for m in messages)
+    return sum(map(tokens_of, messages))
 
 
 # ── message helpers ────────────────────────────────────────────────
 
 
+#: Rewritten messages kept for reuse: a policy that edits the full history afresh at
+#: every call rewrites the same messages again; the same copy back is both cheaper and
+#: what the audit finds at C speed (a window's prefix shared by identity). Keyed by the
+#: message itself (compared by identity, held while cached) and the edit.
+_REWRITES_KEPT = 4096
+
+
+@functools.lru_cache(maxsize=_REWRITES_KEPT)
 def rewritten(message: Message, content: str, edit: str) -> Message:
-    """``message`` with new content, marked with how a policy rewrote it."""
+    """``message`` with new content, marked with how a policy rewrote it (the same copy
+    for the same rewrite of the same message: copies are never changed)."""
     raw = dict(message.raw) if message.raw is not None else None
     if raw is not None:
         raw["content"] = content
@@ -225,6 +240,11 @@ def rewritten(message: Message, content: str, edit: str) -> Message:
 
 def with_calls_args_cleared(message: Message, call_ids: set[str]) -> Message:
     """An assistant message whose calls in ``call_ids`` carry empty arguments."""
+    return _with_calls_args_cleared(message, frozenset(call_ids))
+
+
+@functools.lru_cache(maxsize=_REWRITES_KEPT)
+def _with_calls_args_cleared(message: Message, call_ids: frozenset[str]) -> Message:
     raw: dict[str, Any] = dict(message.raw) if message.raw is not None else {"role": message.role}
     calls = raw.get("toolCalls")
     if isinstance(calls, list):

@@ -15,6 +15,7 @@ removes its call from the assistant message and its result messages.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -30,11 +31,25 @@ def _without_calls(message: Message, dropped: set[str]) -> Message | None:
         return message
     if not kept and not message.content.strip():
         return None
+    recorded = message.raw.get("toolCalls") if message.raw is not None else None
+    removed: set[Any] = {c.id for c in message.tool_calls if c.id in dropped}
+    if isinstance(recorded, list):
+        removed.update(
+            c.get("id") for c in recorded if isinstance(c, dict) and c.get("id") in dropped
+        )
+    return _calls_removed(message, frozenset(removed))
+
+
+@functools.lru_cache(maxsize=4096)
+def _calls_removed(message: Message, removed: frozenset[Any]) -> Message:
+    """``message`` without its calls in ``removed`` (the same copy for the same removal:
+    the filter runs afresh at every call, over the same messages)."""
+    kept = tuple(c for c in message.tool_calls if c.id not in removed)
     raw: dict[str, Any] = dict(message.raw) if message.raw is not None else {"role": message.role}
     calls = raw.get("toolCalls")
     if isinstance(calls, list):
         raw["toolCalls"] = [
-            c for c in calls if not (isinstance(c, dict) and c.get("id") in dropped)
+            c for c in calls if not (isinstance(c, dict) and c.get("id") in removed)
         ]
         if not raw["toolCalls"]:
             del raw["toolCalls"]
