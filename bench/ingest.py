@@ -299,7 +299,7 @@ def breakdown(snapshots: Path, count: int) -> None:
         "worker: sniff the format (64 KiB head)": lambda: [sniff(path) for path in files],
         "worker: inflate (ISA-L) and split": lambda: [list(iter_documents(p)) for p in files],
         "worker: decode (msgspec)": lambda: [decode_run(document) for document in documents],
-        "worker: content digest (format + blake2b)": lambda: [
+        "worker: content digest (format + sha256)": lambda: [
             content_digest(document.payload) for document in documents
         ],
         "worker: reference accounting": lambda: [record_run(r.snapshot, []) for r in decoded],
