@@ -233,22 +233,21 @@ def record_run(snapshot: Snapshot, static_tool_names: Sequence[str]) -> RunFacts
         return facts
     facts.metered = True
     facts.metered_call_count = markers
-    last = len(log) - 1
-    facts.uses.extend(
-        ("tool", name, "tool-called", None)
-        for name in tool_calls_in(commit_value_at(log, last, "history"))
-    )
-    activated = commit_value_at(log, last, "activatedInjectionIds")
+    last, index = len(log) - 1, log_index(snapshot, log)  # folded at the writers only
+    history = commit_value_at(log, last, "history", writers=index.positions.get("history", []))
+    facts.uses.extend(("tool", name, "tool-called", None) for name in tool_calls_in(history))
+    activations = index.positions.get("activatedInjectionIds", [])
+    activated = commit_value_at(log, last, "activatedInjectionIds", writers=activations)
     if isinstance(activated, list):
         facts.uses.extend(
             ("skill", skill_id, "skill-activated", None)
             for skill_id in activated
             if isinstance(skill_id, str) and skill_id
         )
-    answer = answer_slice(snapshot)
+    answer = answer_slice(snapshot, index=index)
     facts.slice_available = answer is not None
     if answer is not None:
-        facts.uses.extend(_reference_slot_credit(log, answer))
+        facts.uses.extend(_reference_slot_credit(log, answer, index))
     return facts
 
 
@@ -284,11 +283,13 @@ def answer_slot_records(
     return flavor_by_id, on_slice
 
 
-def _reference_slot_credit(log: Sequence[Bundle], answer: AnswerSlice) -> list[Use]:
+def _reference_slot_credit(
+    log: Sequence[Bundle], answer: AnswerSlice, index: LogIndex | None = None
+) -> list[Use]:
     """``answer-slice(slot)`` as 9.62 computes it: every record with an ``id`` in a slot whose
     last writer is on the slice. Slot records carry ``sourceId``, never ``id``, so on real
     runs this credits nothing (the corrected accounting matches ``sourceId``)."""
-    flavor_by_id, records = answer_slot_records(log, answer)
+    flavor_by_id, records = answer_slot_records(log, answer, index)
     credits: list[Use] = []
     for record in records:
         piece_id = record.get("id")
