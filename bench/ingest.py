@@ -21,8 +21,8 @@ as the median of its repetitions:
   same run (before/after at the same load). ``--ingest-only`` skips everything else.
 - ``where a run's CPU goes``: each step ingest takes for a run, timed apart in this
   process over the first ``--breakdown-runs`` of those snapshots (best of 3 passes):
-  what a worker does (sniff, inflate, decode, content digest, each accounting, the
-  message stream's rows, sending the result back) and what the parent does (a batch's
+  what a worker does (sniff, inflate, decode, content digest, both accountings of a run
+  in turn, the message stream's rows, sending the result back) and what the parent does (a batch's
   tables, Parquet files and commit).
 
 Peak memory is the largest resident set of this process and of the reading workers.
@@ -299,11 +299,13 @@ def breakdown(snapshots: Path, count: int) -> None:
         "worker: sniff the format (64 KiB head)": lambda: [sniff(path) for path in files],
         "worker: inflate (ISA-L) and split": lambda: [list(iter_documents(p)) for p in files],
         "worker: decode (msgspec)": lambda: [decode_run(document) for document in documents],
-        "worker: content digest (format + blake2b)": lambda: [
+        "worker: content digest (format + sha256)": lambda: [
             content_digest(document.payload) for document in documents
         ],
-        "worker: reference accounting": lambda: [record_run(r.snapshot, []) for r in decoded],
-        "worker: corrected accounting": lambda: [meter_run(r, []) for r in decoded],
+        # in turn, as a worker reads them: they share a run's log indexes and answer slice
+        "worker: both accountings": lambda: [
+            (record_run(r.snapshot, []), meter_run(r, [])) for r in decoded
+        ],
         "worker: message stream rows": lambda: [run_window(r) for r in decoded],
     }
     results = {name: _best_per_run(work, runs) for name, work in steps.items()}

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from contextledger.read import slice as slice_module
 from contextledger.read import snapshot
 from contextledger.read.corrected import meter_run
 from contextledger.read.reference import llm_call_mount_keys, record_run
@@ -49,6 +50,33 @@ def test_an_inner_log_read_again_is_the_log_decoded_alone():
             alone = decode_run_again(run).snapshot.subflow_history(key)
             assert first is again
             assert first == alone
+
+
+def test_both_accountings_and_the_slice_index_each_log_of_a_run_once(
+    monkeypatch: pytest.MonkeyPatch,
+):
+    """A :class:`LogIndex` is one pass over a log's every trace entry: the reference's
+    offers, the corrected accounting's and the answer slice share one per log."""
+    files = find_snapshot_files([SAMPLE]).files
+    runs = [decode_run(document) for path in files for document in iter_documents(path)]
+    built: list[int] = []
+    real = slice_module.LogIndex.__init__
+
+    def counting(index: slice_module.LogIndex, log: object) -> None:
+        built.append(id(log))
+        real(index, log)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(slice_module.LogIndex, "__init__", counting)
+    grouped = 0
+    for run in runs:
+        built.clear()
+        record_run(run.snapshot, [])
+        meter_run(run, [])
+        logs = [run.snapshot.commit_log or []]
+        logs += [run.snapshot.subflow_history(k) for k in llm_call_mount_keys(run.snapshot)]
+        grouped += len(logs) > 1
+        assert sorted(built) == sorted({id(log) for log in logs}), run.run_id
+    assert grouped  # the sample has grouped runs: their inner logs are indexed once too
 
 
 def decode_run_again(run: snapshot.Run) -> snapshot.Run:

@@ -12,6 +12,7 @@ import shutil
 from dataclasses import replace
 from pathlib import Path
 
+import msgspec
 import polars as pl
 import pyarrow as pa
 import pytest
@@ -19,6 +20,7 @@ from click.testing import CliRunner
 from polars.testing import assert_frame_equal
 
 from contextledger.archive import Archive, ArchiveTables
+from contextledger.archive.manifest import archived_digests
 from contextledger.cli import main
 from contextledger.cli.common import EXIT_UNREADABLE_INPUT
 from contextledger.jobs.ingest import ingest
@@ -27,6 +29,7 @@ from contextledger.ledger.compute import compute_ledger, ledger_inputs
 from contextledger.ledger.duckdb_views import ledger_rows_sql
 from contextledger.ledger.gates import gate_what_if
 from contextledger.ledger.stats import outcome_association
+from contextledger.read.digest import digest_kind
 from contextledger.read.identity import RunIdentity, content_digest
 from contextledger.read.snapshot import ReadError, RunSource
 from contextledger.report import collect, render_html
@@ -373,6 +376,60 @@ def test_an_archive_written_before_execution_ids_were_kept_still_takes_new_runs(
     later = ingest([renamed], root, workers=1)
     assert (later.runs_added, later.runs_already_archived) == (1, 1)  # by id only
     assert run_cli("check", str(root)).exit_code == 0
+
+
+def stored_digests(root: Path) -> dict[str, str]:
+    """The content digest the archive at ``root`` holds for each of the sample's runs."""
+    runs = read_runs(SAMPLE).runs["run_id"].to_pylist()
+    found = archived_digests(Archive.open(root), runs)
+    return {run_id: digest for run_id, (digest, *_) in found.items()}
+
+
+def copies_of_the_sample(folder: Path) -> Path:
+    """The sample again elsewhere, with s0003-loop also pretty-printed (the same bytes
+    but for insignificant whitespace) and s0048-loop's commit log cut (other content)."""
+    shutil.copytree(SAMPLE, folder)
+    pretty = msgspec.json.format(gzip.decompress(LOOP.read_bytes()), indent=2)
+    (folder / "pretty.json").write_bytes(pretty)
+    cut = json.loads(gzip.decompress((folder / "s0048-loop.json.gz").read_bytes()))
+    cut["snapshot"]["commitLog"].pop()
+    (folder / "s0048-loop.json.gz").write_bytes(gzip.compress(json.dumps(cut).encode()))
+    return folder
+
+
+def test_an_archive_of_blake2b_digests_knows_its_runs_after_their_files_are_gone(
+    tmp_path, monkeypatch
+):
+    """Archives written before digests named their kind hold blake2b-128 of each document
+    (bare, unnamed). A run arriving again is compared in the kind its archived copy was
+    stored in, so it is still known when the files it was ingested from are gone (none
+    left to read again): the same content is already archived, other content a conflict."""
+    import contextledger.tables.files as files
+
+    first, root = tmp_path / "first", tmp_path / "archive"
+    shutil.copytree(SAMPLE, first)
+    with monkeypatch.context() as older:  # as versions before the named kinds wrote it
+        older.setattr(files, "content_digest", lambda payload: content_digest(payload, "blake2b"))
+        ingest([first], root, workers=1)
+    stored = stored_digests(root)
+    assert len(stored) == 14 and {digest_kind(d) for d in stored.values()} == {"blake2b"}
+    shutil.rmtree(first)
+    later = ingest([copies_of_the_sample(tmp_path / "later")], root, workers=1)
+    assert (later.runs_added, later.runs_already_archived, later.runs_conflicting) == (0, 14, 1)
+    assert [problem["run_id"] for problem in later.problems] == ["s0048-loop"]
+    assert stored_digests(root) == stored  # an archive is append-only: its digests stay
+    checked = run_cli("check", str(root))  # exit 1: the conflict stays quarantined
+    assert "invariants hold over 14 runs" in checked.stdout, checked.stderr
+
+
+def test_a_new_archive_stores_sha256_digests_and_compares_them_the_same_way(tmp_path):
+    first, root = tmp_path / "first", tmp_path / "archive"
+    shutil.copytree(SAMPLE, first)
+    ingest([first], root, workers=1)
+    assert {digest_kind(d) for d in stored_digests(root).values()} == {"sha256"}
+    shutil.rmtree(first)
+    later = ingest([copies_of_the_sample(tmp_path / "later")], root, workers=1)
+    assert (later.runs_added, later.runs_already_archived, later.runs_conflicting) == (0, 14, 1)
 
 
 # ── which copy of one recording is kept ────────────────────────────

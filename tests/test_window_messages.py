@@ -134,3 +134,22 @@ def test_token_budget_estimates_tokens_only_for_a_counterfactual_window():
     assert (second.measured, second.measured_estimated) == (30, False)  # the window sent was ours
     assert third.measured_estimated  # call 2 was sent another window than ours
     assert result.estimated
+
+
+def test_each_message_is_measured_once_a_tool_result_named_as_it_is_built(monkeypatch):
+    """A tool result's name is found from its call as the message is built, not by
+    building it again (which measured its content, often the longest, twice)."""
+    from contextledger.read import messages
+
+    measured: list[str] = []
+    real = messages.utf16_length
+
+    def counting(text: str) -> int:
+        measured.append(text)
+        return real(text)
+
+    monkeypatch.setattr(messages, "utf16_length", counting)
+    stream = rebuild_messages(sample_run())
+    assert len(measured) == len(stream.messages)
+    tools = [m for m in stream.messages if m.role == "tool"]
+    assert tools and all(m.resolved_tool_name == "look" for m in tools)

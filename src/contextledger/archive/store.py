@@ -135,7 +135,7 @@ SOURCES = pa.schema(
 RUN_INDEX = pa.schema(
     [
         pa.field("run_id", pa.string(), nullable=False),
-        pa.field("digest", pa.string(), nullable=False),  # blake2b-128 of the run's document
+        pa.field("digest", pa.string(), nullable=False),  # read.digest.content_digest
         pa.field("run_order", pa.int64(), nullable=False),
         pa.field("partition", pa.string(), nullable=False),
         pa.field("source_path", pa.string(), nullable=False),

@@ -30,7 +30,7 @@ from contextledger.read.reference import (
     llm_call_mount_keys,
     tool_calls_in,
 )
-from contextledger.read.slice import AnswerSlice, LogIndex, answer_slice
+from contextledger.read.slice import AnswerSlice, LogIndex, answer_slice, log_index
 from contextledger.read.snapshot import Bundle, Run
 
 _CALL_STATE_KEYS = ("activeInjections", "dynamicToolSchemas", "wrapUpAsked")
@@ -174,7 +174,7 @@ def meter_run(run: Run, static_tool_names: Sequence[str]) -> RunFacts:
         facts.refused_reason = "empty commit log"
         return facts
     tokens = _TokenCache()
-    index = LogIndex(log)  # one pass over the log: every fold below visits only its writers
+    index = log_index(snapshot, log)  # one pass over the log: every fold visits its writers
     calls = _call_positions(log, grouped=bool(mount_keys))
     call_logs = [snapshot.subflow_history(key) or [] for key in mount_keys] if mount_keys else [log]
     for call_log in call_logs:
@@ -184,7 +184,7 @@ def meter_run(run: Run, static_tool_names: Sequence[str]) -> RunFacts:
             facts,
             tokens,
             meter_injections=not mount_keys,
-            index=index if call_log is log else None,
+            index=log_index(snapshot, call_log),
             calls=calls if call_log is log else None,
         )
     facts.model_call_count = facts.metered_call_count

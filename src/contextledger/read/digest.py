@@ -13,20 +13,50 @@ from typing import Any
 
 import msgspec
 
+#: The kind of content digest reads compute and archives store now: its name, ``:``, then
+#: the hash. Digests stored before kinds were named are bare (``blake2b``); one copy is
+#: compared with another in the kind the other was stored in (:func:`digest_kind`).
+DIGEST_KIND = "sha256"
+#: Every kind :func:`content_digest` computes: the name, and the hash of the canonical bytes.
+DIGEST_KINDS = ("sha256", "blake2b")
 
-def content_digest(payload: bytes) -> str:
-    """blake2b-128 of a JSON document with insignificant whitespace removed (fast).
+
+def content_digest(payload: bytes, kind: str = DIGEST_KIND) -> str:
+    """A hash of a JSON document with insignificant whitespace removed, of the ``kind``
+    given: ``sha256`` (the default: sha256 cut to 128 bits, named, ``sha256:HEX``; the
+    CPU's SHA instructions hash twice as fast as blake2b) or ``blake2b`` (blake2b-128,
+    bare HEX: what archives stored before the kind was named).
 
     A pretty-printed snapshot and its one-line JSON Lines twin hash the same.
 
     >>> content_digest(b'{"a": [1, 2]}\\n') == content_digest(b'{"a":[1,2]}')
     True
+    >>> content_digest(b'{"a":1}')
+    'sha256:015abd7f5cc57a2dd94b7590f04ad808'
+    >>> content_digest(b'{"a":1}', "blake2b")
+    '2c6b113b8dd15ffbded9860b43eb0c6c'
     """
     try:
         canonical = msgspec.json.format(payload, indent=-1)
     except msgspec.DecodeError:  # not JSON: hash the bytes as they are
         canonical = payload.strip()
-    return _hash(canonical)
+    if kind == "sha256":
+        return "sha256:" + hashlib.sha256(canonical).hexdigest()[:32]
+    if kind == "blake2b":
+        return _hash(canonical)
+    msg = f"unknown digest kind {kind!r}: choose one of {', '.join(DIGEST_KINDS)}"
+    raise ValueError(msg)
+
+
+def digest_kind(digest: str) -> str:
+    """The kind of a stored content digest: the name before its ``:``, else ``blake2b``
+    (a bare hash, as archives stored digests before kinds were named).
+
+    >>> digest_kind("sha256:015abd7f5cc57a2dd94b7590f04ad808"), digest_kind("5c4a2ae3")
+    ('sha256', 'blake2b')
+    """
+    name, colon, _ = digest.partition(":")
+    return name if colon else "blake2b"
 
 
 def recording_digest(payload: bytes) -> str:

@@ -39,7 +39,7 @@ from typing import Any, TypeVar
 
 import pyarrow as pa
 
-from contextledger.read.digest import content_digest, recording_digest
+from contextledger.read.digest import DIGEST_KIND, content_digest, digest_kind, recording_digest
 from contextledger.read.snapshot import ReadError, ReadProblem, RunSource, iter_documents
 
 T = TypeVar("T")
@@ -115,15 +115,34 @@ class _Copy:
             found = found.replaced_by
         return found
 
-    def content(self) -> str | None:
-        if self.digest is None and (payload := _payload_at(self.source)) is not None:
-            self.digest = content_digest(payload)
-        return self.digest
+    def content(self, kind: str | None = None) -> str | None:
+        """Its content digest: the one it was given (when of ``kind``, if one is asked
+        for), else computed from its source read again (None when it can no longer be)."""
+        given = self.digest
+        if given is not None and (kind is None or not given or digest_kind(given) == kind):
+            return given
+        if (payload := _payload_at(self.source)) is None:
+            return None
+        computed = content_digest(payload, kind or DIGEST_KIND)
+        if given is None:
+            self.digest = computed
+        return computed
 
     def recording(self) -> str | None:
         if self.snapshot is None and (payload := _payload_at(self.source)) is not None:
             self.snapshot = recording_digest(payload)
         return self.snapshot
+
+    def contents(self, other: _Copy) -> tuple[str | None, str | None]:
+        """Both copies' content digests, of one kind: an archived copy's as stored (its
+        file may have changed since, so it is never computed again), and this copy's
+        computed in that kind when it was given another (an archive written before a
+        faster hash still knows its runs)."""
+        if other.archived and other.digest:
+            return self.content(digest_kind(other.digest)), other.digest
+        if self.archived and self.digest:
+            return self.digest, other.content(digest_kind(self.digest))
+        return self.content(), other.content()
 
     def same_run_as(self, other: _Copy) -> bool:
         """Whether the two copies hold the same recording: the same source, the same
@@ -135,9 +154,9 @@ class _Copy:
         if self.source == other.source:
             if not (self.archived or other.archived):
                 return True  # one file given twice in this read: the same bytes
-            mine, theirs = self.content(), other.content()
+            mine, theirs = self.contents(other)
             return not mine or not theirs or mine == theirs
-        mine, theirs = self.content(), other.content()
+        mine, theirs = self.contents(other)
         if mine is not None and mine == theirs:
             return True
         mine, theirs = self.recording(), other.recording()

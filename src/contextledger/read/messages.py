@@ -18,7 +18,7 @@ recorded windows are kept for comparison.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
@@ -130,8 +130,12 @@ class Message:
         return {"role": self.role, "content": self.content}
 
 
-def message_from_json(obj: Any, **stream: Any) -> Message:
-    """A :class:`Message` from one recorded ``LLMMessage`` object."""
+def message_from_json(
+    obj: Any, tool_names: Mapping[str, str] | None = None, **stream: Any
+) -> Message:
+    """A :class:`Message` from one recorded ``LLMMessage`` object; ``tool_names``: the
+    stream's tool names by call id, which name a tool result that does not name itself
+    (:attr:`Message.resolved_tool_name`)."""
     if not isinstance(obj, dict):
         obj = {"role": "", "content": ""}
     content = obj.get("content")
@@ -143,18 +147,25 @@ def message_from_json(obj: Any, **stream: Any) -> Message:
             for call in calls
             if isinstance(call, dict)
         )
+    role = str(obj.get("role") or "")
     call_id = obj.get("toolCallId")
+    call_id = call_id if isinstance(call_id, str) else None
     name = obj.get("toolName")
+    name = name if isinstance(name, str) else None
+    resolved = None
+    if tool_names is not None and role == "tool":
+        resolved = name or tool_names.get(call_id or "") or None
     injected = obj.get("injectedBy")
     return Message(
-        role=str(obj.get("role") or ""),
+        role=role,
         content=content if isinstance(content, str) else "",
-        tool_call_id=call_id if isinstance(call_id, str) else None,
+        tool_call_id=call_id,
         tool_calls=tool_calls,
-        tool_name=name if isinstance(name, str) else None,
+        tool_name=name,
         injected=injected is not None and injected is not ABSENT,
         not_dispatched=obj.get("notDispatched") is True,
         raw=obj,
+        resolved_tool_name=resolved,
         **stream,
     )
 
@@ -413,14 +424,12 @@ def _stream(
         calls_before = entered_after_call[index]
         message = message_from_json(
             obj,
+            names,  # named as built: replace() would build it, and measure it, again
             index=index,
             first_call=calls_before + 1 if calls_before < call_count else None,
             origin=origins[index],
             window_authored=authored[index],
         )
-        if message.role == "tool":
-            resolved = message.tool_name or names.get(message.tool_call_id or "")
-            message = replace(message, resolved_tool_name=resolved or None)
         out.append(message)
     return out
 

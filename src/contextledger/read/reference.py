@@ -17,7 +17,7 @@ import msgspec
 from contextledger.read.commitlog import ForwardFold, commit_value_at
 from contextledger.read.facts import Offer, RunFacts, Use
 from contextledger.read.jsjson import approx_tokens, approx_tokens_of_json
-from contextledger.read.slice import SLOT_KEYS, AnswerSlice, LogIndex, answer_slice
+from contextledger.read.slice import SLOT_KEYS, AnswerSlice, LogIndex, answer_slice, log_index
 from contextledger.read.snapshot import Bundle, Snapshot
 
 LLM_CALL_SUBFLOW = "sf-llm-call"
@@ -57,19 +57,15 @@ def llm_call_mount_keys(snapshot: Snapshot) -> list[str]:
 
 def model_call_count(logs: Sequence[Sequence[Bundle]]) -> int:
     """How many ``call-llm`` stage executions the logs hold (real model calls)."""
+    nested = "/call-llm"  # _local_stage_id(stage_id) == "call-llm", without a call per bundle
     return len(
         {
             bundle.runtime_stage_id
             for log in logs
             for bundle in log
-            if _local_stage_id(bundle.stage_id) == "call-llm"
+            if bundle.stage_id == "call-llm" or bundle.stage_id.endswith(nested)
         }
     )
-
-
-def is_call_marker(written: set[str]) -> bool:
-    """The reference's call marker: wrote ``totalInputTokens``, not ``userMessage``."""
-    return "totalInputTokens" in written and "userMessage" not in written
 
 
 class _TokenCache:
@@ -130,20 +126,30 @@ def _offers_at_markers(
     offers: list[Offer],
     first_call_index: int,
     tokens: _TokenCache,
+    index: LogIndex,
 ) -> int:
-    """Fold one log forward, appending the offers at each call marker; return markers seen."""
+    """Fold one log forward, appending the offers at each call marker; return markers seen.
+
+    Only the bundles that write the offered keys or are markers are visited (``index``:
+    the log's :class:`LogIndex`); the others change neither the fold nor the offers."""
+    positions = index.positions
+    injection_writes = set(positions.get("activeInjections", ()))
+    schema_writes = set(positions.get("dynamicToolSchemas", ()))
+    user_writes = set(positions.get("userMessage", ()))
+    # the reference's call marker: wrote totalInputTokens, not userMessage
+    marker_at = {at for at in positions.get("totalInputTokens", ()) if at not in user_writes}
     fold = ForwardFold(("activeInjections", "dynamicToolSchemas"))
     injections: list[Any] = []
     schemas: list[Any] = []
     markers = 0
-    for bundle in log:
-        written = {entry.path for entry in bundle.trace}
+    for position in sorted(injection_writes | schema_writes | marker_at):
+        bundle = log[position]
         fold.step(bundle)
-        if "activeInjections" in written and isinstance(fold.values["activeInjections"], list):
+        if position in injection_writes and isinstance(fold.values["activeInjections"], list):
             injections = fold.values["activeInjections"]
-        if "dynamicToolSchemas" in written and isinstance(fold.values["dynamicToolSchemas"], list):
+        if position in schema_writes and isinstance(fold.values["dynamicToolSchemas"], list):
             schemas = fold.values["dynamicToolSchemas"]
-        if not is_call_marker(written):
+        if position not in marker_at:
             continue
         call_index = first_call_index + markers
         markers += 1
@@ -214,7 +220,10 @@ def record_run(snapshot: Snapshot, static_tool_names: Sequence[str]) -> RunFacts
     tokens = _TokenCache()
     markers = 0
     for offer_log in inner_logs if mount_keys else [log]:
-        markers += _offers_at_markers(offer_log, static_tool_names, facts.offers, markers, tokens)
+        index = log_index(snapshot, offer_log)
+        markers += _offers_at_markers(
+            offer_log, static_tool_names, facts.offers, markers, tokens, index
+        )
     if markers == 0:
         facts.refused_reason = (
             "no call marker: no bundle wrote totalInputTokens without userMessage "
@@ -224,22 +233,21 @@ def record_run(snapshot: Snapshot, static_tool_names: Sequence[str]) -> RunFacts
         return facts
     facts.metered = True
     facts.metered_call_count = markers
-    last = len(log) - 1
-    facts.uses.extend(
-        ("tool", name, "tool-called", None)
-        for name in tool_calls_in(commit_value_at(log, last, "history"))
-    )
-    activated = commit_value_at(log, last, "activatedInjectionIds")
+    last, index = len(log) - 1, log_index(snapshot, log)  # folded at the writers only
+    history = commit_value_at(log, last, "history", writers=index.positions.get("history", []))
+    facts.uses.extend(("tool", name, "tool-called", None) for name in tool_calls_in(history))
+    activations = index.positions.get("activatedInjectionIds", [])
+    activated = commit_value_at(log, last, "activatedInjectionIds", writers=activations)
     if isinstance(activated, list):
         facts.uses.extend(
             ("skill", skill_id, "skill-activated", None)
             for skill_id in activated
             if isinstance(skill_id, str) and skill_id
         )
-    answer = answer_slice(snapshot)
+    answer = answer_slice(snapshot, index=index)
     facts.slice_available = answer is not None
     if answer is not None:
-        facts.uses.extend(_reference_slot_credit(log, answer))
+        facts.uses.extend(_reference_slot_credit(log, answer, index))
     return facts
 
 
@@ -275,11 +283,13 @@ def answer_slot_records(
     return flavor_by_id, on_slice
 
 
-def _reference_slot_credit(log: Sequence[Bundle], answer: AnswerSlice) -> list[Use]:
+def _reference_slot_credit(
+    log: Sequence[Bundle], answer: AnswerSlice, index: LogIndex | None = None
+) -> list[Use]:
     """``answer-slice(slot)`` as 9.62 computes it: every record with an ``id`` in a slot whose
     last writer is on the slice. Slot records carry ``sourceId``, never ``id``, so on real
     runs this credits nothing (the corrected accounting matches ``sourceId``)."""
-    flavor_by_id, records = answer_slot_records(log, answer)
+    flavor_by_id, records = answer_slot_records(log, answer, index)
     credits: list[Use] = []
     for record in records:
         piece_id = record.get("id")

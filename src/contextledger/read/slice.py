@@ -137,6 +137,25 @@ class LogIndex:
         return found[cut - 1] if cut else None
 
 
+#: The logs of the snapshot indexed last, each with its index (by ``id()``; an index keeps
+#: its log, so the id is not reused): a run's two accountings and its answer slice index
+#: the same root and inner logs in turn.
+_indexed: tuple[Snapshot | None, dict[int, LogIndex]] = (None, {})
+
+
+def log_index(snapshot: Snapshot, log: Sequence[Bundle]) -> LogIndex:
+    """The :class:`LogIndex` of ``log`` (the root or an inner log of ``snapshot``), built
+    once however often the snapshot's readers ask for it."""
+    global _indexed
+    if _indexed[0] is not snapshot:
+        _indexed = (snapshot, {})
+    indexes = _indexed[1]
+    found = indexes.get(id(log))
+    if found is None or found.log is not log:
+        found = indexes[id(log)] = LogIndex(log)
+    return found
+
+
 @dataclass(eq=False)
 class CausalNode:
     """One step on a backward slice; ``parents`` are the steps whose writes it read.
@@ -362,7 +381,8 @@ def answer_slice(
     if isinstance(source, Snapshot):
         if _last_sliced is not None and _last_sliced[0] is source:
             return _last_sliced[1]
-        found = _slice(source.commit_log or [], keys_read(source), index)
+        log = source.commit_log or []
+        found = _slice(log, keys_read(source), index or log_index(source, log))
         _last_sliced = (source, found)
         return found
     return _slice(source, keys_read_from_execution_tree(tree) if js_truthy(tree) else None)
