@@ -179,8 +179,9 @@ def _new_labels(archive: Archive, table: pa.Table) -> int:
 
 
 #: Trace runs assembled at a time (``TraceRuns.chunks``): handed to the pending batch,
-#: which commits once it holds ``batch_runs``.
-TRACE_PART_RUNS = 1000
+#: which commits once it holds ``batch_runs`` and the next part is assembled (so a
+#: batch's runs and one part are held at once: a part is small beside a batch).
+TRACE_PART_RUNS = 256
 
 
 def _add_trace_runs(
