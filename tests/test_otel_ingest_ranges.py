@@ -104,10 +104,14 @@ def assert_tables_equal(
                 raise AssertionError(f"{table} {mode}: {error}") from None
 
 
-def test_ingest_in_ranges_gives_the_archive_of_one_range(messy: Path, whole: Path, tmp_path, tiny):
-    """Records spilled by the file's reader, runs assembled two at a time, one commit:
-    every table equal, row for row, the per-commit totals and the manifest too."""
-    report = ingest([messy], tmp_path / "ranges", workers=1, ingest_date=DATE)
+@pytest.mark.parametrize("workers", [1, 2])
+def test_ingest_in_ranges_gives_the_archive_of_one_range(
+    messy: Path, whole: Path, tmp_path, tiny, workers: int
+) -> None:
+    """Records spilled by the files' readers (this process, or worker processes),
+    runs assembled two at a time, one commit: every table equal, row for row, the
+    per-commit totals and the manifest too."""
+    report = ingest([messy], tmp_path / "ranges", workers=workers, ingest_date=DATE)
     assert report.commits == 1
     assert_tables_equal(tmp_path / "ranges", whole, PER_RUN + ONCE + PER_COMMIT + MANIFEST)
     assert report.duplicates and report.problems
