@@ -143,6 +143,7 @@ def ingest(
                     for earlier in archived.records_for(read.traces):
                         traces.take(FileRead(traces=TraceFileRead(spans=earlier)))
                     traces.take(read)
+                    read.traces = None  # its records are the spill's to let go of
                     held.append(source)
                     pending.count_file(source)
                     continue
