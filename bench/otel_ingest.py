@@ -137,6 +137,28 @@ def run_measured(argv: list[str], env: dict[str, str]) -> Peak:
     return Peak(seconds, cpu, own / 1024, workers / 1024, tree[0] / 1024, len(peaks) + 1)
 
 
+_TIMES = re.compile(rb'"(startTimeUnixNano|endTimeUnixNano|timeUnixNano)":"(\d+)"')
+#: How far each copy's times are moved (a day): copies come one after another in time.
+_COPY_SHIFT_NS = 86_400 * 10**9
+
+
+def shift_times(path: Path) -> None:
+    """Move each copy's span times a day past the copy before (``write_traces`` keeps
+    them, so the copies' runs interleave in start-time order and one batch may hold many
+    copies of the largest run): the runs of a collector's file, one day after another."""
+    moved = path.with_suffix(".moved")
+    with path.open("rb") as source, moved.open("wb") as target:
+        for line in source:
+            copy = int(_IDS.search(line).group(2), 16) if _IDS.search(line) else 0
+            shift = copy * _COPY_SHIFT_NS
+
+            def later(match: re.Match[bytes], shift: int = shift) -> bytes:
+                return b'"%s":"%d"' % (match.group(1), int(match.group(2)) + shift)
+
+            target.write(_TIMES.sub(later, line))
+    moved.replace(path)
+
+
 def write_split(today: Path, tomorrow: Path, megabytes: int) -> int:
     """The recordings repeated into ``today`` up to ``megabytes``, the lines of
     :data:`SECOND` of each copy into ``tomorrow``; how many copies."""
@@ -182,6 +204,11 @@ def main() -> None:
     parser.add_argument("--compare-src", type=Path, help="another checkout's src, measured too")
     parser.add_argument("--skip-checks", action="store_true", help="no check/ledger compare")
     parser.add_argument(
+        "--shift-times",
+        action="store_true",
+        help="each copy a day after the one before (default: copies share the recordings' times)",
+    )
+    parser.add_argument(
         "--steps",
         nargs="+",
         choices=["new", "again", "copy", "grow", "whatif"],
@@ -203,6 +230,9 @@ def main() -> None:
             today, tomorrow = root / "today.jsonl", root / "tomorrow.jsonl"
             copies = write_traces(big, megabytes)
             write_split(today, tomorrow, megabytes)
+            if options.shift_times:
+                for path in (big, today, tomorrow):
+                    shift_times(path)
             copy.parent.mkdir()
             size = big.stat().st_size / (1 << 20)
             for name, src in sources:
