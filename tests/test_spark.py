@@ -578,15 +578,27 @@ def test_trace_whatif_rows_on_spark_equal_the_local_rows(spark, trace_archive):
 
 
 def test_trace_ingest_on_spark_makes_the_archive_a_local_ingest_makes(
-    spark, trace_archive, tmp_path
+    spark, trace_archive, tmp_path, monkeypatch
 ):
-    """A trace split over files read by different tasks is still one run."""
+    """A trace split over files read by different tasks is still one run; past the span
+    budget (3 records here) the executors of a local master spill them as local workers
+    do, and the archive is the one an ingest in memory makes."""
     from contextledger.jobs.ingest import ingest as local_ingest
     from contextledger.jobs.spark.reader import spark_reader
+    from contextledger.read.otel import _spill
 
+    monkeypatch.setattr(_spill, "SPANS_HELD", 3)  # told to the executors (SpillTo.budgeted)
     root = tmp_path / "on-spark"
-    reader = spark_reader(spark, files_per_task=2, tasks_per_wave=3)
+    on_spark = spark_reader(spark, files_per_task=2, tasks_per_wave=3)
+    spilled: list[bool] = []
+
+    def reader(sources, sidecar, spill):
+        for source, read in on_spark(sources, sidecar, spill):
+            spilled.append(read.traces is not None and read.traces.spilled is not None)
+            yield source, read
+
     local_ingest(
         _trace_files(), root, ingest_date=DAY_ONE, partition_by="runner_kind", reader=reader
     )
+    assert any(spilled)
     assert_same_archive(root, trace_archive)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future
@@ -39,6 +40,7 @@ from contextledger.archive.store import Archive
 from contextledger.archive.tables import ArchiveTables
 from contextledger.jobs.ingest_batch import (
     ArchivedTrace,
+    SourceTally,
     _append_source,
     batch_labels,
     write_batch,
@@ -47,7 +49,7 @@ from contextledger.jobs.ingest_merge import ArchivedTraces, replace_runs
 from contextledger.jobs.ingest_report import IngestReport, Source
 from contextledger.processes import worker_pool
 from contextledger.progress import Progress
-from contextledger.read.otel import TraceFileRead
+from contextledger.read.otel import SpillTo, TraceFileRead
 from contextledger.read.snapshot import display_path, find_snapshot_files
 from contextledger.tables import schema
 from contextledger.tables.build import ACCOUNTING_MODES, TraceInputs
@@ -58,9 +60,12 @@ BATCH_RUNS = 5000
 BATCH_SECONDS = 30.0
 
 #: Reads the files named (with the static-tools sidecar), yielding each with what was read,
-#: in the order given: the one step of an ingest another engine may run elsewhere.
+#: in the order given: the one step of an ingest another engine may run elsewhere. A
+#: trace file's span records past the budget may be written to the spill's folder (on
+#: this machine: a reader elsewhere returns them instead).
 Reader = Callable[
-    [Sequence["Source"], Mapping[str, Sequence[str]]], Iterator[tuple["Source", "FileRead"]]
+    [Sequence["Source"], Mapping[str, Sequence[str]], SpillTo | None],
+    Iterator[tuple["Source", "FileRead"]],
 ]
 
 
@@ -125,31 +130,35 @@ def ingest(
         meter = Progress(progress, started=started)
         last_flush = time.perf_counter()
         read_files = reader or local_reader(workers)
-        traces = TraceInputs(ACCOUNTING_MODES, windows=True)
-        archived = ArchivedTraces(archive)  # spans of runs archived before count first
-        held: list[tuple[Source, FileRead]] = []  # trace files: runs come once all are read
-        for source, read in read_files(todo, dict(static_tools or {})):
-            if read.traces is not None:
-                earlier = archived.records_for(read.traces.spans)
-                if earlier:
-                    traces.take(FileRead(traces=TraceFileRead(spans=earlier)))
-                traces.take(read)
-                held.append((source, FileRead()))
-                continue
-            pending.add(source, read)
-            if meter.due():
-                meter.show(_ingest_line(report, pending, len(todo), meter.elapsed))
-            due = time.perf_counter() - last_flush >= batch_seconds
-            if pending.run_count >= batch_runs or due:
-                pending.flush()
-                last_flush = time.perf_counter()
-        if held:
-            assembled = archived.said_before(traces.finish(), held)
-            pending.archived = archived.grown_from(assembled.runs)
-            pending.ranks = {id(run): rank for rank, run in enumerate(assembled.runs)}
-            for source, read in _runs_to_files(held, assembled):
+        # a big trace file's span records wait on disk here (read.otel's budget): in its
+        # reader's process as it is read, then until its runs are assembled
+        spill = tempfile.TemporaryDirectory(prefix="contextledger-ingest-spans-")
+        try:
+            traces = TraceInputs(ACCOUNTING_MODES, windows=True, spill_folder=spill.name)
+            archived = ArchivedTraces(archive)  # spans of runs archived before count first
+            held: list[Source] = []  # trace files: runs come once all are read
+            sidecar = dict(static_tools or {})
+            for source, read in read_files(todo, sidecar, SpillTo.budgeted(spill.name)):
+                if read.traces is not None:
+                    for earlier in archived.records_for(read.traces):
+                        traces.take(FileRead(traces=TraceFileRead(spans=earlier)))
+                    traces.take(read)
+                    read.traces = None  # its records are the spill's to let go of
+                    held.append(source)
+                    pending.count_file(source)
+                    continue
                 pending.add(source, read)
-        pending.flush()
+                if meter.due():
+                    meter.show(_ingest_line(report, pending, len(todo), meter.elapsed))
+                due = time.perf_counter() - last_flush >= batch_seconds
+                if pending.run_count >= batch_runs or due:
+                    pending.flush()
+                    last_flush = time.perf_counter()
+            if held:
+                _add_trace_runs(pending, traces, archived, held, batch_runs)
+            pending.flush()
+        finally:
+            spill.cleanup()
         meter.close(_ingest_line(report, pending, len(todo), meter.elapsed))
         named = {source.path for source in todo} | {str(path) for path in files}
         report.sources_retired = retire_deleted_sources(archive, known, named, date)
@@ -170,19 +179,57 @@ def _new_labels(archive: Archive, table: pa.Table) -> int:
     return int(new.select(pl.len()).collect().item())
 
 
-def _runs_to_files(
-    held: Sequence[tuple[Source, FileRead]], assembled: FileRead
-) -> Sequence[tuple[Source, FileRead]]:
-    """The runs assembled from trace files, each given to the file its first span was
-    read from (its manifest row counts it), problems to the file they name."""
-    by_path = {display_path(source.path): read for source, read in held}
-    first = held[0][1]
+#: Trace runs assembled at a time (``TraceRuns.chunks``): handed to the pending batch,
+#: which commits once it holds ``batch_runs`` and the next part is assembled (so a
+#: batch's runs and one part are held at once: a part is small beside a batch).
+TRACE_PART_RUNS = 256
+
+
+def _add_trace_runs(
+    pending: _Pending,
+    traces: TraceInputs,
+    archived: ArchivedTraces,
+    held: Sequence[Source],
+    batch_runs: int,
+) -> None:
+    """The runs of the trace files ``held`` assembled a range at a time, in the order of
+    their first span's start time, and added to ``pending``, committed each time it
+    holds ``batch_runs``: what is held is a batch, not the input. Which archived runs
+    they grow is decided before any is written (from the run of each archived trace);
+    each file's manifest row is added up over the batches and written by the last."""
+    pending.tallies = {display_path(source.path): SourceTally() for source in held}
+    pending.closing = [(source, pending.tallies[display_path(source.path)]) for source in held]
+    watched_traces, watched_runs = archived.watch()
+    rank = 0
+    grown: dict[str, ArchivedTrace | str] = {}
+    parts = traces.parts(traces=watched_traces, run_ids=watched_runs, runs=TRACE_PART_RUNS)
+    for number, (part, watched) in enumerate(parts):
+        if number == 0:
+            grown = archived.grown(watched)
+        if pending.run_count >= batch_runs:  # full, and more to come: the last closes
+            pending.flush(closing=False)
+        part = archived.said_before(part, held)
+        for run in part.runs:
+            pending.ranks[id(run)] = rank
+            rank += 1
+            if run.run_id in grown:
+                pending.archived[id(run)] = grown[run.run_id]
+        for source, read in _runs_to_files(held, part):
+            pending.add(source, read, counted=True)
+
+
+def _runs_to_files(held: Sequence[Source], assembled: FileRead) -> list[tuple[Source, FileRead]]:
+    """The runs of a range assembled from trace files, each given to the file its first
+    span was read from (its manifest row counts it), problems to the file they name."""
+    reads = [(source, FileRead()) for source in held]
+    by_path = {display_path(source.path): read for source, read in reads}
+    first = reads[0][1]
     first.duplicates.extend(assembled.duplicates)
     for run in assembled.runs:
         by_path.get(run.source.path, first).runs.append(run)
     for confined, problem in assembled.problems:
         by_path.get(problem.path, first).problems.append((confined, problem))
-    return held
+    return [pair for pair in reads if pair[1].runs or pair[1].problems or pair[1].duplicates]
 
 
 # ── which files to read ────────────────────────────────────────────
@@ -276,22 +323,26 @@ def local_reader(workers: int | None = None) -> Reader:
     """The reader of a local ingest: ``workers`` processes (default: one per core)."""
 
     def read(
-        sources: Sequence[Source], sidecar: Mapping[str, Sequence[str]]
+        sources: Sequence[Source], sidecar: Mapping[str, Sequence[str]], spill: SpillTo | None
     ) -> Iterator[tuple[Source, FileRead]]:
-        return _read_in_order(sources, sidecar, workers)
+        return _read_in_order(sources, sidecar, workers, spill)
 
     return read
 
 
 def _read_in_order(
-    sources: Sequence[Source], sidecar: Mapping[str, Sequence[str]], workers: int | None
+    sources: Sequence[Source],
+    sidecar: Mapping[str, Sequence[str]],
+    workers: int | None,
+    spill: SpillTo | None = None,
 ) -> Iterator[tuple[Source, FileRead]]:
     """Read ``sources`` on ``workers`` processes, yielding in input order; a bounded
-    number of chunks is in flight, so memory does not grow with the file count."""
+    number of chunks is in flight, so memory does not grow with the file count (nor
+    with a trace file's size: its records past the budget go to ``spill``)."""
     count = workers if workers is not None else (os.cpu_count() or 1)
     if count <= 1 or len(sources) < 4:
         for source in sources:
-            yield source, read_chunk([source.path], sidecar)[0]
+            yield source, read_chunk([source.path], sidecar, spill)[0]
         return
     chunk = 4
     chunks = [sources[i : i + chunk] for i in range(0, len(sources), chunk)]
@@ -299,7 +350,8 @@ def _read_in_order(
         in_flight: list[tuple[Sequence[Source], Future[list[FileRead]]]] = []
         queue = iter(chunks)
         for part in queue:
-            in_flight.append((part, pool.submit(read_chunk, [s.path for s in part], sidecar)))
+            paths = [s.path for s in part]
+            in_flight.append((part, pool.submit(read_chunk, paths, sidecar, spill)))
             if len(in_flight) >= count * 4:
                 break
         while in_flight:
@@ -308,7 +360,7 @@ def _read_in_order(
             following = next(queue, None)
             if following is not None:
                 paths = [s.path for s in following]
-                in_flight.append((following, pool.submit(read_chunk, paths, sidecar)))
+                in_flight.append((following, pool.submit(read_chunk, paths, sidecar, spill)))
             yield from zip(part, reads, strict=True)
 
 
@@ -327,13 +379,23 @@ class _Pending:
         self.archived: dict[int, ArchivedTrace | str] = {}
         #: Trace runs' places, by their first span's start time (``write_batch``'s ``ranks``).
         self.ranks: dict[int, int] = {}
+        #: Trace files' manifest rows, added up over batches (``write_batch``'s ``tallies``),
+        #: and written by the last (``closing``).
+        self.tallies: dict[str, SourceTally] = {}
+        self.closing: list[tuple[Source, SourceTally]] = []
 
-    def add(self, source: Source, read: FileRead) -> None:
+    def add(self, source: Source, read: FileRead, *, counted: bool = False) -> None:
+        """Add a file's read (``counted``: a part of a file :meth:`count_file` counted)."""
         self.reads.append((source, read))
         self.run_count += len(read.runs)
+        if not counted:
+            self.count_file(source)
+        self.report.runs_read += len(read.runs)
+
+    def count_file(self, source: Source) -> None:
+        """Count a file as read (a trace file once, whatever batches its runs go to)."""
         self.report.files_read += 1
         self.report.bytes_read += source.size or 0
-        self.report.runs_read += len(read.runs)
 
     def add_outcomes(self, path: Path, known: Mapping[str, KnownSource]) -> None:
         stat = path.stat()  # an OSError naming the file: the caller says it as it says others
@@ -347,18 +409,30 @@ class _Pending:
         self.outcomes.append((source, table, None))
         self.report.outcome_labels_added += _new_labels(self.archive, table)
 
-    def flush(self) -> None:
-        if not self.reads and not self.outcomes:
+    def flush(self, *, closing: bool = True) -> None:
+        """Commit what is pending; ``closing``: with the trace files' manifest rows."""
+        closed = self.closing if closing else []
+        if not self.reads and not self.outcomes and not closed:
             return
         batch = self.archive.new_batch(self.date)
         merged = write_batch(
-            batch, self.reads, self.outcomes, self.report, archived=self.archived, ranks=self.ranks
+            batch,
+            self.reads,
+            self.outcomes,
+            self.report,
+            archived=self.archived,
+            ranks=self.ranks,
+            tallies=self.tallies,
+            closing=closed,
         )
         if merged:
             replace_runs(batch, merged, batch_labels(batch))
         batch.commit()
         self.report.commits += 1
         self.reads, self.outcomes, self.run_count = [], [], 0
+        self.archived, self.ranks = {}, {}  # by id(): the runs committed are let go of
+        if closing:
+            self.tallies, self.closing = {}, []
 
 
 def _labels_from(path: Path) -> pa.Table:

@@ -9,7 +9,7 @@ run-identity rule decides which copy of a run counts, against what is archived.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import polars as pl
@@ -54,6 +54,22 @@ class ArchivedTrace:
     commit: int
 
 
+@dataclass
+class SourceTally:
+    """A trace file's manifest row and quarantine, added up over the batches its runs
+    are written in (a range of runs at a time), written once, by the last: one row per
+    file, as when every run is written at once."""
+
+    #: The runs it added, each with its place among the trace runs (the row lists them so).
+    added: list[tuple[int, str]] = field(default_factory=list)
+    runs_read: int = 0
+    already: int = 0
+    conflicting: int = 0
+    #: Its problems (quarantine rows), then its runs' conflicts, each in reading order.
+    problems: list[dict[str, Any]] = field(default_factory=list)
+    conflicts: list[dict[str, Any]] = field(default_factory=list)
+
+
 def write_batch(
     batch: Batch,
     reads: Sequence[tuple[Source, FileRead]],
@@ -62,6 +78,8 @@ def write_batch(
     *,
     archived: Mapping[int, ArchivedTrace | str] | None = None,
     ranks: Mapping[int, int] | None = None,
+    tallies: Mapping[str, SourceTally] | None = None,
+    closing: Sequence[tuple[Source, SourceTally]] = (),
 ) -> list[tuple[RunRead, ArchivedTrace]]:
     """Decide what each read run adds, and write the batch's files (not yet committed).
 
@@ -70,7 +88,10 @@ def write_batch(
     archived; more: the run to merge into it, returned for
     :func:`~contextledger.jobs.ingest_merge.replace_runs`), or why they cannot be merged
     (a conflict). ``ranks`` (by ``id()``) orders trace runs after the snapshots' runs
-    (their first span's start time, as reading the files orders them).
+    (their first span's start time, as reading the files orders them). A read whose
+    file has a tally in ``tallies`` (by display path) is added to it instead of
+    writing its manifest row; ``closing``: the tallies whose rows this batch writes,
+    after the others.
     """
     archive = batch.archive
     archived = archived or {}
@@ -140,27 +161,40 @@ def write_batch(
         problems = [
             _quarantined(problem, mode, batch.ingest_date) for mode, problem in read.problems
         ]
-        added = [run.run_id for run in read.runs if id(run) in kept or id(run) in merged]
-        conflicting = 0
-        for run in read.runs:
-            for problem in conflicts[id(run)]:
-                conflicting += 1
-                problems.append(_quarantined(problem, None, batch.ingest_date))
+        added = [run for run in read.runs if id(run) in kept or id(run) in merged]
+        conflicted = [
+            _quarantined(problem, None, batch.ingest_date)
+            for run in read.runs
+            for problem in conflicts[id(run)]
+        ]
+        conflicting = len(conflicted)
         already = len(read.runs) - len(added) - conflicting
         grew = sum(1 for run in read.runs if id(run) in merged)
-        quarantine.extend(problems)
-        _append_source(sources, source, "snapshots", added, len(read.runs), already, conflicting)
-        sources["problem_count"][-1] = len(problems)
-        sources["status"][-1] = (
-            "unreadable"
-            if any(p["run_id"] is None and p["line"] is None for p in problems) and not read.runs
-            else "read"
-        )
         report.runs_added += len(added) - grew
         report.runs_extended += grew
         report.runs_already_archived += already
         report.runs_conflicting += conflicting
-        report.bad_files += bool(problems)
+        tally = (tallies or {}).get(display_path(source.path))
+        if tally is not None:
+            rank = ranks or {}
+            tally.added.extend((rank.get(id(run), -1), run.run_id) for run in added)
+            tally.runs_read += len(read.runs)
+            tally.already += already
+            tally.conflicting += conflicting
+            tally.problems.extend(problems)
+            tally.conflicts.extend(conflicted)
+            continue
+        problems.extend(conflicted)
+        ids = [run.run_id for run in added]
+        _add_source_row(sources, quarantine, report, source, problems, ids, len(read.runs))
+        sources["runs_already_archived"][-1] = already
+        sources["runs_conflicting"][-1] = conflicting
+    for source, tally in closing:
+        ids = [run_id for _, run_id in sorted(tally.added, key=_rank)]
+        problems = tally.problems + tally.conflicts
+        _add_source_row(sources, quarantine, report, source, problems, ids, tally.runs_read)
+        sources["runs_already_archived"][-1] = tally.already
+        sources["runs_conflicting"][-1] = tally.conflicting
     report.problems.extend(quarantine)
     report.duplicates.extend(identity.duplicates)
     report.duplicates.extend(row for _, read in reads for row in read.duplicates)
@@ -185,6 +219,32 @@ def write_batch(
         directory="_manifest/quarantine",
     )
     return extended
+
+
+def _rank(added: tuple[int, str]) -> int:
+    return added[0]
+
+
+def _add_source_row(
+    sources: dict[str, list[Any]],
+    quarantine: list[dict[str, Any]],
+    report: IngestReport,
+    source: Source,
+    problems: list[dict[str, Any]],
+    added: list[str],
+    runs_read: int,
+) -> None:
+    """A file's manifest row (its counts of runs archived and conflicting left at 0),
+    its problems quarantined."""
+    quarantine.extend(problems)
+    _append_source(sources, source, "snapshots", added, runs_read, 0, 0)
+    sources["problem_count"][-1] = len(problems)
+    sources["status"][-1] = (
+        "unreadable"
+        if any(p["run_id"] is None and p["line"] is None for p in problems) and not runs_read
+        else "read"
+    )
+    report.bad_files += bool(problems)
 
 
 def span_row(run: RunRead, order: int) -> dict[str, Any]:

@@ -14,7 +14,7 @@ not merged).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import polars as pl
@@ -31,8 +31,9 @@ from contextledger.jobs.ingest_batch import (
     span_row,
     write_partition,
 )
-from contextledger.read.otel import decode_spans
+from contextledger.read.otel import TraceFileRead, decode_spans
 from contextledger.read.otel._spans import SpanRecord
+from contextledger.read.otel._spill import spans_held
 from contextledger.read.snapshot import display_path
 from contextledger.tables import schema
 from contextledger.tables.build import ACCOUNTING_MODES, TableBuilder
@@ -70,13 +71,16 @@ class ArchivedTraces:
                 )
         return self._keys
 
-    def records_for(self, spans: Sequence[SpanRecord]) -> list[SpanRecord]:
-        """The span records of the archived runs ``spans`` may belong to (same trace, or
-        a run named by their conversation), those not handed out before."""
+    def records_for(self, read: TraceFileRead) -> Iterator[list[SpanRecord]]:
+        """The span records of the archived runs the spans of ``read`` may belong to
+        (same trace, or a run named by their conversation; spans spilled to disk too),
+        those not handed out before: a group of whole runs at a time, each of at most
+        the reader's budget of records (one run past it alone), in the order archived,
+        so that an ingest that joins every archived run never holds them all."""
         if not self.archive.files("spans"):
-            return []
-        traces = {record.trace_id for record in spans}
-        names = traces | {record.conversation_id for record in spans if record.conversation_id}
+            return
+        traces = read.trace_ids()
+        names = traces | read.conversation_ids()
         keys = self._key_table()
         found = keys.filter(pl.col("trace_id").is_in(traces) | pl.col("run_id").is_in(names))
         wanted = {
@@ -85,7 +89,7 @@ class ArchivedTraces:
             if run_id not in self.runs
         }
         if not wanted:
-            return []
+            return
         index = indexed_runs(self.archive, wanted, ("run_id", "digest", "run_order", "partition"))
         by_order = {
             order: (run_id, digest, partition)
@@ -95,32 +99,45 @@ class ArchivedTraces:
         }
         commits = commits_of(self.archive, wanted.values())
         chosen = [c for c in self.archive.commits if c.seq in commits]
-        files = self.archive.paths(self.archive.files("spans", chosen))
-        rows = (
-            self.archive.location.scan(files, store.TRACE_SPANS)
-            .filter(pl.col("run_order").is_in(list(wanted.values())))
-            .select("run_id", "run_order", "trace_ids", "records")
-            .collect()
-        )
-        records: list[SpanRecord] = []
-        for run_id, order, trace_ids, data in rows.iter_rows():
-            if order not in by_order:  # not in the run index: not a run the archive holds
-                continue
-            _, digest, partition = by_order[order]
-            (commit,) = commits_of(self.archive, [order])
-            self.runs[run_id] = ArchivedTrace(run_id, order, digest, partition, commit)
-            self._traces.update(dict.fromkeys(trace_ids, run_id))
-            records.extend(decode_spans(data))
-        self._paths.update(record.path for record in records)
-        return records
+        orders = list(wanted.values())
+        budget = spans_held(None)
+        group: list[SpanRecord] = []
+        for file in self.archive.files("spans", chosen):  # one commit's partition each
+            rows = (
+                self.archive.location.scan(self.archive.paths([file]), store.TRACE_SPANS)
+                .filter(pl.col("run_order").is_in(orders))
+                .select("run_id", "run_order", "trace_ids", "records")
+                .collect()
+            )
+            for run_id, order, trace_ids, data in rows.iter_rows():
+                if order not in by_order:  # not in the run index: not a run the archive holds
+                    continue
+                _, digest, partition = by_order[order]
+                (commit,) = commits_of(self.archive, [order])
+                self.runs[run_id] = ArchivedTrace(run_id, order, digest, partition, commit)
+                self._traces.update(dict.fromkeys(trace_ids, run_id))
+                records = decode_spans(data)
+                self._paths.update(record.path for record in records)
+                if group and len(group) + len(records) > budget:
+                    yield group
+                    group = []
+                group.extend(records)
+            del rows
+        if group:
+            yield group
 
-    def said_before(self, assembled: FileRead, read: Sequence[tuple[Any, FileRead]]) -> FileRead:
+    def watch(self) -> tuple[set[str], set[str]]:
+        """The traces and run ids of the archived runs handed out: whose runs
+        :meth:`grown` is told (``TraceInputs.parts``)."""
+        return set(self._traces), set(self.runs)
+
+    def said_before(self, assembled: FileRead, sources: Sequence[Any]) -> FileRead:
         """``assembled`` without the problems of archived spans (a cut attribute of a
         file an earlier ingest read, quarantined then under that file), said again only
-        when that file is read now too."""
+        when that file is read now too (one of ``sources``)."""
         if not self._paths:
             return assembled
-        now = {display_path(source.path) for source, _ in read}
+        now = {display_path(source.path) for source in sources}
         earlier = self._paths - now
         assembled.problems = [
             (confined, problem)
@@ -129,38 +146,42 @@ class ArchivedTraces:
         ]
         return assembled
 
-    def grown_from(self, runs: Iterable[RunRead]) -> dict[int, ArchivedTrace | str]:
-        """For each run (by ``id()``) assembled with archived spans: the archived run it
-        grew from, or why it cannot be merged: it joins two archived runs, or an
-        archived run's traces went to two runs (a conversation id arriving later)."""
-        holding: dict[int, set[str]] = {}
-        holders: dict[str, list[RunRead]] = {}
-        for run in runs:
-            held = {self._traces[t] for t in run.trace_ids if t in self._traces}
-            if run.run_id in self.runs and not held:
-                held = {run.run_id}
-            if held:
-                holding[id(run)] = held
-                for run_id in held:
-                    holders.setdefault(run_id, []).append(run)
-        found: dict[int, ArchivedTrace | str] = {}
-        for run_id, grown in holders.items():
-            for run in grown:
-                held = holding[id(run)]
+    def grown(self, watched: Mapping[str, str]) -> dict[str, ArchivedTrace | str]:
+        """For each run assembled with archived spans (by run id), told the run of each
+        trace :meth:`watch` names (``watched``, before any run is assembled): the
+        archived run it grew from, or why it cannot be merged: it joins two archived
+        runs, or an archived run's traces went to two runs (a conversation id arriving
+        later)."""
+        holding: dict[str, set[str]] = {}  # run assembled -> the archived runs it holds
+        for trace, archived in self._traces.items():
+            run_id = watched.get(trace)
+            if run_id is not None:
+                holding.setdefault(run_id, set()).add(archived)
+        for run_id in set(watched.values()):
+            if run_id in self.runs and run_id not in holding:
+                holding[run_id] = {run_id}
+        holders: dict[str, list[str]] = {}
+        for run_id, held in holding.items():
+            for archived in held:
+                holders.setdefault(archived, []).append(run_id)
+        found: dict[str, ArchivedTrace | str] = {}
+        for archived, grown in holders.items():
+            for run_id in grown:
+                held = holding[run_id]
                 if len(held) > 1:
                     listed = ", ".join(sorted(held))
-                    found[id(run)] = (
+                    found[run_id] = (
                         f"its spans join the archived runs {listed} into one run: not merged "
                         "(each stays as archived; ingest every file into a new archive to "
                         "count them as one)"
                     )
                 elif len(grown) > 1:
-                    found[id(run)] = (
-                        f"it holds traces of archived run {run_id}, whose other traces went to "
-                        "another run: not merged (the archived run stays as it was)"
+                    found[run_id] = (
+                        f"it holds traces of archived run {archived}, whose other traces went "
+                        "to another run: not merged (the archived run stays as it was)"
                     )
                 else:
-                    found[id(run)] = self.runs[run_id]
+                    found[run_id] = self.runs[archived]
         return found
 
 

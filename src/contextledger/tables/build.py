@@ -11,7 +11,7 @@ import csv
 import dataclasses
 import io
 import json
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -297,15 +297,31 @@ class TraceInputs:
         """``reads`` as they come (a trace file's spans taken in), then the runs of
         every trace file, if there were any."""
         yield from map(self.take, reads)
-        if self._runs:
-            parts = iter(self._runs.chunks())
-            while True:
-                with collector_paused():  # a range of runs assembled (read/cycles.py)
-                    part = next(parts, None)
-                    read = None if part is None else self._file_read(part)
-                if read is None:
-                    return
-                yield read
+        for read, _ in self.parts():
+            yield read
+
+    def parts(
+        self,
+        *,
+        traces: Collection[str] = (),
+        run_ids: Collection[str] = (),
+        runs: int = 1000,
+    ) -> Iterator[tuple[FileRead, dict[str, str]]]:
+        """The runs of the spans taken in, by their first span's start time, a range at a
+        time, each range as a file's read (the first also holds the problems and copies
+        not of one run), with the run of each of ``traces`` and of each trace whose run
+        is one of ``run_ids`` (on the first; ``Assembled.watched``); ``runs`` at most a
+        range. Nothing if no trace file was read."""
+        if not self._runs:
+            return
+        parts = iter(self._runs.chunks(runs, traces=traces, run_ids=run_ids))
+        while True:
+            with collector_paused():  # a range of runs assembled (read/cycles.py)
+                part = next(parts, None)
+                read = None if part is None else self._file_read(part)
+            if part is None or read is None:
+                return
+            yield read, part.watched
 
     def finish(self) -> FileRead:
         """The runs of the spans taken in, as a file's read (by their first span's start time)."""

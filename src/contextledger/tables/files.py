@@ -291,10 +291,13 @@ def _problem(source: RunSource, reason: str, run_id: str | None) -> ReadProblem:
     return ReadProblem(source.path, source.line, run_id, reason)
 
 
-def read_chunk(paths: Sequence[str], sidecar: Mapping[str, Sequence[str]]) -> list[FileRead]:
+def read_chunk(
+    paths: Sequence[str], sidecar: Mapping[str, Sequence[str]], spill: SpillTo | None = None
+) -> list[FileRead]:
     """``paths`` read as every ingest reads them: both accountings, a digest of each
-    run's document, its message stream; what a worker (a process, an executor) returns."""
+    run's document, its message stream; what a worker (a process, an executor) returns.
+    ``spill``: a trace file's span records past its budget are written there."""
     return [
-        read_file(Path(p), ACCOUNTING_MODES, sidecar, False, digest=True, windows=True)
+        read_file(Path(p), ACCOUNTING_MODES, sidecar, False, digest=True, windows=True, spill=spill)
         for p in paths
     ]

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from contextledger.jobs.ingest import IngestReport, Reader, Source, ingest
 from contextledger.jobs.spark.session import get_session
+from contextledger.read.otel import SpillTo
 from contextledger.read.snapshot import MAX_DOCUMENT_MB_ENV
 from contextledger.tables.files import FileRead, read_chunk
 
@@ -47,7 +48,7 @@ def spark_reader(
     this one's batches, and at most two waves' results are held at once."""
 
     def read(
-        sources: Sequence[Source], sidecar: Mapping[str, Sequence[str]]
+        sources: Sequence[Source], sidecar: Mapping[str, Sequence[str]], spill: SpillTo | None
     ) -> Iterator[tuple[Source, FileRead]]:
         if not sources:
             return
@@ -55,7 +56,15 @@ def spark_reader(
         tasks = tasks_per_wave or context.defaultParallelism * TASKS_PER_CORE
         size = files_per_task * tasks
         waves = [sources[i : i + size] for i in range(0, len(sources), size)]
-        task = partial(_read_task, sidecar=dict(sidecar), cap=os.environ.get(MAX_DOCUMENT_MB_ENV))
+        # executors on this machine write a big trace file's records where the driver
+        # reads them; a cluster's return them (a trace file is held whole, twice)
+        local = (context.master or "").startswith("local")
+        task = partial(
+            _read_task,
+            sidecar=dict(sidecar),
+            cap=os.environ.get(MAX_DOCUMENT_MB_ENV),
+            spill=spill if local else None,
+        )
 
         def collect(wave: Sequence[Source]) -> list[FileRead]:
             paths = [source.path for source in wave]
@@ -77,14 +86,18 @@ def spark_reader(
 
 
 def _read_task(
-    paths: Iterator[str], sidecar: Mapping[str, Sequence[str]], cap: str | None
+    paths: Iterator[str],
+    sidecar: Mapping[str, Sequence[str]],
+    cap: str | None,
+    spill: SpillTo | None = None,
 ) -> list[FileRead]:
     """One task's files, read under the driver's document size cap (an executor does not
-    inherit the driver's environment)."""
+    inherit the driver's environment); ``spill``: where a trace file's records past the
+    budget go (an executor on the driver's machine)."""
     before = os.environ.get(MAX_DOCUMENT_MB_ENV)
     _set_cap(cap)
     try:
-        return read_chunk(list(paths), sidecar)
+        return read_chunk(list(paths), sidecar, spill)
     finally:
         _set_cap(before)
 

@@ -15,7 +15,7 @@ import dataclasses
 import hashlib
 import math
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -104,6 +104,10 @@ class Assembled:
     #: Problems of the message texts alone (what a what-if replays, not the ledger).
     stream_problems: list[ReadProblem] = field(default_factory=list)
     duplicates: list[dict[str, Any]] = field(default_factory=list)
+    #: The run of each trace :meth:`TraceRuns.chunks` was asked to watch, or whose run
+    #: it was asked to watch (on the first part): what a caller decides before the
+    #: runs arrive (an ingest, which archived runs the spans read now grow).
+    watched: dict[str, str] = field(default_factory=dict)
 
 
 class TraceRuns:
@@ -175,15 +179,19 @@ class TraceRuns:
             out.duplicates.extend(part.duplicates)
         return out
 
-    def chunks(self, runs: int = 1000) -> Iterator[Assembled]:
+    def chunks(
+        self, runs: int = 1000, *, traces: Collection[str] = (), run_ids: Collection[str] = ()
+    ) -> Iterator[Assembled]:
         """:meth:`finish` a part of at most ``runs`` runs at a time (the first part also
-        carries the problems and copies not of one run), letting go of each run's spans
-        once it is assembled: what is held is the records not yet made runs. Takes the
-        spans: a second call gives nothing."""
+        carries the problems and copies not of one run, and the run of each of
+        ``traces``, and of each trace whose run is one of ``run_ids``:
+        :attr:`Assembled.watched`), letting go of each run's spans once it is
+        assembled: what is held is the records not yet made runs. Takes the spans: a
+        second call gives nothing."""
         if self._spill is not None:
             spill, self._spill = self._spill, None
             try:
-                yield from self._spilled_chunks(spill, runs)
+                yield from self._spilled_chunks(spill, runs, traces, run_ids)
             finally:
                 spill.close()
             return
@@ -197,6 +205,7 @@ class TraceRuns:
         del by_trace
         copies, self._copies = self._copies, Copies()
         part = self._first_part(copies.conflicts, copies.copies, run_of_trace)
+        part.watched = _watched(run_of_trace, traces, run_ids)
         order = sorted(by_run, key=lambda run_id: (min(r.start for _, r in by_run[run_id]), run_id))
         for run_id in order:
             records = sorted((record for _, record in by_run.pop(run_id)), key=_span_order)
@@ -252,13 +261,16 @@ class TraceRuns:
                     ledger = number < record.ledger_problems
                     (part.problems if ledger else part.stream_problems).append(problem)
 
-    def _spilled_chunks(self, spill: SpanSpill, runs: int) -> Iterator[Assembled]:
+    def _spilled_chunks(
+        self, spill: SpanSpill, runs: int, traces: Collection[str], run_ids: Collection[str]
+    ) -> Iterator[Assembled]:
         """:meth:`chunks` of records on disk, a range of runs at a time
         (:meth:`~contextledger.read.otel._spill.SpanSpill.arrange`)."""
         before, self._copies = self._copies, Copies()  # found before the records spilled
         arranged = spill.arrange(before)
         run_of_trace = {trace: facts.run_id for trace, facts in arranged.traces.items()}
         part = self._first_part(arranged.conflicts, arranged.copies, run_of_trace)
+        part.watched = _watched(run_of_trace, traces, run_ids)
         del run_of_trace
         for index, run_ids in enumerate(arranged.ranges):
             by_run = spill.range_runs(index, arranged.traces, _span_order)
@@ -321,6 +333,18 @@ def input_check(messages: RunMessages, calls: Sequence[SpanRecord]) -> str | Non
         "(content capture off, attributes cut or hidden, tool definitions not recorded); "
         "replayed as read"
     )
+
+
+def _watched(
+    run_of_trace: dict[str, str], traces: Collection[str], run_ids: Collection[str]
+) -> dict[str, str]:
+    """The run of each of ``traces`` read, and of each trace whose run is one of ``run_ids``."""
+    if not traces and not run_ids:
+        return {}
+    wanted = set(run_ids)
+    found = {trace: run_of_trace[trace] for trace in traces if trace in run_of_trace}
+    found.update((t, run) for t, run in run_of_trace.items() if run in wanted)
+    return found
 
 
 def _span_order(record: SpanRecord) -> tuple[int, int, str]:

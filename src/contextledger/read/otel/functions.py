@@ -118,6 +118,19 @@ class TraceFileRead:
     #: The records read before ``spans``, written to disk past the budget
     #: (``read_trace_file(spill=...)``).
     spilled: Spilled | None = None
+    #: The trace ids and conversation ids of the records in :attr:`spilled` (what an
+    #: ingest looks archived runs up by, without reading the records back).
+    spilled_traces: set[str] = field(default_factory=set)
+    spilled_conversations: set[str] = field(default_factory=set)
+
+    def trace_ids(self) -> set[str]:
+        """The trace ids of every record read, in memory or spilled."""
+        return {record.trace_id for record in self.spans} | self.spilled_traces
+
+    def conversation_ids(self) -> set[str]:
+        """The conversation ids of every record read, in memory or spilled."""
+        held = {record.conversation_id for record in self.spans if record.conversation_id}
+        return held | self.spilled_conversations
 
 
 def read_trace_file(
@@ -170,6 +183,8 @@ def read_trace_file(
         )
     if writer is not None and writer.counts:
         result.spilled = Spilled(writer.spill.folder, writer.token, tuple(writer.counts))
+        result.spilled_traces = writer.traces
+        result.spilled_conversations = writer.conversations
     return result
 
 
@@ -181,8 +196,12 @@ class _Spiller:
         self.spans = spans_held(spill.spans)
         self.token = new_token()
         self.counts: list[int] = []
+        self.traces: set[str] = set()
+        self.conversations: set[str] = set()
 
     def write(self, records: list[SpanRecord]) -> None:
+        self.traces.update(record.trace_id for record in records)
+        self.conversations.update(r.conversation_id for r in records if r.conversation_id)
         entries = ((UNPLACED, record) for record in records)
         written = write_parts(self.spill.folder, self.token, entries, PARTITIONS)
         self.counts = [a + b for a, b in zip(self.counts or [0] * PARTITIONS, written, strict=True)]
