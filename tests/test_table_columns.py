@@ -94,3 +94,25 @@ def test_a_read_gives_each_table_as_polars_and_as_the_same_arrow(source: str) ->
             arrow = getattr(tables, name)
             assert arrow.schema.equals(schema.arrow_schema(declared)), name
             assert pl.DataFrame(arrow).equals(tables.frame(name)), name
+
+
+def _polars_row_by_row(values: dict[str, list[Any]], table: columns.Table) -> pl.DataFrame:
+    names = columns.names(table)
+    return pl.DataFrame({name: values[name] for name in names}, schema=columns.polars_schema(table))
+
+
+def test_a_frame_builds_nested_columns_as_polars_builds_them_row_by_row() -> None:
+    runs = read_accountings("data/sample", ["corrected"])["corrected"].frame("runs")
+    values = runs.head(4).to_dict(as_series=False)
+    values["basis"] = [
+        [{"key": "tools", "codes": ["redacted", "cut"]}, {"key": "history", "codes": []}],
+        [],
+        [{"key": "skills", "codes": None}],
+        [{"key": "tools", "codes": ["cut"]}],
+    ]
+    values["unmetered_kinds"] = [["skill"], [], ["injection", "skill"], []]
+    built = columns.frame(values, columns.RUNS)
+    assert built.equals(_polars_row_by_row(values, columns.RUNS))
+    assert built["basis"].to_list() == values["basis"]
+    values["unmetered_kinds"][1] = None  # a null list: left to Polars, as it is
+    assert columns.frame(values, columns.RUNS).equals(_polars_row_by_row(values, columns.RUNS))
