@@ -56,6 +56,17 @@ def test_the_ledger_loads_no_duckdb_nor_the_chart_stack():
     assert [name for name in NOT_FOR_THE_LEDGER if name in loaded] == []
 
 
+def test_the_ledger_of_snapshots_writes_parquet_without_arrow(tmp_path):
+    """Its tables are built, grouped and written with Polars alone: pyarrow, and the
+    numpy it loads, were 0.15-0.2 s of its CPU (docs/benchmarks.md). The table's own
+    process is checked over the corpus (test_reading_ahead)."""
+    written = tmp_path / "ledger.parquet"
+    loaded = modules_after("ledger", str(SAMPLE), "--format", "parquet", "-o", str(written))
+    assert written.stat().st_size > 0
+    assert "polars" in loaded
+    assert [name for name in ("pyarrow", "numpy") if name in loaded] == []
+
+
 def test_the_ledger_of_snapshots_loads_no_archive_code():
     """Its Parquet and filesystem stack is 0.07 s of CPU a folder of snapshots never needs."""
     loaded = modules_after("ledger", str(SAMPLE), top_level=False)

@@ -1,5 +1,6 @@
 """Tables built from Python columns: the nested columns, built from offsets and flattened
-values, are what Polars builds from the rows one at a time."""
+values, are what Polars builds from the rows one at a time; the ledger's tables, declared
+once in Polars types, read as Arrow and as Polars alike."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ import polars as pl
 import pyarrow as pa
 import pytest
 
-from contextledger.tables import build, schema
+from contextledger.read import identity
+from contextledger.tables import build, columns, schema
 from contextledger.tables.build import ACCOUNTING_MODES, read_accountings
 
 
@@ -65,3 +67,52 @@ def test_offers_and_uses_made_a_part_at_a_time_equal_one_build(
         assert parts[mode].offers.column(0).num_chunks > 1
         for name in ("runs", "offers", "uses", "problems"):
             assert getattr(parts[mode], name).equals(getattr(whole[mode], name)), name
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        *("RUNS", "OFFERS", "USES", "OUTCOMES", "PROBLEMS", "DUPLICATES", "LEDGER"),
+        *("PIECE_TOTALS", "RUN_TOTALS", "LABEL_CREDIT"),
+    ],
+)
+def test_an_arrow_schema_reads_in_polars_as_the_columns_it_is_made_from(name: str) -> None:
+    declared = getattr(columns, name)
+    arrow = schema.arrow_schema(declared)
+    assert pl.DataFrame(schema.empty(arrow)).schema == columns.polars_schema(declared)
+    assert [field.nullable for field in arrow] == [column.nullable for column in declared]
+
+
+def test_the_duplicates_are_declared_alike_for_arrow_and_for_polars() -> None:
+    assert identity.DUPLICATES.equals(schema.arrow_schema(columns.DUPLICATES))
+
+
+@pytest.mark.parametrize("source", ["data/sample", "data/otel/traces"])
+def test_a_read_gives_each_table_as_polars_and_as_the_same_arrow(source: str) -> None:
+    for tables in read_accountings(source, ACCOUNTING_MODES).values():
+        for name, declared in columns.READ_TABLES.items():
+            arrow = getattr(tables, name)
+            assert arrow.schema.equals(schema.arrow_schema(declared)), name
+            assert pl.DataFrame(arrow).equals(tables.frame(name)), name
+
+
+def _polars_row_by_row(values: dict[str, list[Any]], table: columns.Table) -> pl.DataFrame:
+    names = columns.names(table)
+    return pl.DataFrame({name: values[name] for name in names}, schema=columns.polars_schema(table))
+
+
+def test_a_frame_builds_nested_columns_as_polars_builds_them_row_by_row() -> None:
+    runs = read_accountings("data/sample", ["corrected"])["corrected"].frame("runs")
+    values = runs.head(4).to_dict(as_series=False)
+    values["basis"] = [
+        [{"key": "tools", "codes": ["redacted", "cut"]}, {"key": "history", "codes": []}],
+        [],
+        [{"key": "skills", "codes": None}],
+        [{"key": "tools", "codes": ["cut"]}],
+    ]
+    values["unmetered_kinds"] = [["skill"], [], ["injection", "skill"], []]
+    built = columns.frame(values, columns.RUNS)
+    assert built.equals(_polars_row_by_row(values, columns.RUNS))
+    assert built["basis"].to_list() == values["basis"]
+    values["unmetered_kinds"][1] = None  # a null list: left to Polars, as it is
+    assert columns.frame(values, columns.RUNS).equals(_polars_row_by_row(values, columns.RUNS))

@@ -346,18 +346,19 @@ def _read_inputs(
     except ReadError as error:
         _warn(f"{error.source}: {error.reason} (stopped: --strict)")
         sys.exit(EXIT_UNREADABLE_INPUT)
-    if strict and tables.problems.num_rows:  # an archive's: ingest recorded them, unread
-        first = tables.problems.slice(0, 1).to_pylist()[0]
+    problems = tables.frame("problems").to_dicts()  # Polars: snapshots need no Arrow
+    if strict and problems:  # an archive's: ingest recorded them, unread
+        first = problems[0]
         _warn(f"{ReadProblem(**first).where}: {first['reason']} (stopped: --strict)")
         sys.exit(EXIT_UNREADABLE_INPUT)
-    runs = tables.runs.column("run_id").to_pylist()
+    runs = tables.frame("runs")["run_id"].to_list()
     if archived is not None:
         _name_unmatched_run_ids(archived.unmatched_run_ids())
     _name_skipped(tables.skipped, tables.empty)
-    for problem in tables.problems.to_pylist():
+    for problem in problems:
         _warn(f"skipped {ReadProblem(**problem).where}: {problem['reason']}")
-    _refuse_if_nothing_read(len(runs), tables.problems.num_rows)
-    _name_duplicates(tables.duplicates)
+    _refuse_if_nothing_read(len(runs), len(problems))
+    _name_duplicates(tables.frame("duplicates").to_dicts())
     if outcomes is not None:
         tables = tables.with_outcomes(outcomes)
     _name_unmatched_labels(tables)
@@ -474,14 +475,15 @@ def _summary(tables: RunTables) -> str:
 
     from contextledger.read.identity import is_conflict
 
-    runs = pl.DataFrame(tables.runs)
+    runs = tables.frame("runs")
     metered = int(runs["metered"].sum()) if runs.height else 0
     refused = runs.filter(~pl.col("metered"))
-    conflicts = sum(map(is_conflict, tables.problems.column("reason").to_pylist()))
+    reasons_unread = tables.frame("problems")["reason"].to_list()
+    conflicts = sum(map(is_conflict, reasons_unread))
     copies = f", {conflicts} conflicting copy(ies) not counted" if conflicts else ""
     line = (
         f"{metered:,} run(s) metered, {refused.height:,} refused ({tables.mode} accounting; "
-        f"{tables.problems.num_rows - conflicts:,} input(s) unreadable{copies})"
+        f"{len(reasons_unread) - conflicts:,} input(s) unreadable{copies})"
     )
     reasons = refused.group_by("refused_reason").agg(
         runs=pl.len(), examples=pl.col("run_id").head(3)

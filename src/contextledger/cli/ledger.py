@@ -57,7 +57,7 @@ def _printable(rows: pl.DataFrame, *, for_csv: bool = False) -> pl.DataFrame:
     import polars as pl
 
     from contextledger.ledger.stats import ledger_csv_rows
-    from contextledger.tables.schema import USED_SIGNAL_COLUMNS
+    from contextledger.tables.columns import USED_SIGNAL_COLUMNS
 
     shown = ledger_csv_rows(rows)
     if for_csv:
@@ -171,7 +171,7 @@ def ledger(
         except OverflowError as error:
             _fail(f"--merge {', '.join(merge_files)}: {error}")
     _write_ledger(result, output_format, output, _summary(tables), min_offers, csv_safe)
-    if tables.problems.num_rows:
+    if tables.frame("problems").height:
         sys.exit(EXIT_UNREADABLE_INPUT)
 
 

@@ -12,17 +12,17 @@ from typing import Literal, Protocol, TypeVar, runtime_checkable
 
 import polars as pl
 
-from contextledger.tables import schema
+from contextledger.tables import columns
 from contextledger.tables.build import RunTables
 
-#: Columns of a ledger frame, in order (see ``schema.LEDGER``).
-LEDGER_COLUMNS = schema.LEDGER.names
+#: Columns of a ledger frame, in order (see ``columns.LEDGER``).
+LEDGER_COLUMNS = columns.names(columns.LEDGER)
 FrameT = TypeVar("FrameT", pl.DataFrame, pl.LazyFrame)
 _COUNT_COLUMNS = [
     "offered",
     "approx_tokens_spent",
     "used",
-    *schema.USED_SIGNAL_COLUMNS.values(),
+    *columns.USED_SIGNAL_COLUMNS.values(),
     "runs_seen",
 ]
 
@@ -60,7 +60,7 @@ class Ledger:
 
 
 def _empty_frame() -> pl.DataFrame:
-    return pl.DataFrame(schema.empty(schema.LEDGER))
+    return columns.empty_frame(columns.LEDGER)
 
 
 def _finish(frame: FrameT) -> FrameT:
@@ -123,8 +123,7 @@ class LedgerInputs:
     def of(cls, tables: RunTables) -> LedgerInputs:
         """In-memory tables as they are (nothing promised)."""
         runs, offers, uses, outcomes = (
-            pl.DataFrame(table).lazy()
-            for table in (tables.runs, tables.offers, tables.uses, tables.outcomes)
+            tables.frame(table).lazy() for table in ("runs", "offers", "uses", "outcomes")
         )
         return cls(runs, offers, uses, outcomes, engine="in-memory")
 
@@ -212,7 +211,7 @@ def ledger_inputs(tables: RunTables | LedgerInputs, *, rows: bool = True) -> Led
         def scan(table: str, first_in_run: bool | None = None) -> pl.LazyFrame:
             if rows or run_totals is None:
                 return tables.scan(table, first_in_run)
-            return pl.DataFrame(schema.empty(schema.TABLES[table])).lazy()
+            return columns.empty_frame(columns.READ_TABLES[table]).lazy()
 
         return LedgerInputs(
             runs=tables.scan("runs"),
@@ -365,14 +364,14 @@ def _piece_totals(run_orders: pl.LazyFrame, split: SplitRows) -> pl.LazyFrame:
         used=pl.col("uses").sum(),
         **{
             column: pl.col("uses").filter(pl.col("signal") == signal).sum()
-            for signal, column in schema.USED_SIGNAL_COLUMNS.items()
+            for signal, column in columns.USED_SIGNAL_COLUMNS.items()
         },
         first_use=pl.col("first_use").min(),
     )
     return (
         offered.join(used, on=piece, how="full", coalesce=True)
         .with_columns([pl.col(name).fill_null(0).cast(pl.Int64) for name in _COUNT_COLUMNS])
-        .select(schema.PIECE_TOTALS.names)
+        .select(columns.names(columns.PIECE_TOTALS))
     )
 
 
@@ -396,7 +395,7 @@ def _run_piece_totals(
         first_use=((pl.col("run_order") * 2 + 1) * _STEP + pl.col("first_use_seq")).min(),
     )
     first_offers = rows.filter(offered).select("run_order", "kind", "piece_id")
-    return totals.select(schema.PIECE_TOTALS.names), first_offers
+    return totals.select(columns.names(columns.PIECE_TOTALS)), first_offers
 
 
 def _split(offers: pl.LazyFrame, uses: pl.LazyFrame, metered: pl.LazyFrame) -> SplitRows:
@@ -500,7 +499,7 @@ def _stored_outcomes(
 ) -> pl.LazyFrame:
     """Per piece, ``[{label, runs}]``: the stored credit added up with the credit of the
     first offers it does not cover (credited from the labels, as without it)."""
-    parts = [credit.stored.select(schema.LABEL_CREDIT.names)]
+    parts = [credit.stored.select(columns.names(columns.LABEL_CREDIT))]
     if credit.uncovered is not None:
         parts.append(label_credit(outcomes, credit.uncovered, run_orders))
     summed = (
@@ -515,19 +514,19 @@ def _stored_outcomes(
 _MAX_COUNT = 2**63 - 1
 
 
-def _checked_sums(frame: pl.DataFrame, columns: list[str]) -> pl.DataFrame:
-    """``frame`` with its Int128 sums in ``columns`` back in Int64, or ``OverflowError``
+def _checked_sums(frame: pl.DataFrame, summed: list[str]) -> pl.DataFrame:
+    """``frame`` with its Int128 sums in ``summed`` back in Int64, or ``OverflowError``
     naming the first piece whose count would not fit."""
-    too_big = frame.filter(pl.any_horizontal(pl.col(name) > _MAX_COUNT for name in columns))
+    too_big = frame.filter(pl.any_horizontal(pl.col(name) > _MAX_COUNT for name in summed))
     if too_big.height:
         row = too_big.row(0, named=True)
-        column = next(name for name in columns if row[name] > _MAX_COUNT)
+        column = next(name for name in summed if row[name] > _MAX_COUNT)
         msg = (
             f"{row['kind']} {row['id']!r}: {column} adds up to {row[column]}, "
             "past the largest count (2**63 - 1)"
         )
         raise OverflowError(msg)
-    return frame.with_columns(pl.col(name).cast(pl.Int64) for name in columns)
+    return frame.with_columns(pl.col(name).cast(pl.Int64) for name in summed)
 
 
 def merge_ledgers(ledgers: list[Ledger]) -> Ledger:

@@ -19,10 +19,10 @@ import polars as pl
 
 from contextledger.ledger.compute import LEDGER_COLUMNS, Ledger, merge_ledgers
 from contextledger.read.jsjson import js_stringify
-from contextledger.tables import schema
+from contextledger.tables import columns
 
 LEDGER_JSON_VERSION = 1
-_SIGNALS = schema.USED_SIGNAL_COLUMNS
+_SIGNALS = columns.USED_SIGNAL_COLUMNS
 #: The largest count a ledger holds (its columns are Int64).
 MAX_COUNT = 2**63 - 1
 
@@ -164,7 +164,7 @@ def from_ledger_json(document: Any, *, source: str = "LedgerJSON") -> Ledger:
         except (TypeError, ValueError, AttributeError) as error:
             msg = f"{source}: row {position}{_named(row)} is not a LedgerRow ({error})"
             raise ValueError(msg) from None
-    frame = pl.DataFrame(records, schema=pl.DataFrame(schema.empty(schema.LEDGER)).schema)
+    frame = pl.DataFrame(records, schema=columns.polars_schema(columns.LEDGER))
     try:
         runs_recorded = whole_count(document.get("runsRecorded", 0), "runsRecorded")
     except ValueError as error:

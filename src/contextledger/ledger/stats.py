@@ -14,7 +14,7 @@ import polars as pl
 
 from contextledger.ledger import DEFAULT_MIN_OFFERS
 from contextledger.tables.build import RunTables
-from contextledger.tables.schema import USED_SIGNAL_COLUMNS
+from contextledger.tables.columns import USED_SIGNAL_COLUMNS
 
 #: Two-sided 95% normal quantile.
 Z_95 = 1.959963984540054

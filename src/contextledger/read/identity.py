@@ -33,31 +33,50 @@ run does.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
-
-import pyarrow as pa
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from contextledger.read.digest import DIGEST_KIND, content_digest, digest_kind, recording_digest
 from contextledger.read.snapshot import ReadError, ReadProblem, RunSource, iter_documents
 
+if TYPE_CHECKING:
+    import pyarrow as pa
+
 T = TypeVar("T")
 
-#: One row per copy that was not counted because an earlier copy was the same run.
-DUPLICATES = pa.schema(
-    [
-        pa.field("run_id", pa.string(), nullable=False),
-        pa.field("path", pa.string(), nullable=False),
-        pa.field("line", pa.int64()),
-        pa.field("kept_path", pa.string(), nullable=False),
-        pa.field("kept_line", pa.int64()),
-        # the kept copy's run id: another when one recording arrived under two ids
-        pa.field("kept_run_id", pa.string(), nullable=False),
-        # the kept copy is an archive's (ingested before), not one read now (null: no)
-        pa.field("kept_archived", pa.bool_()),
-    ]
-)
+
+def __getattr__(name: str) -> pa.Schema:
+    """``DUPLICATES``: :func:`duplicates_schema`, made when first asked for."""
+    if name != "DUPLICATES":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return duplicates_schema()
+
+
+@functools.cache
+def duplicates_schema() -> pa.Schema:
+    """One row per copy that was not counted because an earlier copy was the same run.
+
+    Made when first asked for (as ``DUPLICATES``): the ledger's process reads runs
+    without importing Arrow (``tables.columns`` declares the same columns for Polars;
+    a test keeps the two equal).
+    """
+    import pyarrow as pa
+
+    return pa.schema(
+        [
+            pa.field("run_id", pa.string(), nullable=False),
+            pa.field("path", pa.string(), nullable=False),
+            pa.field("line", pa.int64()),
+            pa.field("kept_path", pa.string(), nullable=False),
+            pa.field("kept_line", pa.int64()),
+            # the kept copy's run id: another when one recording arrived under two ids
+            pa.field("kept_run_id", pa.string(), nullable=False),
+            # the kept copy is an archive's (ingested before), not one read now (null: no)
+            pa.field("kept_archived", pa.bool_()),
+        ]
+    )
 
 
 def _payload_at(source: RunSource) -> bytes | None:
@@ -309,7 +328,9 @@ class RunIdentity:
 
     def duplicate_table(self) -> pa.Table:
         """The duplicates recorded so far, as a table of ``DUPLICATES``."""
-        return pa.Table.from_pylist(self.duplicates, schema=DUPLICATES)
+        import pyarrow as pa
+
+        return pa.Table.from_pylist(self.duplicates, schema=duplicates_schema())
 
 
 def put_in_slot(slots: list[T], slot: int, item: T) -> None:
@@ -328,31 +349,36 @@ def put_in_slot(slots: list[T], slot: int, item: T) -> None:
         slots[slot] = item
 
 
-def describe_duplicates(duplicates: pa.Table, *, limit: int = 5) -> list[str]:
+def describe_duplicates(
+    duplicates: pa.Table | Iterable[Mapping[str, Any]], *, limit: int = 5
+) -> list[str]:
     """Lines for people: one per file and the file its kept copies are in (the first
     ``limit`` such pairs), so a copied folder of traces, many runs a file, says each file
-    once with a count; a pair of one copy names its line and run.
+    once with a count; a pair of one copy names its line and run. ``duplicates``: a
+    table of ``DUPLICATES``, or its rows.
 
     >>> rows = [{"run_id": "r", "path": "b.json", "line": None, "kept_path": "a.json",
     ...          "kept_line": None, "kept_run_id": "r"}]
-    >>> describe_duplicates(pa.Table.from_pylist(rows, schema=DUPLICATES))
+    >>> describe_duplicates(rows)
     ['duplicate b.json (run r): the same run as a.json, counted once']
     >>> rows[0].update(path="link.json", run_id="link")
-    >>> describe_duplicates(pa.Table.from_pylist(rows, schema=DUPLICATES))
+    >>> describe_duplicates(rows)
     ['duplicate link.json (run link): the same recording as a.json (run r), counted once']
     >>> rows[0].update(path="a.json", run_id="r")
-    >>> describe_duplicates(pa.Table.from_pylist(rows, schema=DUPLICATES))
+    >>> import pyarrow as pa
+    >>> describe_duplicates(pa.Table.from_pylist(rows, schema=duplicates_schema()))
     ['duplicate a.json (run r): the same file given twice, counted once']
     >>> rows[0].update(kept_archived=True)
-    >>> describe_duplicates(pa.Table.from_pylist(rows, schema=DUPLICATES))
+    >>> describe_duplicates(rows)
     ['duplicate a.json (run r): already archived from this file, which changed since ...']
     >>> spans = [{"run_id": f"t{i}", "path": "b.jsonl", "line": 1, "kept_path": "a.jsonl",
     ...           "kept_line": 1, "kept_run_id": f"t{i}"} for i in range(3)]
-    >>> describe_duplicates(pa.Table.from_pylist(spans, schema=DUPLICATES))
+    >>> describe_duplicates(spans)
     ['duplicate b.jsonl: 3 runs the same as in a.jsonl, each counted once']
     """
-    pairs: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
-    for row in duplicates.to_pylist():
+    listed = getattr(duplicates, "to_pylist", None)
+    pairs: dict[tuple[str, str, str], list[Mapping[str, Any]]] = {}
+    for row in listed() if listed is not None else duplicates:
         pairs.setdefault((row["path"], row["kept_path"], _how_duplicate(row)), []).append(row)
     lines = []
     for (path, kept_path, how), rows in list(pairs.items())[:limit]:
@@ -387,7 +413,7 @@ def describe_duplicates(duplicates: pa.Table, *, limit: int = 5) -> list[str]:
     return lines
 
 
-def _how_duplicate(row: dict[str, Any]) -> str:
+def _how_duplicate(row: Mapping[str, Any]) -> str:
     """Why a copy is a duplicate: ``twice`` (its own file read again in this read),
     ``archived`` (its own file, changed since an ingest), ``run`` (the same run
     elsewhere) or ``recording`` (the same recording under another run id)."""
@@ -396,7 +422,7 @@ def _how_duplicate(row: dict[str, Any]) -> str:
     return "run" if row["kept_run_id"] == row["run_id"] else "recording"
 
 
-def _one_duplicate(row: dict[str, Any], how: str) -> str:
+def _one_duplicate(row: Mapping[str, Any], how: str) -> str:
     copy = ReadProblem(row["path"], row["line"], row["run_id"], "").where
     kept = RunSource(row["kept_path"], row["kept_line"])
     if how == "archived":

@@ -1,4 +1,4 @@
-"""Read snapshot files into the Arrow tables of ``schema.py``, keeping going past bad files.
+"""Read snapshot files into the tables of ``columns.py``, keeping going past bad files.
 
 One worker reads one file; files are shared across processes when there are
 many. A file that cannot be read becomes a row of the ``problems`` table
@@ -8,26 +8,64 @@ many. A file that cannot be read becomes a row of the ``problems`` table
 from __future__ import annotations
 
 import csv
-import dataclasses
 import io
 import json
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import msgspec
-import pyarrow as pa
+import polars as pl
 
 from contextledger.read.cycles import collector_paused
 from contextledger.read.facts import RunFacts
-from contextledger.read.identity import DUPLICATES, RunIdentity, put_in_slot, unmatched_ids
+from contextledger.read.identity import RunIdentity, put_in_slot, unmatched_ids
 from contextledger.read.otel import RUNNER_KIND, Assembled, TraceRuns
 from contextledger.read.snapshot import ReadError, ReadProblem, RunSource, describe_empty
 from contextledger.tables import ACCOUNTING_MODES as ACCOUNTING_MODES  # re-exported
-from contextledger.tables import schema
+from contextledger.tables import columns
 from contextledger.tables.ahead import Reading, start_reading
 from contextledger.tables.files import FileRead, RunRead, RunStream, accounting
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+
+class _Held:
+    """A table of :class:`RunTables`, held as it was given (Arrow, or the Polars frame a
+    read built) and read as Arrow, made once when first asked for; ``None`` given: no
+    rows. :meth:`RunTables.frame` reads it as Polars, so the ledger never makes Arrow."""
+
+    def __init__(self, *, optional: bool = False) -> None:
+        self.optional = optional
+        self.name = ""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, tables: RunTables | None, owner: type | None = None) -> Any:
+        if tables is None:  # the dataclass's default: none when the table is optional
+            if self.optional:
+                return None
+            raise AttributeError(self.name)
+        made = tables.__dict__.setdefault("_tables_arrow", {})
+        if self.name not in made:
+            from contextledger.tables import schema
+
+            held = tables.__dict__["_tables_given"][self.name]
+            arrow = schema.arrow_schema(columns.READ_TABLES[self.name])
+            if held is None:
+                made[self.name] = schema.empty(arrow)
+            elif isinstance(held, pl.DataFrame):
+                made[self.name] = held.to_arrow().cast(arrow)
+            else:
+                made[self.name] = held
+        return made[self.name]
+
+    def __set__(self, tables: RunTables, table: Any) -> None:
+        tables.__dict__.setdefault("_tables_given", {})[self.name] = table
+        tables.__dict__.setdefault("_tables_arrow", {}).pop(self.name, None)
 
 
 @dataclass
@@ -35,16 +73,18 @@ class RunTables:
     """The tables read from a batch of runs under one accounting mode.
 
     Each run appears once (:mod:`~contextledger.read.identity`); ``duplicates`` lists
-    the copies that were not counted again.
+    the copies that were not counted again. Each table is given as Arrow or as a Polars
+    frame and read as Arrow (``tables.runs``) or as Polars (``tables.frame("runs")``);
+    a read holds Polars frames, so a ledger of them never imports Arrow.
     """
 
     mode: str
-    runs: pa.Table
-    offers: pa.Table
-    uses: pa.Table
-    outcomes: pa.Table = field(default_factory=lambda: schema.empty(schema.OUTCOMES))
-    problems: pa.Table = field(default_factory=lambda: schema.empty(schema.PROBLEMS))
-    duplicates: pa.Table = field(default_factory=lambda: schema.empty(DUPLICATES))
+    runs: pa.Table = _Held()
+    offers: pa.Table = _Held()
+    uses: pa.Table = _Held()
+    outcomes: pa.Table = _Held(optional=True)
+    problems: pa.Table = _Held(optional=True)
+    duplicates: pa.Table = _Held(optional=True)
     #: Files in input folders not read because of their names (``find_snapshot_files``).
     skipped: tuple[str, ...] = ()
     #: Files of 0 bytes, not opened: no run, no problem (``find_snapshot_files``).
@@ -52,36 +92,50 @@ class RunTables:
     #: The order the runs come in, said where a result depends on it (the gates' replay).
     order: ClassVar[str] = "input order"
 
-    def with_outcomes(self, outcomes: pa.Table) -> RunTables:
+    def frame(self, table: str) -> pl.DataFrame:
+        """``table`` (``"runs"``, ``"offers"``, ...) as a Polars frame, without Arrow when
+        it was read here.
+
+        >>> read_runs("data/sample").frame("offers").columns[:3]
+        ['run_id', 'call_index', 'kind']
+        """
+        held = self.__dict__.get("_tables_given")
+        value = held[table] if held is not None else getattr(self, table)  # an archive's
+        if value is None:
+            return columns.empty_frame(columns.READ_TABLES[table])
+        return value if isinstance(value, pl.DataFrame) else pl.DataFrame(value)
+
+    def with_outcomes(self, outcomes: pa.Table | pl.DataFrame) -> RunTables:
         """The same tables with ``outcomes`` (run_id, label) added; a (run, label) pair
         counts once, however often it is given."""
-        combined = distinct_labels(
-            pa.concat_tables([self.outcomes, outcomes.cast(schema.OUTCOMES)])
-        )
-        return dataclasses.replace(self, outcomes=combined)
+        given = outcomes if isinstance(outcomes, pl.DataFrame) else pl.DataFrame(outcomes)
+        labels = columns.polars_schema(columns.OUTCOMES)
+        both = pl.concat([self.frame("outcomes"), given.select(labels.names()).cast(labels)])
+        held = {**self.__dict__["_tables_given"], "outcomes": both.unique(maintain_order=True)}
+        return RunTables(self.mode, **held, skipped=self.skipped, empty=self.empty)
 
     def known_run_ids(self) -> list[str]:
         """Every run id these tables were read from (labels naming others match no run)."""
-        return [str(run_id) for run_id in self.runs["run_id"].to_pylist()]
+        return [str(run_id) for run_id in self.frame("runs")["run_id"].to_list()]
 
     def unmatched_label_ids(self) -> list[str]:
         """The run ids of outcome labels that name none of :meth:`known_run_ids`, in order
         (a typo, or a run not read: said on stderr, never an error)."""
-        return unmatched_ids(self.outcomes["run_id"].to_pylist(), self.known_run_ids())
+        return unmatched_ids(self.frame("outcomes")["run_id"].to_list(), self.known_run_ids())
 
     def _counts(self) -> list[tuple[str, str]]:
         """What was read, in counts: the facts both reprs show."""
-        import pyarrow.compute as pc
-
-        read = self.runs.num_rows
-        metered = pc.sum(self.runs["metered"].cast("int64")).as_py() or 0
+        runs = self.frame("runs")
+        read = runs.height
+        metered = int(runs["metered"].sum())
+        offers, uses = self.frame("offers").height, self.frame("uses").height
         return [
             ("accounting", self.mode),
             ("runs", f"{read:,} ({metered:,} metered, {read - metered:,} refused)"),
-            ("offers, uses", f"{self.offers.num_rows:,}, {self.uses.num_rows:,} rows"),
-            ("outcome labels", f"{self.outcomes.num_rows:,} (run, label) pairs"),
-            ("duplicate copies", f"{self.duplicates.num_rows:,}"),
-            ("inputs not read", f"{self.problems.num_rows:,}"),
+            ("offers, uses", f"{offers:,}, {uses:,} rows"),
+            ("outcome labels", f"{self.frame('outcomes').height:,} (run, label) pairs"),
+            ("duplicate copies", f"{self.frame('duplicates').height:,}"),
+            ("inputs not read", f"{self.frame('problems').height:,}"),
         ]
 
     def __repr__(self) -> str:
@@ -97,21 +151,23 @@ class RunTables:
         from contextledger.tables.display import summary_html
 
         facts = self._counts()
-        shown = self.problems.slice(0, 10).to_pylist()
+        problems = self.frame("problems")
+        shown = problems.head(10).to_dicts()
         facts += [(ReadProblem(**row).where, row["reason"]) for row in shown]
-        if self.problems.num_rows > len(shown):
-            facts.append(("…", f"{self.problems.num_rows - len(shown):,} more in .problems"))
+        if problems.height > len(shown):
+            facts.append(("…", f"{problems.height - len(shown):,} more in .problems"))
         return summary_html("Run tables", facts)
 
 
 def distinct_labels(outcomes: pa.Table) -> pa.Table:
     """Each (run_id, label) pair once, in first-given order.
 
+    >>> import pyarrow as pa
     >>> rows = pa.table({"run_id": ["r", "r", "s"], "label": ["good", "good", "good"]})
     >>> distinct_labels(rows).num_rows
     2
     """
-    import polars as pl
+    from contextledger.tables import schema
 
     frame = pl.DataFrame(outcomes.cast(schema.OUTCOMES)).unique(maintain_order=True)
     return frame.to_arrow().cast(schema.OUTCOMES)
@@ -249,9 +305,9 @@ def read_accountings(
             raise ReadError(source, conflict.reason, conflict.run_id)
         for problem in identity.conflicts:
             builder.add_problem(problem)
-        out[mode] = dataclasses.replace(
-            builder.finish(),
-            duplicates=schema.from_rows(identity.duplicates, DUPLICATES),
+        copies = {name: [row[name] for row in identity.duplicates] for name in DUPLICATE_NAMES}
+        out[mode] = builder.finish(
+            duplicates=columns.frame(copies, columns.DUPLICATES),
             skipped=tuple(found.skipped),
             empty=tuple(found.empty),
         )
@@ -372,38 +428,46 @@ class TableBuilder:
     def __init__(self, mode: str) -> None:
         self.mode = mode
         self.run_count = 0
-        self._runs: dict[str, list[Any]] = {name: [] for name in schema.RUNS.names}
-        self._offers: dict[str, list[Any]] = {name: [] for name in schema.OFFERS.names}
-        self._uses: dict[str, list[Any]] = {name: [] for name in schema.USES.names}
-        self._problems: dict[str, list[Any]] = {name: [] for name in schema.PROBLEMS.names}
-        #: Offer and use rows already made Arrow, a part at a time (:data:`PART_ROWS`).
-        self._offer_parts: list[pa.Table] = []
-        self._use_parts: list[pa.Table] = []
+        self._runs: dict[str, list[Any]] = {name: [] for name in columns.names(columns.RUNS)}
+        self._offers: dict[str, list[Any]] = {name: [] for name in OFFER_NAMES}
+        self._uses: dict[str, list[Any]] = {name: [] for name in USE_NAMES}
+        self._problems: dict[str, list[Any]] = {name: [] for name in PROBLEM_NAMES}
+        #: Offer and use rows already made frames, a part at a time (:data:`PART_ROWS`).
+        self._offer_parts: list[pl.DataFrame] = []
+        self._use_parts: list[pl.DataFrame] = []
 
     def add_run(self, run: RunRead, run_order: int) -> None:
         """Add ``run`` as read under this builder's accounting."""
         _append_run(self._runs, self._offers, self._uses, run, run.facts[self.mode], run_order)
         self.run_count += 1
         if len(self._offers["run_id"]) >= PART_ROWS:
-            self._offer_parts.append(schema.from_columns(self._offers, schema.OFFERS))
-            self._offers = {name: [] for name in schema.OFFERS.names}
+            self._offer_parts.append(columns.frame(self._offers, columns.OFFERS))
+            self._offers = {name: [] for name in OFFER_NAMES}
         if len(self._uses["run_id"]) >= PART_ROWS:
-            self._use_parts.append(schema.from_columns(self._uses, schema.USES))
-            self._uses = {name: [] for name in schema.USES.names}
+            self._use_parts.append(columns.frame(self._uses, columns.USES))
+            self._uses = {name: [] for name in USE_NAMES}
 
     def add_problem(self, problem: ReadProblem) -> None:
         """Add a row to the ``problems`` table."""
-        for name in schema.PROBLEMS.names:
+        for name in PROBLEM_NAMES:
             self._problems[name].append(getattr(problem, name))
 
-    def finish(self) -> RunTables:
-        """The tables collected so far."""
+    def finish(
+        self,
+        duplicates: pl.DataFrame | None = None,
+        skipped: tuple[str, ...] = (),
+        empty: tuple[str, ...] = (),
+    ) -> RunTables:
+        """The tables collected so far (Polars frames; Arrow when first read as Arrow)."""
         return RunTables(
             mode=self.mode,
-            runs=schema.from_columns(self._runs, schema.RUNS),
-            offers=_joined(self._offer_parts, schema.from_columns(self._offers, schema.OFFERS)),
-            uses=_joined(self._use_parts, schema.from_columns(self._uses, schema.USES)),
-            problems=schema.from_columns(self._problems, schema.PROBLEMS),
+            runs=columns.frame(self._runs, columns.RUNS),
+            offers=_joined(self._offer_parts, columns.frame(self._offers, columns.OFFERS)),
+            uses=_joined(self._use_parts, columns.frame(self._uses, columns.USES)),
+            problems=columns.frame(self._problems, columns.PROBLEMS),
+            duplicates=duplicates,
+            skipped=skipped,
+            empty=empty,
         )
 
 
@@ -413,11 +477,17 @@ class TableBuilder:
 PART_ROWS = 1 << 16
 
 
-def _joined(parts: list[pa.Table], last: pa.Table) -> pa.Table:
-    """``parts`` and ``last`` as one table in one chunk, as one build would give it."""
+OFFER_NAMES = columns.names(columns.OFFERS)
+USE_NAMES = columns.names(columns.USES)
+PROBLEM_NAMES = columns.names(columns.PROBLEMS)
+DUPLICATE_NAMES = columns.names(columns.DUPLICATES)
+
+
+def _joined(parts: list[pl.DataFrame], last: pl.DataFrame) -> pl.DataFrame:
+    """``parts`` and ``last`` as one frame."""
     if not parts:
         return last
-    return pa.concat_tables([*parts, last])
+    return pl.concat([*parts, last])
 
 
 def _append_run(
@@ -618,6 +688,8 @@ def load_outcomes(path: str | Path) -> pa.Table:
             raise ValueError(msg)
         run_ids.append(run_id)
         labels.append(label)
+    from contextledger.tables import schema
+
     return schema.from_columns({"run_id": run_ids, "label": labels}, schema.OUTCOMES)
 
 

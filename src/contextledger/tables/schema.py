@@ -1,177 +1,72 @@
 """Every table contextledger builds, its columns and their Arrow types: the one source of truth.
 
 Adapters fill these tables; everything downstream (the ledger in Polars and in
-DuckDB, the archive) reads only them, never a snapshot.
+DuckDB, the archive) reads only them, never a snapshot. The ledger's own tables are
+declared in Polars types in :mod:`~contextledger.tables.columns` (the ledger runs
+without Arrow) and given here as Arrow; the window's are declared here.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+import polars as pl
 import pyarrow as pa
 
-#: One row per run read (metered or refused) in input order.
-#: One state key the ledger read, and the codes its answer rests on.
-BASIS_ENTRY = pa.struct([pa.field("key", pa.string()), pa.field("codes", pa.list_(pa.string()))])
+from contextledger.tables import columns
+from contextledger.tables.columns import USED_SIGNAL_COLUMNS as USED_SIGNAL_COLUMNS  # re-exported
 
-RUNS = pa.schema(
-    [
-        pa.field("run_id", pa.string(), nullable=False),
-        pa.field("run_order", pa.int64(), nullable=False),  # position in the input, 0-based
-        pa.field("source_path", pa.string(), nullable=False),
-        pa.field("source_line", pa.int32()),  # JSON Lines only
-        pa.field("runner_kind", pa.string()),  # "Agent" / "LLMCall" when the file says
-        pa.field("accounting", pa.string(), nullable=False),  # "reference" or "corrected"
-        pa.field("metered", pa.bool_(), nullable=False),
-        pa.field("refused_reason", pa.string()),  # why a run was not metered
-        pa.field("model_call_count", pa.int32(), nullable=False),  # call-llm executions seen
-        pa.field("metered_call_count", pa.int32(), nullable=False),  # calls the accounting metered
-        pa.field("unmetered_kinds", pa.list_(pa.string()), nullable=False),  # not metered here
-        # ``RecordedRun.basis`` (agentfootprint 9.1xx): the keys whose reads rest on a
-        # redaction, each with its codes (``read.basis``); empty when every read was exact.
-        pa.field("basis", pa.list_(BASIS_ENTRY), nullable=False),
-        pa.field("grouped", pa.bool_(), nullable=False),  # model calls inside sf-llm-call subflows
-        pa.field("slice_available", pa.bool_(), nullable=False),
-        pa.field("static_tool_names_from", pa.string(), nullable=False),  # wrapper/sidecar/none
-        pa.field("static_tool_name_count", pa.int32(), nullable=False),
-    ]
-)
+if TYPE_CHECKING:
+    from polars.datatypes import DataTypeClass
 
-#: One row per piece offered at a metered model call.
-OFFERS = pa.schema(
-    [
-        pa.field("run_id", pa.string(), nullable=False),
-        pa.field("call_index", pa.int32(), nullable=False),  # 0-based ordinal of the metered call
-        pa.field("kind", pa.string(), nullable=False),  # injection / skill / tool
-        pa.field("piece_id", pa.string(), nullable=False),
-        pa.field("approx_tokens", pa.int64(), nullable=False),  # ceil(JSON chars / 4), an estimate
-        pa.field("seq", pa.int32(), nullable=False),  # order of the offer within the run
-    ]
-)
 
-#: One row per structural use of a piece.
-USES = pa.schema(
-    [
-        pa.field("run_id", pa.string(), nullable=False),
-        pa.field("kind", pa.string(), nullable=False),
-        pa.field("piece_id", pa.string(), nullable=False),
-        pa.field("signal", pa.string(), nullable=False),  # tool-called / skill-activated / ...
-        pa.field("call_index", pa.int32()),  # the call that made the use; null: the run's
-        pa.field("seq", pa.int32(), nullable=False),  # order of the use within the run
-    ]
-)
+def arrow_type(dtype: pl.DataType | DataTypeClass) -> pa.DataType:
+    """The Arrow type of a Polars type of :mod:`~contextledger.tables.columns` (strings and
+    lists as Arrow's 32-bit-offset ``string`` and ``list``).
 
-#: Consumer-supplied labels; a run may carry several.
-OUTCOMES = pa.schema(
-    [
-        pa.field("run_id", pa.string(), nullable=False),
-        pa.field("label", pa.string(), nullable=False),
-    ]
-)
+    >>> arrow_type(columns.BASIS_ENTRY)
+    StructType(struct<key: string, codes: list<item: string>>)
+    """
+    if isinstance(dtype, pl.List):
+        return pa.list_(arrow_type(dtype.inner))
+    if isinstance(dtype, pl.Struct):
+        return pa.struct([pa.field(field.name, arrow_type(field.dtype)) for field in dtype.fields])
+    return _ARROW_TYPES[str(dtype)]
 
-#: What could not be read, and why.
-PROBLEMS = pa.schema(
-    [
-        pa.field("path", pa.string(), nullable=False),
-        pa.field("line", pa.int32()),
-        pa.field("run_id", pa.string()),
-        pa.field("reason", pa.string(), nullable=False),
-    ]
-)
 
-#: The ledger, one row per (kind, piece), worst earn rate first.
-LEDGER = pa.schema(
-    [
-        pa.field("id", pa.string(), nullable=False),
-        pa.field("kind", pa.string(), nullable=False),
-        pa.field("offered", pa.int64(), nullable=False),
-        pa.field("approx_tokens_spent", pa.int64(), nullable=False),
-        pa.field("used", pa.int64(), nullable=False),
-        pa.field("used_tool_called", pa.int64(), nullable=False),
-        pa.field("used_skill_activated", pa.int64(), nullable=False),
-        pa.field("used_answer_slice", pa.int64(), nullable=False),
-        pa.field("used_tool_executed", pa.int64(), nullable=False),
-        pa.field("runs_seen", pa.int64(), nullable=False),
-        pa.field(
-            "outcomes",
-            pa.list_(pa.struct([pa.field("label", pa.string()), pa.field("runs", pa.int64())])),
-            nullable=False,
-        ),
-        pa.field("earn_rate", pa.float64(), nullable=False),
-    ]
-)
-
-#: Per piece, the ledger's counts over some runs, and where the piece was first offered
-#: and first used (``first_offer``, ``first_use``: null when it was not). A first is
-#: packed as the ledger orders rows: ``run_order * 2**32 + seq``, plus ``2**31`` for a
-#: use, so the earliest first across any set of runs is the smallest. An archive stores
-#: these per commit, so the ledger adds them up instead of reading every offer again.
-PIECE_TOTALS = pa.schema(
-    [
-        pa.field("kind", pa.string(), nullable=False),
-        pa.field("piece_id", pa.string(), nullable=False),
-        pa.field("offered", pa.int64(), nullable=False),
-        pa.field("approx_tokens_spent", pa.int64(), nullable=False),
-        pa.field("runs_seen", pa.int64(), nullable=False),
-        pa.field("first_offer", pa.int64()),
-        pa.field("used", pa.int64(), nullable=False),
-        pa.field("used_tool_called", pa.int64(), nullable=False),
-        pa.field("used_skill_activated", pa.int64(), nullable=False),
-        pa.field("used_answer_slice", pa.int64(), nullable=False),
-        pa.field("used_tool_executed", pa.int64(), nullable=False),
-        pa.field("first_use", pa.int64()),
-    ]
-)
-
-#: Per metered run and piece, the ledger's counts over that run alone, and the ``seq`` of
-#: the piece's first offer and first use in it (null when it was not offered, or not
-#: used). An archive stores these per commit, so a ledger of some runs (a ``label`` or
-#: ``run_id`` filter) reads one row per run and piece instead of every offer and use:
-#: ``runs_seen`` counts the rows with a first offer, whose run and piece are also the
-#: first offers outcome labels are credited from.
-RUN_TOTALS = pa.schema(
-    [
-        pa.field("run_id", pa.string(), nullable=False),
-        # the run's place in the archive: the ledger joins on it (an integer) and orders by it
-        pa.field("run_order", pa.int64(), nullable=False),
-        pa.field("kind", pa.string(), nullable=False),
-        pa.field("piece_id", pa.string(), nullable=False),
-        pa.field("offered", pa.int64(), nullable=False),
-        pa.field("approx_tokens_spent", pa.int64(), nullable=False),
-        pa.field("first_offer_seq", pa.int32()),
-        pa.field("used", pa.int64(), nullable=False),
-        pa.field("used_tool_called", pa.int64(), nullable=False),
-        pa.field("used_skill_activated", pa.int64(), nullable=False),
-        pa.field("used_answer_slice", pa.int64(), nullable=False),
-        pa.field("used_tool_executed", pa.int64(), nullable=False),
-        pa.field("first_use_seq", pa.int32()),
-    ]
-)
-
-#: Per piece and outcome label, the labelled metered runs of some runs that offered the
-#: piece (``runs``), and the earliest of them as ``run_order * 2**32 + rank``, where
-#: ``rank`` orders the run's labels as the outcomes table lists them (``first_credit``):
-#: the smallest over any set of runs is the credit the ledger lists first. An archive
-#: stores these per commit, for the labels known when the commit was written.
-LABEL_CREDIT = pa.schema(
-    [
-        pa.field("kind", pa.string(), nullable=False),
-        pa.field("piece_id", pa.string(), nullable=False),
-        pa.field("label", pa.string(), nullable=False),
-        pa.field("runs", pa.int64(), nullable=False),
-        pa.field("first_credit", pa.int64(), nullable=False),
-    ]
-)
-
-#: The reference's ``usedVia`` signal names, and the ledger column each is counted in.
-USED_SIGNAL_COLUMNS = {
-    "tool-called": "used_tool_called",
-    "skill-activated": "used_skill_activated",
-    "answer-slice(slot)": "used_answer_slice",
-    # a trace's execute_tool span that no model output names (read.otel)
-    "tool-executed": "used_tool_executed",
+#: The Arrow type of each flat Polars type the tables use, by its name.
+_ARROW_TYPES = {
+    "String": pa.string(),
+    "Boolean": pa.bool_(),
+    "Int32": pa.int32(),
+    "Int64": pa.int64(),
+    "Float64": pa.float64(),
 }
+
+
+def arrow_schema(table: columns.Table) -> pa.Schema:
+    """The Arrow schema of a table of :mod:`~contextledger.tables.columns`.
+
+    >>> arrow_schema(columns.OUTCOMES).names
+    ['run_id', 'label']
+    """
+    return pa.schema(
+        [pa.field(column.name, arrow_type(column.dtype), column.nullable) for column in table]
+    )
+
+
+#: The ledger's tables, declared in :mod:`~contextledger.tables.columns`.
+BASIS_ENTRY = arrow_type(columns.BASIS_ENTRY)
+RUNS = arrow_schema(columns.RUNS)
+OFFERS = arrow_schema(columns.OFFERS)
+USES = arrow_schema(columns.USES)
+OUTCOMES = arrow_schema(columns.OUTCOMES)
+PROBLEMS = arrow_schema(columns.PROBLEMS)
+LEDGER = arrow_schema(columns.LEDGER)
+PIECE_TOTALS = arrow_schema(columns.PIECE_TOTALS)
+RUN_TOTALS = arrow_schema(columns.RUN_TOTALS)
+LABEL_CREDIT = arrow_schema(columns.LABEL_CREDIT)
 
 TABLES = {
     "runs": RUNS,
