@@ -10,9 +10,6 @@ The messy input adds a file read twice, a span copied with another value and a c
 
 from __future__ import annotations
 
-import gzip
-import json
-import shutil
 from pathlib import Path
 
 import polars as pl
@@ -31,6 +28,7 @@ from contextledger.tables.build import ACCOUNTING_MODES, read_runs
 
 from .test_otel_archive import _split
 from .test_otel_read import TRACES
+from .test_otel_spill import messy_traces
 
 DATE = "2026-12-02"
 #: Span records held before spilling, and trace runs assembled at a time, in these tests.
@@ -45,19 +43,8 @@ MANIFEST = ("sources", "quarantine")
 
 @pytest.fixture(scope="module")
 def messy(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The recordings, one file again under another name, a span copied with another
-    input token count, and a line cut short."""
-    folder = tmp_path_factory.mktemp("messy")
-    for path in TRACES:
-        shutil.copy(path, folder / path.name)
-    shutil.copy(folder / "genai-openai.jsonl.gz", folder / "zz-again.jsonl.gz")
-    lines = gzip.decompress((folder / "genai-anthropic.jsonl.gz").read_bytes()).splitlines()
-    first = json.loads(lines[0])
-    span = first["resourceSpans"][0]["scopeSpans"][0]["spans"][0]
-    span["attributes"].append({"key": "gen_ai.usage.input_tokens", "value": {"intValue": "7"}})
-    damaged = json.dumps(first).encode()
-    (folder / "zz-conflict.jsonl").write_bytes(damaged + b"\n" + damaged[: len(damaged) // 2])
-    return folder
+    """The recordings made messy as ``test_otel_spill`` makes them."""
+    return messy_traces(tmp_path_factory.mktemp("messy"))
 
 
 @pytest.fixture(scope="module")

@@ -41,11 +41,9 @@ def _lines(path: Path) -> list[bytes]:
     return [line for line in data.splitlines() if line.strip()]
 
 
-@pytest.fixture(scope="module")
-def messy(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The recordings, one file again under another name, a span copied with another
-    input token count, and a line cut short."""
-    folder = tmp_path_factory.mktemp("messy")
+def messy_traces(folder: Path) -> Path:
+    """``folder`` filled with the recordings, one file again under another name, a span
+    copied with another input token count, and a line cut short."""
     for path in TRACES:
         shutil.copy(path, folder / path.name)
     shutil.copy(folder / "genai-openai.jsonl.gz", folder / "zz-again.jsonl.gz")
@@ -55,6 +53,12 @@ def messy(tmp_path_factory: pytest.TempPathFactory) -> Path:
     damaged = json.dumps(first).encode()
     (folder / "zz-conflict.jsonl").write_bytes(damaged + b"\n" + damaged[: len(damaged) // 2])
     return folder
+
+
+@pytest.fixture(scope="module")
+def messy(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """:func:`messy_traces`, once for this module."""
+    return messy_traces(tmp_path_factory.mktemp("messy"))
 
 
 def _read_all(folder: Path) -> dict[str, Any]:
