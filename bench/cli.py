@@ -64,14 +64,20 @@ def elapsed(
         argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True, cwd=cwd, env=env
     )
     wall = time.perf_counter() - begin
-    while True:  # the command's orphans (a forkserver, its workers) end when it does
-        try:
-            os.wait()
-        except ChildProcessError:
-            break
+    reap_orphans()
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return wall, cpu
+
+
+def reap_orphans() -> None:
+    """Wait for the timed command's orphans (a forkserver, its workers), adopted by this
+    subreaper: they end when it does, and their CPU counts once they are waited for."""
+    while True:
+        try:
+            os.wait()
+        except ChildProcessError:
+            return
 
 
 def _adopt_orphans() -> None:

@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from cli import _adopt_orphans  # bench/cli.py
+from cli import _adopt_orphans, reap_orphans  # bench/cli.py
 from otel_read import _CONVERSATION, _IDS, OTEL, recorded_lines, write_traces
 
 REPO = Path(__file__).resolve().parents[1]
@@ -125,11 +125,7 @@ def run_measured(argv: list[str], env: dict[str, str]) -> Peak:
     seconds = time.perf_counter() - begin
     done.set()
     sampler.join()
-    while True:  # the command's orphans (a forkserver, its workers) end when it does
-        try:
-            os.wait()
-        except ChildProcessError:
-            break
+    reap_orphans()
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
     if process.returncode != 0:
