@@ -36,20 +36,12 @@ def _general(value: Any) -> tuple[Any, list[str]]:
 
 
 def _recorded_outputs() -> list[str]:
-    values = []
-    for path in TRACES:
-        data = path.read_bytes()
-        if data[:2] == b"\x1f\x8b":
-            data = gzip.decompress(data)
-        for line in data.splitlines():
-            for resource in decode_request(line).resource_spans:
-                for scope in resource.scope_spans:
-                    for span in scope.spans:
-                        for attribute in span_attributes(span):
-                            if attribute.key == KEY:
-                                value = msgspec.json.decode(attribute.value)
-                                values.append(value["stringValue"])
-    return values
+    return [
+        msgspec.json.decode(attribute.value)["stringValue"]
+        for span in _recorded_spans()
+        for attribute in span_attributes(span)
+        if attribute.key == KEY
+    ]
 
 
 def test_every_recorded_output_gives_the_general_paths_calls() -> None:
