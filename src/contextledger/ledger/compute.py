@@ -12,6 +12,7 @@ from typing import Literal, Protocol, TypeVar, runtime_checkable
 
 import polars as pl
 
+from contextledger.ledger.run_totals import run_totals_counts
 from contextledger.tables import columns
 from contextledger.tables.build import RunTables
 
@@ -217,8 +218,11 @@ def ledger_inputs(tables: RunTables | LedgerInputs, *, rows: bool = True) -> Led
             runs=tables.scan("runs"),
             offers=scan("offers"),
             uses=scan("uses"),
-            # under run totals the credit keeps each pair's first row itself
-            outcomes=tables.outcome_scan(selected=True, distinct=rows or run_totals is None),
+            # under run totals the credit finds the selected runs' labels and keeps each
+            # pair's first row itself
+            outcomes=tables.outcome_scan(
+                selected=rows or run_totals is None, distinct=rows or run_totals is None
+            ),
             split=SplitRows(
                 first_offers=scan("offers", first_in_run=True),
                 later_offers=scan("offers", first_in_run=False),
@@ -247,29 +251,27 @@ def ledger_plan(inputs: LedgerInputs) -> tuple[pl.LazyFrame, pl.LazyFrame]:
     """
     metered, run_orders, split = _ordered(inputs)
     piece = ["kind", "piece_id"]
-    first_offers = split.first_offers
-    outcomes = inputs.outcomes
     if inputs.totals is None and inputs.run_totals is not None:
-        # a selection's metered runs and their labels, read once (the totals, the credit
-        # and the count use them) and in memory: at most a row per run (and label), where
-        # the streaming engine's joins keeping order cost it twice the time
-        metered = run_orders = metered.collect(engine="in-memory").lazy()
-    if inputs.totals is not None:  # parts of the runs each: add them up
-        totals = inputs.totals.group_by(piece).agg(
-            *[pl.col(name).sum() for name in _COUNT_COLUMNS],
-            pl.col("first_offer").min(),
-            pl.col("first_use").min(),
+        # the selected runs' own totals, in one pass; their metered runs in memory (a row
+        # per run), read once
+        chosen = metered.collect(engine="in-memory")
+        summed, credited = run_totals_counts(
+            inputs.run_totals, chosen, inputs.outcomes, inputs.engine
         )
-    elif inputs.run_totals is not None:  # the selected runs' own totals
-        totals, first_offers = _run_piece_totals(inputs.run_totals, run_orders)
+        totals, credit, metered = summed.lazy(), _credit_lists(credited.lazy()), chosen.lazy()
     else:
-        totals = _piece_totals(run_orders, split)
-    if inputs.credit is None and inputs.totals is None and inputs.run_totals is not None:
-        credit = _credit_lists(_run_label_credit(outcomes, first_offers, run_orders))
-    elif inputs.credit is None:
-        credit = _outcomes_per_piece(outcomes, first_offers, run_orders)
-    else:
-        credit = _stored_outcomes(inputs.outcomes, inputs.credit, run_orders)
+        if inputs.totals is not None:  # parts of the runs each: add them up
+            totals = inputs.totals.group_by(piece).agg(
+                *[pl.col(name).sum() for name in _COUNT_COLUMNS],
+                pl.col("first_offer").min(),
+                pl.col("first_use").min(),
+            )
+        else:
+            totals = _piece_totals(run_orders, split)
+        if inputs.credit is None:
+            credit = _outcomes_per_piece(inputs.outcomes, split.first_offers, run_orders)
+        else:
+            credit = _stored_outcomes(inputs.outcomes, inputs.credit, run_orders)
     rows = (
         totals.with_columns(first=pl.min_horizontal("first_offer", "first_use"))
         .join(credit, on=piece, how="left")
@@ -307,8 +309,8 @@ def run_piece_totals(inputs: LedgerInputs) -> pl.LazyFrame:
     1
     """
     assert inputs.run_totals is not None
-    _, run_orders, _ = _ordered(inputs)
-    return _run_piece_totals(inputs.run_totals, run_orders)[0]
+    metered = _ordered(inputs)[0].collect(engine="in-memory")
+    return run_totals_counts(inputs.run_totals, metered, None, inputs.engine)[0].lazy()
 
 
 def split_rows(inputs: LedgerInputs) -> SplitRows:
@@ -375,29 +377,6 @@ def _piece_totals(run_orders: pl.LazyFrame, split: SplitRows) -> pl.LazyFrame:
     )
 
 
-def _run_piece_totals(
-    run_totals: pl.LazyFrame, run_orders: pl.LazyFrame
-) -> tuple[pl.LazyFrame, pl.LazyFrame]:
-    """Per piece, the counts of ``run_totals`` (``schema.RUN_TOTALS`` rows) of the runs of
-    ``run_orders`` added up, as :func:`_piece_totals` counts the same runs' rows; and
-    those runs' first offers (``run_order`` and piece), which the outcome labels are
-    credited from."""
-    piece = ["kind", "piece_id"]
-    offered = pl.col("first_offer_seq").is_not_null()
-    # the selected metered runs' rows alone, by their run order (an integer: a set of them
-    # filters a scan at about half the cost of a join, a run id is a string)
-    orders = run_orders.select("run_order").collect()["run_order"]
-    rows = run_totals.filter(pl.col("run_order").is_in(orders.implode()))
-    totals = rows.group_by(piece).agg(
-        *[pl.col(name).sum() for name in _COUNT_COLUMNS if name != "runs_seen"],
-        runs_seen=offered.sum().cast(pl.Int64),
-        first_offer=(pl.col("run_order") * 2 * _STEP + pl.col("first_offer_seq")).min(),
-        first_use=((pl.col("run_order") * 2 + 1) * _STEP + pl.col("first_use_seq")).min(),
-    )
-    first_offers = rows.filter(offered).select("run_order", "kind", "piece_id")
-    return totals.select(columns.names(columns.PIECE_TOTALS)), first_offers
-
-
 def _split(offers: pl.LazyFrame, uses: pl.LazyFrame, metered: pl.LazyFrame) -> SplitRows:
     """Metered runs' offers and uses in (run_order, seq) order, split by first in run."""
     parts = []
@@ -458,30 +437,6 @@ def label_credit(
         credit=pl.col("run_order") * (1 << 32) + pl.col("label_position").cast(pl.Int64),
     )
     credited = first_offers.select(run, "kind", "piece_id").join(labels, on=run)
-    return credited.group_by("kind", "piece_id", "label").agg(
-        runs=pl.len().cast(pl.Int64), first_credit=pl.col("credit").min()
-    )
-
-
-def _run_label_credit(
-    outcomes: pl.LazyFrame, first_offers: pl.LazyFrame, run_orders: pl.LazyFrame
-) -> pl.LazyFrame:
-    """:func:`label_credit`'s rows for ``first_offers`` keyed by ``run_order`` (stored
-    run totals'): the selected runs' labels found by one join on the run id and each
-    (run, label) pair's first row kept by a group-by, in memory (a row per run and
-    label), where :func:`label_credit` makes the pairs distinct keeping order and then
-    joins. A run's labels keep their order, so the lists are the same."""
-    labels = (
-        outcomes.select("run_id", "label")
-        .with_row_index("label_position")
-        .join(run_orders, on="run_id")
-        .group_by("run_order", "label")
-        .agg(credit=pl.col("run_order").first() * (1 << 32) + pl.col("label_position").min())
-        .collect(engine="in-memory")
-    )
-    credited = first_offers.select("run_order", "kind", "piece_id").join(
-        labels.lazy(), on="run_order"
-    )
     return credited.group_by("kind", "piece_id", "label").agg(
         runs=pl.len().cast(pl.Int64), first_credit=pl.col("credit").min()
     )
