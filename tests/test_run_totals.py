@@ -228,3 +228,35 @@ def test_the_duckdb_ledger_adds_up_the_run_totals_once(labelled_archive):
         )
     finally:
         con.close()
+
+
+def _many_labels(ids: list[str]) -> pa.Table:
+    """Every run labelled: up to four labels of 70 each, given in run-dependent orders,
+    some twice, so that runs share a label set in different orders and sets differ."""
+    rows = []
+    for number, run_id in enumerate(ids):
+        picked = [f"label-{(number * step) % 70:02d}" for step in (1, 3, 7, 11)[: 1 + number % 4]]
+        rows += [(run_id, label) for label in (picked if number % 2 else picked[::-1])]
+        rows.append((run_id, picked[0]))  # a pair given again
+    rows.append((ids[0], "good"))
+    return pa.table({"run_id": [r for r, _ in rows], "label": [label for _, label in rows]})
+
+
+@pytest.mark.parametrize("dense", [True, False], ids=["looked-up", "joined"])
+def test_many_label_sets_are_credited_as_the_rows_credit_them(sample_archive, monkeypatch, dense):
+    """Runs with one to four of 70 labels (label sets of each size, a label's row order
+    differing between runs), by the run-order array and by a join (a sparse selection)."""
+    if not dense:
+        monkeypatch.setattr("contextledger.ledger.run_totals._DENSE_SPAN_FREE", 0)
+        monkeypatch.setattr("contextledger.ledger.run_totals._DENSE_SPAN_PER_RUN", 0)
+    ids = [path.name.removesuffix(".json.gz") for path in sorted(SAMPLE.glob("*.json.gz"))]
+    archive = Archive.open(sample_archive)
+    for selection in (Selection(labels=("good", "label-03")), Selection(run_ids=tuple(ids[1:]))):
+        tables = ArchiveTables(archive, "corrected", selection).with_outcomes(_many_labels(ids))
+        inputs = ledger_inputs(tables)
+        assert inputs.run_totals is not None
+        got = compute_ledger(inputs)
+        from_rows = compute_ledger(replace(inputs, run_totals=None))
+        assert_frame_equal(got.frame, from_rows.frame, check_exact=True)
+        assert_frame_equal(ledger_rows_sql(tables), from_rows.rows(), check_exact=True)
+        assert got.frame["outcomes"].list.len().max() > 4  # many labels on a piece
