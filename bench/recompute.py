@@ -306,8 +306,9 @@ def bench_recompute(
 
     for name in names[2:]:
         seconds = statistics.median(r["seconds"] for r in results[name])
+        cpu = statistics.median(r["cpu_seconds"] for r in results[name])
         print(
-            f"{name}: {seconds / floor:.2f}x the offers floor, "
+            f"{name}: {seconds / floor:.2f}x the offers floor ({cpu / floor_cpu:.2f}x its CPU), "
             f"{seconds / both:.2f}x the offers+uses floor"
         )
     for engine, before in (
