@@ -130,6 +130,18 @@ def test_every_recorded_openinference_output_gives_the_general_paths_calls() -> 
     assert read > 50
 
 
+def test_every_recorded_span_gives_the_ledger_and_the_whatif_the_same_tool_calls() -> None:
+    """The failing case: an OpenInference reply without a tool call read as outputs not
+    recorded (None) by the ledger, and as outputs holding none (``()``) by the what-if."""
+    replies = 0
+    for position, span in enumerate(_recorded_spans()):
+        ledger = spans_module.span_record(span, "t", 1, position, messages=False)
+        whatif = spans_module.span_record(span, "t", 1, position, messages=True)
+        assert ledger.tool_calls == whatif.tool_calls, span.name
+        replies += ledger.tool_calls == ()
+    assert replies > 10
+
+
 _CALL = "llm.output_messages.{}.message.tool_calls.{}.tool_call.{}"
 #: OpenInference output messages as instrumentations and strangers write them: indices
 #: out of order, with leading zeros, not numbers; calls without an id or a name.

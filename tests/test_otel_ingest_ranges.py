@@ -10,6 +10,7 @@ The messy input adds a file read twice, a span copied with another value and a c
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 
 import polars as pl
@@ -26,6 +27,7 @@ from contextledger.read.otel import _spill, read_trace_file
 from contextledger.tables import files as files_module
 from contextledger.tables.build import ACCOUNTING_MODES, read_runs
 
+from .conftest import SAMPLE
 from .test_otel_archive import _split
 from .test_otel_read import TRACES
 from .test_otel_spill import messy_traces
@@ -39,6 +41,8 @@ ONCE = ("streams", "messages", "standings", "spans", "run_index")
 #: Tables whose rows are per commit: equal only when the runs are committed at once.
 PER_COMMIT = ("piece_totals", "label_credit")
 MANIFEST = ("sources", "quarantine")
+#: How an ingest's spill folder is named (jobs/ingest.py: spill_folder).
+SPILLS = "contextledger-ingest-spans-"
 
 
 @pytest.fixture(scope="module")
@@ -135,6 +139,28 @@ def test_a_big_trace_file_is_spilled_by_its_reader_in_an_ingest(tmp_path, tiny, 
     monkeypatch.setattr(files_module, "_read_trace_file", reading)
     ingest([TRACES[0]], tmp_path / "archive", workers=1)
     assert spilled == [True]
+
+
+def test_an_ingest_makes_its_spill_folder_only_when_a_reader_spills(tmp_path, tiny, monkeypatch):
+    """The failing case: every ingest made a spill folder, traces or not, which a killed
+    ingest left behind. Snapshots make none; a trace file past the budget makes it,
+    and it is gone after."""
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temporary))
+    seen: list[list[str]] = []
+
+    def reader(sources, sidecar, spill):
+        for source, read in ingest_module.local_reader(1)(sources, sidecar, spill):
+            seen.append([p.name for p in temporary.iterdir() if p.name.startswith(SPILLS)])
+            yield source, read
+
+    ingest([SAMPLE], tmp_path / "snapshots", reader=reader)
+    assert len(seen) == 14 and not any(seen)
+    seen.clear()
+    ingest([TRACES[0]], tmp_path / "traces", reader=reader)
+    assert len(seen) == 1 and seen[0]
+    assert not list(temporary.iterdir())
 
 
 def test_a_merge_with_an_earlier_ingest_in_ranges_equals_one_ingest_of_both(

@@ -33,7 +33,7 @@ from contextledger.read.otel import (
     NO_TOOLS_OFFERED,
     sniff,
 )
-from contextledger.tables.build import ACCOUNTING_MODES, read_runs
+from contextledger.tables.build import ACCOUNTING_MODES, read_accountings, read_runs
 
 from .conftest import REPO, SAMPLE
 
@@ -552,6 +552,57 @@ def test_tool_executions_count_when_no_output_message_names_them(tmp_path):
     runs = [dict(run, family=family["family"]) for run in family["runs"]]
     expected = truth_ledger(runs).select("id", "used").filter(pl.col("used") > 0)
     assert_frame_equal(executed, expected, check_exact=True)
+
+
+def _openinference_tail(tmp_path: Path) -> Path:
+    """The few-tools run of the OpenInference recording as a collector that lost its
+    first two model calls' spans exports it: the last call (its reply holds no tool
+    call) and the two ``TOOL`` spans, whose ``tool_call.id`` is left out (an application
+    that records its tools without the call id)."""
+    trace = next(
+        run["trace_ids"][0]
+        for family in TRUTH["families"]
+        if family["family"] == "openinference-openai"
+        for run in family["runs"]
+        if run["scenario"] == "few-tools"
+    )
+    kept = []
+    calls = []
+    for line in cut_lines(_trace("openinference-openai.jsonl.gz")):
+        request = json.loads(line)
+        spans = [s for r in request["resourceSpans"] for c in r["scopeSpans"] for s in c["spans"]]
+        if all(span["traceId"] != trace for span in spans):
+            continue
+        for span in spans:
+            kind = {a["key"]: a["value"] for a in span["attributes"]}["openinference.span.kind"]
+            if kind == {"stringValue": "TOOL"}:
+                span["attributes"] = [a for a in span["attributes"] if a["key"] != "tool_call.id"]
+            if kind == {"stringValue": "LLM"}:
+                calls.append(json.dumps(request))
+            else:
+                kept.append(json.dumps(request))
+    path = tmp_path / "openinference-tail.jsonl"
+    path.write_text("\n".join([*kept, calls[-1]]) + "\n")
+    return path
+
+
+def test_an_openinference_reply_without_tool_calls_is_read_alike_by_ledger_and_whatif(
+    tmp_path,
+):
+    """The failing case: the ledger's read took an OpenInference reply holding no tool
+    call for outputs not recorded, the what-if's read (the report's, an ingest's) for
+    outputs holding none; so a ``TOOL`` span without a call id counted as a use in
+    ``ledger FILE`` and not in the report or the archive. Outputs recorded: it counts in
+    neither, as for the same reply in the ``gen_ai.*`` dialect."""
+    path = _openinference_tail(tmp_path)
+    with_streams = read_accountings(
+        [path], ACCOUNTING_MODES, workers=1, each_file=lambda read: None
+    )
+    for mode in ACCOUNTING_MODES:
+        alone = read_runs([path], mode=mode, workers=1)
+        assert alone.runs.num_rows == with_streams[mode].runs.num_rows == 1
+        assert alone.offers.num_rows == with_streams[mode].offers.num_rows == 4
+        assert alone.uses.num_rows == with_streams[mode].uses.num_rows == 0
 
 
 def test_the_report_on_traces_only_says_the_reference_does_not_apply():

@@ -73,6 +73,10 @@ def spark():
         .config("spark.sql.shuffle.partitions", "2")  # more than one: order must not hang on it
         .config("spark.sql.adaptive.enabled", "false")  # else tiny shuffles coalesce to one
         .config("spark.default.parallelism", "2")
+        # the JIT's first tier only, and one GC thread: these tests run many small queries,
+        # whose planning and generated code the optimizing tier spends minutes of CPU on
+        # compiling for no gain; the flags change how fast the JVM runs, never what it computes
+        .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("ERROR")

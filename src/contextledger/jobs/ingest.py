@@ -19,8 +19,10 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import tempfile
 import time
+import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future
 from pathlib import Path
@@ -67,6 +69,12 @@ Reader = Callable[
     [Sequence["Source"], Mapping[str, Sequence[str]], SpillTo | None],
     Iterator[tuple["Source", "FileRead"]],
 ]
+
+
+def spill_folder() -> str:
+    """A folder name of its own in the system's temporary folder, for an ingest's span
+    records past the budget; not made here (:class:`SpillTo`: the first writer makes it)."""
+    return os.path.join(tempfile.gettempdir(), f"contextledger-ingest-spans-{uuid.uuid4().hex}")
 
 
 def content_hash(path: str | Path) -> str:
@@ -131,14 +139,15 @@ def ingest(
         last_flush = time.perf_counter()
         read_files = reader or local_reader(workers)
         # a big trace file's span records wait on disk here (read.otel's budget): in its
-        # reader's process as it is read, then until its runs are assembled
-        spill = tempfile.TemporaryDirectory(prefix="contextledger-ingest-spans-")
+        # reader's process as it is read, then until its runs are assembled; the folder
+        # is made by the first that spills (none: nothing to leave behind if killed)
+        spill = spill_folder()
         try:
-            traces = TraceInputs(ACCOUNTING_MODES, windows=True, spill_folder=spill.name)
+            traces = TraceInputs(ACCOUNTING_MODES, windows=True, spill_folder=spill)
             archived = ArchivedTraces(archive)  # spans of runs archived before count first
             held: list[Source] = []  # trace files: runs come once all are read
             sidecar = dict(static_tools or {})
-            for source, read in read_files(todo, sidecar, SpillTo.budgeted(spill.name)):
+            for source, read in read_files(todo, sidecar, SpillTo.budgeted(spill)):
                 if read.traces is not None:
                     for earlier in archived.records_for(read.traces):
                         traces.take(FileRead(traces=TraceFileRead(spans=earlier)))
@@ -158,7 +167,7 @@ def ingest(
                 _add_trace_runs(pending, traces, archived, held, batch_runs)
             pending.flush()
         finally:
-            spill.cleanup()
+            shutil.rmtree(spill, ignore_errors=True)
         meter.close(_ingest_line(report, pending, len(todo), meter.elapsed))
         named = {source.path for source in todo} | {str(path) for path in files}
         report.sources_retired = retire_deleted_sources(archive, known, named, date)

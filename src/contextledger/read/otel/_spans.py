@@ -163,6 +163,10 @@ _SCALAR_KEYS = frozenset(
 #: Attribute kinds, which the hot loop of :func:`span_record` compares by identity.
 _SKIP, _SCALAR, _SEEN = "skip", "scalar", "seen"
 _CONTENT, _INPUT, _DEFINITION, _FLAT = "content", "input", "definitions", "flat"
+#: An OpenInference output message's key the ledger reads for its presence only: an
+#: output message recorded without a tool call says the call made none (``()``), as the
+#: what-if's read of its texts says, not that the outputs went unrecorded (None).
+_PRESENT = "present"
 #: OpenInference's flattened content keys.
 _CONTENT_PREFIXES = ("llm.tools.", "llm.input_messages.", "llm.output_messages.")
 #: What each exactly named attribute is: a scalar, content both readers use, content only
@@ -184,8 +188,8 @@ _KINDS_KEPT = 65536
 
 def _classify(key: str, messages: bool) -> str:
     """What an attribute is to the reader: an :data:`_EXACT` kind, ``"flat"`` (an
-    OpenInference message key read), ``"seen"`` (content, not read here: capture was on)
-    or ``"skip"``."""
+    OpenInference message key read), ``"present"`` (one whose value is not read),
+    ``"seen"`` (content, not read here: capture was on) or ``"skip"``."""
     kind = _EXACT.get(key)
     if kind is _INPUT and not messages:
         kind = _SEEN
@@ -194,8 +198,10 @@ def _classify(key: str, messages: bool) -> str:
             kind = _SKIP
         elif key.startswith("llm.tools."):
             kind = _DEFINITION if key.endswith(SCHEMA) else _SEEN
-        elif messages or (key.startswith("llm.output_") and ".tool_calls." in key):
+        elif messages or (key.startswith(_OUTPUT_PREFIX) and ".tool_calls." in key):
             kind = _FLAT
+        elif key.startswith(_OUTPUT_PREFIX):
+            kind = _PRESENT
         else:
             kind = _SEEN
     kinds = _KINDS[messages]
@@ -237,6 +243,10 @@ def span_record(
             continue
         if kind is _SEEN:
             captured = True
+            continue
+        if kind is _PRESENT:
+            captured = True
+            flat[key] = None
             continue
         if kind is _SCALAR:
             raw = bytes(attribute.value)

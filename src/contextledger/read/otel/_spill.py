@@ -96,7 +96,8 @@ _FRAME = struct.Struct("<I")
 @dataclass(frozen=True)
 class SpillTo:
     """Where a reader writes span records past ``spans`` (default :data:`SPANS_HELD`):
-    a folder its caller removes."""
+    a folder its caller removes, made by the first writer (:func:`made`), so that a
+    read that writes nothing leaves nothing behind, even when it is killed."""
 
     folder: str
     spans: int | None = None
@@ -105,6 +106,12 @@ class SpillTo:
     def budgeted(cls, folder: str) -> SpillTo:
         """A spill to ``folder`` with this process's budget (a worker is told it)."""
         return cls(folder, spans_held(None))
+
+
+def made(folder: str) -> str:
+    """``folder``, made (private to this user) if it is not there yet."""
+    os.makedirs(folder, mode=0o700, exist_ok=True)
+    return folder
 
 
 def spans_held(given: int | None) -> int:
@@ -293,7 +300,9 @@ class SpanSpill:
     def __init__(self, spans: int, folder: str | None = None) -> None:
         self.spans = spans
         self._folder = tempfile.TemporaryDirectory(
-            prefix="contextledger-spans-", dir=folder, ignore_cleanup_errors=True
+            prefix="contextledger-spans-",
+            dir=None if folder is None else made(folder),
+            ignore_cleanup_errors=True,
         )
         self.folder = self._folder.name
         self._token = new_token()

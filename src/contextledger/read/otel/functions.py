@@ -27,6 +27,7 @@ from contextledger.read.otel._spill import (
     UNPLACED,
     Spilled,
     SpillTo,
+    made,
     new_token,
     spans_held,
     write_parts,
@@ -203,7 +204,8 @@ class _Spiller:
         self.traces.update(record.trace_id for record in records)
         self.conversations.update(r.conversation_id for r in records if r.conversation_id)
         entries = ((UNPLACED, record) for record in records)
-        written = write_parts(self.spill.folder, self.token, entries, PARTITIONS)
+        folder = self.spill.folder if self.counts else made(self.spill.folder)
+        written = write_parts(folder, self.token, entries, PARTITIONS)
         self.counts = [a + b for a, b in zip(self.counts or [0] * PARTITIONS, written, strict=True)]
 
 
