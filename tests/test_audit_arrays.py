@@ -9,6 +9,8 @@ kernel audited the runs, so that an equality is not two exact audits agreeing.
 from __future__ import annotations
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from polars.testing import assert_frame_equal
 
 from contextledger.jobs.compare import parse_compared
@@ -25,7 +27,8 @@ from contextledger.window.turn_arrays import take_runs, turn_arrays
 from contextledger.window.whatif import kernel_groups, parse_policies
 
 from .conftest import REPO, SAMPLE, corpus_dir, require_corpus
-from .test_whatif_kernel import labelled_rows
+from .test_whatif_kernel import labelled_rows, mixed_runs
+from .test_whatif_properties import policies as random_policies
 
 #: The report's five, a one-turn window, a small budget, and fact-pin ceilings.
 SPECS = [
@@ -150,3 +153,16 @@ def test_the_report_replays_and_audits_its_policies_in_one_kernel_pass(monkeypat
         per_run, whatif.whatif_table(inputs.streams, policies, rows), check_exact=True
     )
     assert_frame_equal(audit, audit_table_exact(inputs.streams, audited, rows), check_exact=True)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    runs=st.lists(st.integers(0, 1), min_size=1, max_size=3).flatmap(
+        lambda kinds: st.tuples(*(mixed_runs(f"run-{n}") for n in range(len(kinds))))
+    ),
+    specs=st.lists(random_policies, min_size=1, max_size=3),
+)
+def test_the_kernel_audit_is_the_exact_audit_on_random_histories(runs, specs):
+    streams = [stream for stream, _ in runs]
+    rows = [row for _, filed in runs for row in filed]
+    same_audit(streams, [*{p.spec: p.spec for p in specs}.values(), "none"], rows)
