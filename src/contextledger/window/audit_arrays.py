@@ -30,6 +30,8 @@ from contextledger.window.audit import (
     AnyPolicy,
     CachePrices,
     CallCost,
+    RunFacts,
+    audit_run,
     audit_table_exact,
     current_requests,
     describe_message,
@@ -39,6 +41,7 @@ from contextledger.window.audit import (
 )
 from contextledger.window.kernel import CallWindows, KernelResult, advance
 from contextledger.window.policies import Policy
+from contextledger.window.replay import Replay
 from contextledger.window.standings import timelines
 from contextledger.window.turn_arrays import TurnArrays, take_runs, turn_arrays
 from contextledger.window.whatif import kernel_groups, whatif_arrays, whatif_table
@@ -101,7 +104,12 @@ def whatif_and_audit(
     arrays = turn_arrays(streams, by_run)
     audit = KernelAudit(streams, arrays, prices)
     per_run = whatif_arrays(
-        arrays, policies, by_run, lambda rows: [streams[r] for r in rows], audit.kernel
+        arrays,
+        policies,
+        by_run,
+        lambda rows: [streams[r] for r in rows],
+        audit.kernel,
+        lambda r, p, exact: audit.replays.__setitem__((r, p), exact),
     )
     return per_run, audit.table(audited, list(policies), standings_rows)
 
@@ -120,6 +128,8 @@ class KernelAudit:
         self.runs = [r for r in range(len(streams)) if self.wire.local[r]]
         self.held = set(self.runs)
         self.passes: list[tuple[np.ndarray, _Tally, KernelResult]] = []
+        #: Exact replays already made (by the what-if), by (run, policy given to passes).
+        self.replays: dict[tuple[int, int], Replay] = {}
         #: ``[run, policy]``: the rows :meth:`table` read from the tallies.
         self.tallied = np.zeros((len(streams), 0), dtype=bool)
 
@@ -144,9 +154,10 @@ class KernelAudit:
         from the tallies where a pass replayed the policy (``replayed``: the policies
         every pass was given, in order) over a run it can audit, else exactly."""
         count = len(policies)
-        at = {pair: n for n, pair in enumerate(replayed)}
+        at: dict[tuple[str, AnyPolicy], int] = {pair: n for n, pair in enumerate(replayed)}
         wanted = [(p, at[pair]) for p, pair in enumerate(policies) if pair in at]
-        frames, keys = [], []
+        frames: list[pl.DataFrame] = []
+        keys: list[np.ndarray] = []
         tallied = self.tallied = np.zeros((len(self.streams), count), dtype=bool)
         for index, tally, result in self.passes:
             held = np.isin(index, self.runs)
@@ -159,14 +170,28 @@ class KernelAudit:
                 frames.append(rows.filter(audited))
                 keys.append(index[audited] * count + p)
                 tallied[index[audited], p] = True
+        by_run = timelines(standings_rows) if self.replays else {}
         for r in range(len(self.streams)):
-            missing = np.flatnonzero(~tallied[r])
-            if missing.size:
-                chosen = [policies[p] for p in missing.tolist()]
+            missing = np.flatnonzero(~tallied[r]).tolist()
+            done = {p: self.replays.get((r, at.get(policies[p], -1))) for p in missing}
+            served = {p: exact.served for p, exact in done.items() if exact is not None}
+            if served:  # the what-if replayed these exactly already: audit its windows
+                stream = self.streams[r]
+                timeline = by_run.get(stream.run_id)
+                facts = RunFacts.of(stream, timeline)
+                audit_rows = [
+                    audit_run(stream, policies[p][0], windows, timeline, self.prices, facts)
+                    for p, windows in served.items()
+                ]
+                frames.append(pl.DataFrame(audit_rows, schema=AUDIT_SCHEMA, orient="row"))
+                keys.append(r * count + np.asarray(list(served), dtype=np.int64))
+            missing = [p for p in missing if p not in served]
+            if missing:
+                chosen = [policies[p] for p in missing]
                 frames.append(
                     audit_table_exact([self.streams[r]], chosen, standings_rows, self.prices)
                 )
-                keys.append(r * count + missing)
+                keys.append(r * count + np.asarray(missing, dtype=np.int64))
         if not frames:
             return pl.DataFrame(schema=AUDIT_SCHEMA)
         order = np.argsort(np.concatenate(keys), kind="stable")
