@@ -8,6 +8,8 @@ kernel audited the runs, so that an equality is not two exact audits agreeing.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -122,6 +124,15 @@ def test_every_wire_problem_is_found_turn_by_turn_and_named_first_as_the_replay_
     kinds = set(audited["first_problem_kind"].drop_nulls())
     assert {"head-not-user", "unanswered-call"} <= kinds
     assert audited["run_id"].unique(maintain_order=True).to_list() == [r.run_id for r in runs]
+
+
+def test_a_new_notice_that_may_read_as_the_old_one_keeps_the_run_on_the_exact_audit():
+    steps = [[Batch((Result("look", 300),))] for _ in range(8)]
+    run = build_stream("one iteration", [Said("user", "go")], steps)
+    run = replace(run, calls=[replace(call, iteration=1) for call in run.calls])
+    spec = "token_budget:threshold=100,keep=1"  # writes "3 earlier message(s) ... iteration 1"
+    assert kernel_rows([run], [spec]) == 0  # twice: the same text, so the cache reads it
+    assert same_audit([run], [spec])["cached_tokens"].to_list() == [442]
 
 
 def test_other_frameworks_policies_keep_their_place_among_agentfootprints():

@@ -1,15 +1,10 @@
 """The audit of agentfootprint's policies read from the what-if kernel, a batch of runs at once.
 
-A window the kernel serves is ``[notice] + whole turns`` (:class:`~contextledger.window.
-kernel.CallWindows`), so what :func:`~contextledger.window.audit.audit_run` measures
-message by message follows from sets of turns: the chars are the kernel's; the prefix a
-call shares with the previous window stops at the first turn (or notice) that differs;
-a wire problem belongs to one turn when each tool-call id lives in one turn (then a turn
-carries the same orphans and unanswered calls in every window that holds it whole); the
-answer's facts are the kernel's answer counts. Runs where any of that does not hold
-(:data:`~contextledger.window.turn_arrays.TurnArrays.fallback`, a windowed policy over a
-run recorded with a window, an id shared by turns, turns entering out of stream order, a
-new notice that could read like the one it replaces) keep the exact per-window audit.
+A served window is ``[notice] + whole turns``, so :func:`~contextledger.window.audit.audit_run`'s
+measures follow from sets of turns: chars and answer facts are the kernel's, the cache prefix
+stops at the first turn or notice that differs, a turn carries the same wire problems in every
+window holding it. Where that may not hold (ids shared by turns, turns entering out of order, a
+new notice perhaps equal to the old) the run keeps the exact per-window audit.
 """
 
 from __future__ import annotations
@@ -72,7 +67,8 @@ def audit_table(
     audit = KernelAudit(streams, arrays, prices)
     parsed = [policy for _, policy in own]
     for group in kernel_groups(arrays, audit.runs):
-        audit.kernel(group, take_runs(arrays, group), parsed)
+        laid = arrays if len(group) == len(streams) else take_runs(arrays, group)
+        audit.kernel(group, laid, parsed)
     return audit.table(policies, own, standings_rows)
 
 
