@@ -105,7 +105,7 @@ def whatif_and_audit(
         by_run,
         lambda rows: [streams[r] for r in rows],
         audit.kernel,
-        lambda r, p, exact: audit.replays.__setitem__((r, p), exact),
+        audit.keep_replay,
     )
     return per_run, audit.table(audited, list(policies), standings_rows)
 
@@ -122,7 +122,6 @@ class KernelAudit:
         self.wire = _TurnWire.of(streams, arrays)
         #: The runs the kernel can audit (others are audited exactly).
         self.runs = [r for r in range(len(streams)) if self.wire.local[r]]
-        self.held = set(self.runs)
         self.passes: list[tuple[np.ndarray, _Tally, KernelResult]] = []
         #: Exact replays already made (by the what-if), by (run, policy given to passes).
         self.replays: dict[tuple[int, int], Replay] = {}
@@ -139,6 +138,11 @@ class KernelAudit:
         result = advance(laid, policies, tally.observe)
         self.passes.append((index, tally, result))
         return result
+
+    def keep_replay(self, run: int, policy: int, exact: Replay) -> None:
+        """Keep an exact replay the what-if made (``policy``: its place among the policies
+        given to the passes), so the audit reads its windows instead of replaying."""
+        self.replays[run, policy] = exact
 
     def table(
         self,
