@@ -171,27 +171,33 @@ class KernelAudit:
                 keys.append(index[audited] * count + p)
                 tallied[index[audited], p] = True
         by_run = timelines(standings_rows) if self.replays else {}
+        reread: list[dict[str, Any]] = []  # rows audited from the what-if's exact replays
+        reread_keys: list[int] = []
+        exact: dict[tuple[int, ...], list[int]] = {}  # policies left -> runs, for one call
         for r in range(len(self.streams)):
             missing = np.flatnonzero(~tallied[r]).tolist()
             done = {p: self.replays.get((r, at.get(policies[p], -1))) for p in missing}
-            served = {p: exact.served for p, exact in done.items() if exact is not None}
-            if served:  # the what-if replayed these exactly already: audit its windows
+            served = {p: replay.served for p, replay in done.items() if replay is not None}
+            if served:
                 stream = self.streams[r]
                 timeline = by_run.get(stream.run_id)
                 facts = RunFacts.of(stream, timeline)
-                audit_rows = [
-                    audit_run(stream, policies[p][0], windows, timeline, self.prices, facts)
-                    for p, windows in served.items()
-                ]
-                frames.append(pl.DataFrame(audit_rows, schema=AUDIT_SCHEMA, orient="row"))
-                keys.append(r * count + np.asarray(list(served), dtype=np.int64))
-            missing = [p for p in missing if p not in served]
-            if missing:
-                chosen = [policies[p] for p in missing]
-                frames.append(
-                    audit_table_exact([self.streams[r]], chosen, standings_rows, self.prices)
-                )
-                keys.append(r * count + np.asarray(missing, dtype=np.int64))
+                for p, windows in served.items():
+                    label = policies[p][0]
+                    reread.append(audit_run(stream, label, windows, timeline, self.prices, facts))
+                    reread_keys.append(r * count + p)
+            left = tuple(p for p in missing if p not in served)
+            if left:
+                exact.setdefault(left, []).append(r)
+        if reread:
+            frames.append(pl.DataFrame(reread, schema=AUDIT_SCHEMA, orient="row"))
+            keys.append(np.asarray(reread_keys, dtype=np.int64))
+        for left, runs in exact.items():
+            chosen = [policies[p] for p in left]
+            streams = [self.streams[r] for r in runs]
+            frames.append(audit_table_exact(streams, chosen, standings_rows, self.prices))
+            where = np.asarray(runs, dtype=np.int64)[:, None] * count + np.asarray(left)
+            keys.append(where.reshape(-1))
         if not frames:
             return pl.DataFrame(schema=AUDIT_SCHEMA)
         order = np.argsort(np.concatenate(keys), kind="stable")
