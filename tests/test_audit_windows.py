@@ -17,6 +17,7 @@ from contextledger.window.audit import (
     WIRE_COLUMNS,
     WIRE_KINDS,
     audit_table,
+    audit_table_exact,
     call_costs,
     describe_message,
     served_windows,
@@ -115,7 +116,7 @@ def test_policies_serving_a_run_alike_are_replayed_once_and_audited_under_each_l
     replayed: list[Any] = []
     served = audit.served_windows
     monkeypatch.setattr(audit, "served_windows", lambda *a: replayed.append(a) or served(*a))
-    audited = audit_table(streams, policies)
+    audited = audit_table_exact(streams, policies)
     assert len(replayed) == 1
     assert audited["policy"].to_list() == [label for label, _ in policies]
     assert audited.drop("policy").n_unique() == 1
@@ -143,7 +144,7 @@ def test_a_policy_that_never_engages_on_a_run_takes_the_row_of_the_windows_it_se
     calls: list[str] = []
     audit_run = audit.audit_run
     monkeypatch.setattr(audit, "audit_run", lambda *a: calls.append(a[1]) or audit_run(*a))
-    audited = audit_table(streams, policies)
+    audited = audit_table_exact(streams, policies)
     assert calls == ["none", "sliding:keep=2"]
     rows = audited.drop("policy").rows()
     assert rows[0] == rows[1] != rows[2]

@@ -34,9 +34,9 @@ from contextledger.window.audit import (
     wire_frame,
     without_tool_text,
 )
+from contextledger.window.audit_arrays import whatif_and_audit
 from contextledger.window.frameworks import FrameworkPolicy
 from contextledger.window.policies import Policy
-from contextledger.window.whatif import whatif_table
 
 #: One spec per other framework's policy, with parameters that engage on agentfootprint
 #: runs (windows of a few hundred to a few thousand tokens, tool results of a few hundred
@@ -206,8 +206,7 @@ def replay_and_audit(
     >>> per_run.height, audit["policy"].to_list()
     (1, ['none', 'mastra_tool_filter'])
     """
-    per_run = whatif_table(streams, policies, standings_rows)
-    audit = audit_table(streams, audited, standings_rows)
+    per_run, audit = whatif_and_audit(streams, policies, audited, standings_rows)
     wire = wire_frame(audit)
     joined = per_run.join(wire, on=["run_id", "policy"], how="left", maintain_order="left")
     return joined, audit

@@ -441,12 +441,35 @@ def audit_table(
     standings_rows: Sequence[Mapping[str, Any]] = (),
     prices: CachePrices | None = None,
 ) -> pl.DataFrame:
-    """One :func:`audit_run` row per (run, policy), runs in order, policies as given.
+    """One :func:`audit_run` row per (run, policy), runs in order, policies as given:
+    agentfootprint's policies read from the what-if kernel where it holds the run
+    (:mod:`~contextledger.window.audit_arrays`), the rest as :func:`audit_table_exact`.
 
     >>> from contextledger.jobs.whatif import read_inputs
     >>> from contextledger.window.whatif import parse_policies
     >>> streams = read_inputs("data/sample/s0003-loop.json.gz").streams
     >>> audit_table(streams, parse_policies(["none"])).select("policy", "wire_problems").row(0)
+    ('none', 0)
+    """
+    from contextledger.window import audit_arrays  # (it reads this module's rules)
+
+    return audit_arrays.audit_table(streams, policies, standings_rows, prices)
+
+
+def audit_table_exact(
+    streams: Sequence[RunMessages],
+    policies: Sequence[tuple[str, AnyPolicy]],
+    standings_rows: Sequence[Mapping[str, Any]] = (),
+    prices: CachePrices | None = None,
+) -> pl.DataFrame:
+    """One :func:`audit_run` row per (run, policy), each run's windows replayed and audited
+    one by one, runs in order, policies as given.
+
+    >>> from contextledger.jobs.whatif import read_inputs
+    >>> from contextledger.window.whatif import parse_policies
+    >>> streams = read_inputs("data/sample/s0003-loop.json.gz").streams
+    >>> audited = audit_table_exact(streams, parse_policies(["none"]))
+    >>> audited.select("policy", "wire_problems").row(0)
     ('none', 0)
     """
     by_run = timelines(standings_rows)

@@ -15,7 +15,7 @@ record's refusals need (the window's turns, the candidates, the pins), and
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
@@ -134,6 +134,29 @@ class KernelResult:
             dense[name] = np.zeros(shape, dtype=np.int64)
             dense[name][where] = values
         return dense
+
+
+@dataclass
+class CallWindows:
+    """The window every (policy, run) was served at one model call, as the kernel holds it:
+    ``[notice] + turns`` (``second``: the notice sits after the window's first turn).
+    Policies are in the kernel's order: row i is the given policy ``order[i]``."""
+
+    call: int  # the call's position (0: the first call)
+    order: list[int]
+    active: np.ndarray  # [R] the run has this call
+    served: np.ndarray  # [W, P, R] the run's turns in the window
+    notice: np.ndarray  # [P, R] a drop notice is in it
+    second: np.ndarray  # [P, R]
+    notice_chars: np.ndarray  # [P, R]
+    chars: np.ndarray  # [P, R] the window's content chars
+    recorded: np.ndarray  # [P, R] the run sent this window and the provider counted it
+    fresh: np.ndarray  # [P, R] the notice was written at this call's visit
+
+
+#: What :func:`advance` calls with each call's :class:`CallWindows` (the arrays are the
+#: kernel's own: read them, copy what is kept).
+CallObserver = Callable[[CallWindows], None]
 
 
 # ── the runs as sets of turns (``turn_sets``: [W, ...] words of bits) ─
@@ -345,8 +368,11 @@ class _Advance:
     under ``none`` never changes).
     """
 
-    def __init__(self, arrays: TurnArrays, policies: Sequence[Policy]) -> None:
+    def __init__(
+        self, arrays: TurnArrays, policies: Sequence[Policy], observe: CallObserver | None = None
+    ) -> None:
         runs, turns = arrays.msgs.shape
+        self.observe = observe
         kinds = ("sliding", "token_budget", "none")
         self.order = sorted(range(len(policies)), key=lambda p: kinds.index(policies[p].kind))
         ordered = [policies[p] for p in self.order]
@@ -386,6 +412,7 @@ class _Advance:
         self.notice = np.zeros(shape, dtype=bool)
         self.second = np.zeros(shape, dtype=bool)
         self.notice_chars = np.zeros(shape, dtype=np.int64)
+        self.fresh = np.zeros(shape, dtype=bool)  # the notice was written at this visit
         self.chars = np.zeros(shape, dtype=np.int64)
         self.window_turns = np.zeros(shape, dtype=np.int64)
         self.dropped = np.zeros(shape, dtype=bool)
@@ -493,11 +520,27 @@ class _Advance:
                 self.budget_recorded[budgets] |= budget & same_before
                 self.budget_estimated[budgets] |= budget & ~same_before
                 on[budgets] = budget & (measured > self.threshold[budgets])
+            self.fresh[:] = False
             if self.engaging and on.any():
                 self._visit(k, on)
             reported = self.tokens[k - 1]
             same = self.recorded_full[k - 1] & ~self.dropped
             recorded = same & (reported > 0)
+            if self.observe is not None:
+                self.observe(
+                    CallWindows(
+                        k - 1,
+                        self.order,
+                        active,
+                        self.alive & self.entered[:, None],
+                        self.notice,
+                        self.second,
+                        self.notice_chars,
+                        self.chars,
+                        recorded,
+                        self.fresh,
+                    )
+                )
             estimated = active & ~recorded
             self.metric["input_chars"] += self.chars * active
             self.metric["input_tokens_estimated_calls"] += estimated
@@ -653,6 +696,7 @@ class _Advance:
         # apply (every change below is zero for the states not ``on``)
         alive &= ~gone
         self.notice[rows] = inserted | (notice & ~notice_gone)
+        self.fresh[rows] = inserted
         self.second[rows] = (inserted & kept) | (~inserted & second)
         self.notice_chars[rows] = new_chars + notice_chars * (~inserted & ~notice_gone)
         self.chars[rows] = chars_after
@@ -735,8 +779,11 @@ class _Advance:
         )
 
 
-def advance(arrays: TurnArrays, policies: Sequence[Policy]) -> KernelResult:
-    """Replay every policy over every run, all (policy, run) windows advancing together.
+def advance(
+    arrays: TurnArrays, policies: Sequence[Policy], observe: CallObserver | None = None
+) -> KernelResult:
+    """Replay every policy over every run, all (policy, run) windows advancing together;
+    ``observe`` (if given) sees the windows served at each call (:class:`CallWindows`).
 
     Runs of any length: sets of turns take a word of 64 turns each, so a batch costs what
     its longest run needs (``whatif`` batches runs by length).
@@ -750,4 +797,4 @@ def advance(arrays: TurnArrays, policies: Sequence[Policy]) -> KernelResult:
     >>> result.metrics["removed_messages"].tolist(), result.metrics["answer_message_count"].tolist()
     ([[6]], [[5]])
     """
-    return _Advance(arrays, policies).run()
+    return _Advance(arrays, policies, observe).run()

@@ -83,16 +83,26 @@ def whatif_table(
     return whatif_arrays(arrays, policies, by_run, lambda rows: [streams[r] for r in rows])
 
 
+#: Runs the kernel over one batch of runs: ``(rows, their arrays, policies)`` (what
+#: :func:`whatif_arrays` asks of :func:`~contextledger.window.kernel.advance`).
+KernelPass = Callable[[Sequence[int], TurnArrays, Sequence[Policy]], KernelResult]
+
+
 def whatif_arrays(
     arrays: TurnArrays,
     policies: Sequence[tuple[str, Policy]],
     by_run: Mapping[str, StandingsTimeline],
     streams_of: Callable[[Sequence[int]], Sequence[RunMessages]],
+    kernel: KernelPass | None = None,
+    replayed: Callable[[int, int, Replay], None] | None = None,
 ) -> pl.DataFrame:
     """:func:`whatif_table` of runs already laid out (``arrays``, with their standings
     ``by_run``): ``streams_of(rows)`` gives the streams of the runs at those positions,
     asked only for the runs replayed exactly (so a caller holding columns builds
-    ``Message`` objects for those alone)."""
+    ``Message`` objects for those alone). ``kernel`` runs the kernel over each batch (the
+    audit's watches the windows as it goes); default :func:`advance`. ``replayed(run,
+    policy, replay)`` is shown each exact replay (positions in ``arrays`` and
+    ``policies``)."""
     labels = [label for label, _ in policies]
     parsed = [policy for _, policy in policies]
     count = len(parsed)
@@ -104,7 +114,8 @@ def whatif_arrays(
     for group in kernel_groups(arrays, rows):
         laid = arrays if len(group) == total else take_runs(arrays, group)
         timeline_of = [by_run.get(run_id) for run_id in laid.run_ids]
-        table = _kernel_rows(labels, laid, advance(laid, parsed), timeline_of)
+        result = kernel(group, laid, parsed) if kernel else advance(laid, parsed)
+        table = _kernel_rows(labels, laid, result, timeline_of)
         comparable = np.ones((len(group), count), dtype=bool)
         windowed = laid.windowed if laid.windowed is not None else np.zeros(len(group), bool)
         for p, policy in enumerate(parsed):
@@ -117,13 +128,15 @@ def whatif_arrays(
     if exact:
         wanted = sorted({r for r, _ in exact})
         stream_at = dict(zip(wanted, streams_of(wanted), strict=True))
-        replayed = []
+        exact_rows = []
         for r, p in exact:
             stream = stream_at[r]
             timeline = by_run.get(stream.run_id)
-            result = replay(stream, parsed[p], timeline.at if timeline else None)
-            replayed.append(whatif_row(stream, labels[p], result, timeline))
-        tables.append(pa.Table.from_pylist(replayed, schema=schema.WHATIF_RUNS))
+            replayed_run = replay(stream, parsed[p], timeline.at if timeline else None)
+            exact_rows.append(whatif_row(stream, labels[p], replayed_run, timeline))
+            if replayed is not None:
+                replayed(r, p, replayed_run)
+        tables.append(pa.Table.from_pylist(exact_rows, schema=schema.WHATIF_RUNS))
         keys.append(np.array([r * count + p for r, p in exact], dtype=np.int64))
     if not tables:
         return pl.from_arrow(schema.WHATIF_RUNS.empty_table())  # type: ignore[return-value]
