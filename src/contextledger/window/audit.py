@@ -263,6 +263,12 @@ class RunFacts:
     #: :class:`WindowFacts` already measured, by call and window (policies often serve
     #: the same window at a call: every policy before it engages).
     measured: dict[tuple[int, ...], WindowFacts] = field(default_factory=dict)
+    #: The same, by call and the window's list itself (a list several policies serve:
+    #: a framework policy that keeps a call's history whole serves the run's shared
+    #: one); holds the list, so its id stays its own.
+    measured_lists: dict[tuple[int, int], tuple[list[Message], WindowFacts]] = field(
+        default_factory=dict
+    )
 
     @classmethod
     def of(cls, stream: RunMessages, timeline: StandingsTimeline | None) -> RunFacts:
@@ -279,6 +285,9 @@ class RunFacts:
     def window_facts(self, position: int, call: ModelCall, window: list[Message]) -> WindowFacts:
         """:class:`WindowFacts` of ``window`` served at the call at ``position``, measured
         once per run for each distinct window (messages compared by identity)."""
+        held = self.measured_lists.get((position, id(window)))
+        if held is not None:
+            return held[1]
         key = (position, *map(id, window))
         found = self.measured.get(key)
         if found is None:
@@ -295,6 +304,7 @@ class RunFacts:
                 recorded,
             )
             self.measured[key] = found
+        self.measured_lists[position, id(window)] = (window, found)
         return found
 
 

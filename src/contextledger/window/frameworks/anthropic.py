@@ -13,6 +13,7 @@ agentfootprint 9.62 corpus records none (messages carry ``content``, ``toolCalls
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -25,6 +26,7 @@ from contextledger.window.frameworks._common import (
     total_tokens,
     with_calls_args_cleared,
 )
+from contextledger.window.frameworks._history import RunHistory
 
 #: The API replaces a cleared result with placeholder text it does not publish; this
 #: stands in for it (its size, not its wording, is what a replay measures).
@@ -65,6 +67,49 @@ class AnthropicClearToolUses(FrameworkPolicy):
     clear_at_least: int = 0
     exclude_tools: tuple[str, ...] = ()
     clear_tool_inputs: bool | tuple[str, ...] = False
+
+    def window_at(self, run: RunHistory, call: int) -> list[Message]:
+        history, total = run.histories[call], run.total(call)
+        if total is None or self.clear_tool_inputs:
+            return self.window(history, tokens_of=run.tokens_of)
+        if total <= self.trigger:  # below the trigger: as recorded
+            return history
+        # Which results clear, and what each frees, are measured once per run: a
+        # result's place among the results is the same in every history holding it.
+        clearable = run.memo.get(self)
+        if clearable is None:
+            clearable = run.memo[self] = self._clearable(run)
+        positions, entries = clearable
+        results = bisect.bisect_left(positions, len(history))
+        out = list(history)
+        freed = 0
+        replaced = False
+        for position, cleared, frees in entries[: max(0, results - self.keep)]:
+            if cleared is not None:
+                out[position] = cleared
+                freed += frees
+                replaced = True
+        if not replaced or (self.clear_at_least > 0 and freed < self.clear_at_least):
+            return history
+        return out
+
+    def _clearable(self, run: RunHistory) -> tuple[list[int], list[tuple[int, Message | None, int]]]:
+        """The positions of the tool results in the run's last history, and for each its
+        position, its cleared copy (None: its tool is excluded) and the tokens clearing
+        it frees."""
+        tokens_of = run.tokens_of
+        entries: list[tuple[int, Message | None, int]] = []
+        history = run.histories[-1]
+        for position, message in enumerate(history):
+            if message.role != "tool":
+                continue
+            name = message.resolved_tool_name or message.tool_name or ""
+            if name in self.exclude_tools:
+                entries.append((position, None, 0))
+                continue
+            cleared = rewritten(message, ANTHROPIC_PLACEHOLDER, "placeholder")
+            entries.append((position, cleared, run.tokens[position] - tokens_of(cleared)))
+        return [entry[0] for entry in entries], entries
 
     def window(self, history: Sequence[Message], *, tokens_of: TokensOf) -> list[Message]:
         out = list(history)
