@@ -22,13 +22,24 @@ from contextledger.window.frameworks._common import TokensOf
 class RunHistory:
     """One run's per-call histories and token counts, for ``tokens_of``."""
 
-    __slots__ = ("entered", "exact", "histories", "memo", "running", "stream", "tokens", "tokens_of")
+    __slots__ = (
+        "entered",
+        "exact",
+        "histories",
+        "memo",
+        "running",
+        "stream",
+        "tokens",
+        "tokens_of",
+    )
 
     def __init__(self, stream: RunMessages, tokens_of: TokensOf) -> None:
         self.stream = stream
         self.tokens_of = tokens_of
         #: Per call, in call order: the messages the run appended before it.
-        self.entered: list[list[Message]] = [stream.entering_before(c.ordinal) for c in stream.calls]
+        self.entered: list[list[Message]] = [
+            stream.entering_before(c.ordinal) for c in stream.calls
+        ]
         #: Per call: the history it sees (every message appended before it), a prefix of
         #: the last call's. Shared by every policy replayed over the run: read-only.
         self.histories: list[list[Message]] = []
@@ -48,8 +59,8 @@ class RunHistory:
             self.running.append(total)
         #: Every count is an ``int``: sums in any order are exact.
         self.exact = all(type(count) is int for count in self.tokens)
-        #: What a policy derives once per run from the histories (by its own key).
-        self.memo: dict[str, Any] = {}
+        #: What a policy derives once per run from the histories (keyed by the policy).
+        self.memo: dict[Any, Any] = {}
 
     def total(self, call: int) -> int | None:
         """``sum(map(tokens_of, histories[call]))`` where it is exact (else None)."""

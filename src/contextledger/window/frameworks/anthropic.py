@@ -93,7 +93,9 @@ class AnthropicClearToolUses(FrameworkPolicy):
             return history
         return out
 
-    def _clearable(self, run: RunHistory) -> tuple[list[int], list[tuple[int, Message | None, int]]]:
+    def _clearable(
+        self, run: RunHistory
+    ) -> tuple[list[int], list[tuple[int, Message | None, int]]]:
         """The positions of the tool results in the run's last history, and for each its
         position, its cleared copy (None: its tool is excluded) and the tokens clearing
         it frees."""
