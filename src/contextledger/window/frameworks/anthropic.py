@@ -78,40 +78,39 @@ class AnthropicClearToolUses(FrameworkPolicy):
         # result's place among the results is the same in every history holding it.
         clearable = run.memo.get(self)
         if clearable is None:
-            clearable = run.memo[self] = self._clearable(run)
-        positions, entries = clearable
+            clearable = run.memo[self] = self._clearable(run.histories[-1])
+        positions, eligible, copies, frees = clearable
         results = bisect.bisect_left(positions, len(history))
         out = list(history)
         freed = 0
         replaced = False
-        for position, cleared, frees in entries[: max(0, results - self.keep)]:
-            if cleared is not None:
-                out[position] = cleared
-                freed += frees
-                replaced = True
+        for result in range(max(0, results - self.keep)):
+            if not eligible[result]:
+                continue
+            position, copy = positions[result], copies[result]
+            if copy is None:  # cleared for the first time in this run
+                copy = rewritten(history[position], ANTHROPIC_PLACEHOLDER, "placeholder")
+                copies[result] = copy
+                frees[result] = run.tokens[position] - run.tokens_of(copy)
+            out[position] = copy
+            freed += frees[result]
+            replaced = True
         if not replaced or (self.clear_at_least > 0 and freed < self.clear_at_least):
             return history
         return out
 
     def _clearable(
-        self, run: RunHistory
-    ) -> tuple[list[int], list[tuple[int, Message | None, int]]]:
-        """The positions of the tool results in the run's last history, and for each its
-        position, its cleared copy (None: its tool is excluded) and the tokens clearing
-        it frees."""
-        tokens_of = run.tokens_of
-        entries: list[tuple[int, Message | None, int]] = []
-        history = run.histories[-1]
-        for position, message in enumerate(history):
-            if message.role != "tool":
-                continue
-            name = message.resolved_tool_name or message.tool_name or ""
-            if name in self.exclude_tools:
-                entries.append((position, None, 0))
-                continue
-            cleared = rewritten(message, ANTHROPIC_PLACEHOLDER, "placeholder")
-            entries.append((position, cleared, run.tokens[position] - tokens_of(cleared)))
-        return [entry[0] for entry in entries], entries
+        self, history: Sequence[Message]
+    ) -> tuple[list[int], list[bool], list[Message | None], list[int]]:
+        """The positions of the tool results in ``history``; whether each may be cleared
+        (its tool is not excluded); its cleared copy and the tokens clearing it frees,
+        filled in when it is first cleared."""
+        positions = [i for i, message in enumerate(history) if message.role == "tool"]
+        eligible = [
+            (history[i].resolved_tool_name or history[i].tool_name or "") not in self.exclude_tools
+            for i in positions
+        ]
+        return positions, eligible, [None] * len(positions), [0] * len(positions)
 
     def window(self, history: Sequence[Message], *, tokens_of: TokensOf) -> list[Message]:
         out = list(history)

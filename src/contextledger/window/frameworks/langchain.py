@@ -280,24 +280,31 @@ class LangChainClearToolUses(FrameworkPolicy):
         clearable = run.memo.get(self)
         if clearable is None:
             clearable = run.memo[self] = self._clearable(run.histories[-1])
-        positions, copies = clearable
+        positions, eligible, copies = clearable
         results = bisect.bisect_left(positions, len(history))
         keep = self.keep[0][1]
         cleared = 0 if keep >= results else results - keep
         out = history
-        for position, copy in zip(positions[:cleared], copies, strict=False):
-            if copy is not None:
-                if out is history:
-                    out = list(history)
-                out[position] = copy
+        for result in range(cleared):
+            if not eligible[result]:
+                continue
+            position, copy = positions[result], copies[result]
+            if copy is None:  # cleared for the first time in this run
+                copy = rewritten(history[position], LANGCHAIN_PLACEHOLDER, "placeholder")
+                copies[result] = copy
+            if out is history:
+                out = list(history)
+            out[position] = copy
         return out
 
-    def _clearable(self, history: Sequence[Message]) -> tuple[list[int], list[Message | None]]:
-        """The positions of the tool results in ``history``, and each one's cleared copy
-        (None: its call is not in the nearest AI message before it, or its tool is
-        excluded)."""
+    def _clearable(
+        self, history: Sequence[Message]
+    ) -> tuple[list[int], list[bool], list[Message | None]]:
+        """The positions of the tool results in ``history``; whether each may be cleared
+        (its call is in the nearest AI message before it, and its tool is not excluded);
+        its cleared copy, filled in when it is first cleared."""
         positions: list[int] = []
-        copies: list[Message | None] = []
+        eligible: list[bool] = []
         at: int | None = None  # the nearest assistant message so far
         for position, result in enumerate(history):
             if result.role == "assistant":
@@ -305,15 +312,15 @@ class LangChainClearToolUses(FrameworkPolicy):
             if result.role != "tool":
                 continue
             positions.append(position)
-            copy = None
+            call = None
             if at is not None:
                 call = next(
                     (c for c in history[at].tool_calls if c.id == result.tool_call_id), None
                 )
-                if call is not None and (result.tool_name or call.name) not in self.exclude_tools:
-                    copy = rewritten(result, LANGCHAIN_PLACEHOLDER, "placeholder")
-            copies.append(copy)
-        return positions, copies
+            eligible.append(
+                call is not None and (result.tool_name or call.name) not in self.exclude_tools
+            )
+        return positions, eligible, [None] * len(positions)
 
     def window(self, history: Sequence[Message], *, tokens_of: TokensOf) -> list[Message]:
         messages = list(history)
