@@ -105,3 +105,14 @@ def test_wire_counts_are_wire_violations_counted_with_the_first_named():
                 found = wire_violations(window, request)
                 counts = tuple(sum(v.kind == kind for v in found) for kind in WIRE_KINDS)
                 assert _wire_counts(window, request) == (counts, found[0] if found else None)
+
+
+def test_a_shared_prefix_stops_at_two_different_run_messages_and_not_at_alike_notices():
+    from contextledger.window.cache_costs import shared_prefix
+
+    ask, result = Message("user", "go", index=0), Message("tool", "r", index=1)
+    other = Message("tool", "r", index=2)
+    notice = Message("user", "Skipped 2 messages.", window_authored=True, index=3)
+    again = Message("user", "Skipped 2 messages.", window_authored=True, index=5)
+    assert shared_prefix([ask, result], [ask, other]) == 1
+    assert shared_prefix([ask, notice, result], [ask, again, result]) == 3
