@@ -12,7 +12,6 @@ two are the same number); a float counter takes the policies' own loops.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 from contextledger.read.messages import Message, RunMessages
@@ -82,8 +81,3 @@ def run_history(stream: RunMessages, tokens_of: TokensOf) -> RunHistory:
     built = RunHistory(stream, tokens_of)
     _last = built
     return built
-
-
-def is_whole(window: Sequence[Message], history: Sequence[Message]) -> bool:
-    """``window`` holds exactly the messages of ``history`` (by identity), in order."""
-    return len(window) == len(history) and all(a is b for a, b in zip(window, history, strict=True))
