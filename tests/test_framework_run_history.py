@@ -40,6 +40,8 @@ SPECS = (
     "langchain_clear:trigger=tokens:300|messages:6,keep=messages:1",
     "langchain_clear:trigger=200,keep=0,exclude_tools=search",
     "langchain_clear:trigger=200,keep=2,clear_at_least=50",
+    "langchain_summarize:trigger=messages:8,keep=tokens:300",
+    "langchain_summarize:trigger=tokens:500|messages:20,keep=messages:3,summary_tokens=50",
     "autogen_buffered:buffer_size=1",
     "autogen_head_tail:head_size=0,tail_size=2",
     "autogen_head_tail:head_size=3,tail_size=1",

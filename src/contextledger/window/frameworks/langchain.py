@@ -13,6 +13,7 @@ from __future__ import annotations
 import bisect
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from contextledger.read.messages import Message
 from contextledger.window.frameworks._common import (
@@ -467,24 +468,51 @@ class LangChainSummarize(FrameworkPolicy):
         self, history: Sequence[Message], *, tokens_of: TokensOf
     ) -> tuple[list[Message], list[Message]]:
         messages = list(history)
-        tokens = total_tokens(messages, tokens_of)
+        return self._step(messages, total_tokens(messages, tokens_of), tokens_of)[:2]
+
+    def replay(self, run: RunHistory) -> tuple[list[list[Message]], list[Message]]:
+        """:meth:`advance` call by call, the history's tokens carried from one call to the
+        next (the run's running sums add what entered) rather than counted again."""
+        if not run.exact:
+            return super().replay(run)
+        history: list[Message] = []
+        served = []
+        tokens: int | None = 0
+        counted = 0  # messages of the run's history whose tokens are in ``tokens``
+        for call, entering in enumerate(run.entered):
+            history = history + entering
+            length = len(run.histories[call])
+            if type(tokens) is int:
+                tokens += run.running[length] - run.running[counted]
+            else:
+                tokens = total_tokens(history, run.tokens_of)
+            counted = length
+            window, history, tokens = self._step(history, tokens, run.tokens_of)
+            served.append(window)
+        return served, history
+
+    def _step(
+        self, messages: list[Message], tokens: Any, tokens_of: TokensOf
+    ) -> tuple[list[Message], list[Message], Any]:
+        """``(window, history kept, its tokens)`` at a call whose history is ``messages``
+        (a list of its own), of ``tokens`` tokens; None: the kept history's are not known."""
         fires = any(
             (kind == "tokens" and tokens >= value)
             or (kind == "messages" and len(messages) >= value)
             for kind, value in self.trigger
         )
         if not fires:
-            return messages, messages
+            return messages, messages, tokens
         cutoff = self._cutoff(messages, tokens_of)
         if cutoff <= 0:
-            return messages, messages
+            return messages, messages, tokens
         text = (
             f"{SUMMARY_OPENING}[stand-in for a model-written summary of {cutoff} messages, "
             f"sized at {self.summary_tokens} tokens]"
         )
         summary = standin(text, self.summary_tokens, tokens_of, "summary")
         kept = [summary, *messages[cutoff:]]
-        return kept, kept
+        return kept, kept, None
 
     def window(self, history: Sequence[Message], *, tokens_of: TokensOf) -> list[Message]:
         return self.advance(history, tokens_of=tokens_of)[0]
