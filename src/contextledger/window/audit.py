@@ -263,6 +263,15 @@ class RunFacts:
     #: :class:`WindowFacts` already measured, by call and window (policies often serve
     #: the same window at a call: every policy before it engages).
     measured: dict[tuple[int, ...], WindowFacts] = field(default_factory=dict)
+    #: The same, by call and the window's list itself (a list several policies serve:
+    #: a framework policy that keeps a call's history whole serves the run's shared
+    #: one); holds the list, so its id stays its own.
+    measured_lists: dict[tuple[int, int], tuple[list[Message], WindowFacts]] = field(
+        default_factory=dict
+    )
+    #: :class:`CallCost` by the ids of the previous call's and this call's
+    #: :class:`WindowFacts` (held in ``measured``, so their ids stay theirs).
+    steps: dict[tuple[int, int], CallCost] = field(default_factory=dict)
 
     @classmethod
     def of(cls, stream: RunMessages, timeline: StandingsTimeline | None) -> RunFacts:
@@ -279,27 +288,74 @@ class RunFacts:
     def window_facts(self, position: int, call: ModelCall, window: list[Message]) -> WindowFacts:
         """:class:`WindowFacts` of ``window`` served at the call at ``position``, measured
         once per run for each distinct window (messages compared by identity)."""
+        held = self.measured_lists.get((position, id(window)))
+        if held is not None:
+            return held[1]
         key = (position, *map(id, window))
         found = self.measured.get(key)
         if found is None:
-            violations = wire_violations(window, self.requests[position])
-            counts = [0, 0, 0, 0]
-            for violation in violations:
-                counts[_WIRE_POSITION[violation.kind]] += 1
-            recorded = call.input_tokens > 0 and same_window(window, self.sent[position])
+            wire, first = _wire_counts(window, self.requests[position])
+            sent = self.sent[position]
+            recorded = (
+                call.input_tokens > 0
+                and len(window) == len(sent)
+                and (window == sent or same_window(window, sent))
+            )
             found = WindowFacts(
-                window,
-                tuple(counts),
-                violations[0] if violations else None,
-                window_chars(window),
-                recorded,
+                window, wire, first, sum([message.chars for message in window]), recorded
             )
             self.measured[key] = found
+        self.measured_lists[position, id(window)] = (window, found)
         return found
 
 
-#: Where each wire kind counts in :attr:`WindowFacts.wire`.
-_WIRE_POSITION = {kind: position for position, kind in enumerate(WIRE_KINDS)}
+_NO_PROBLEM = (0, 0, 0, 0)
+
+
+def _wire_counts(
+    window: Sequence[Message], request: Message | None
+) -> tuple[tuple[int, ...], WireViolation | None]:
+    """What :func:`wire_violations` finds, as the count of each of :data:`WIRE_KINDS` and
+    the first problem it lists; the same pass, without building every problem."""
+    head = orphans = unanswered = dropped = 0
+    first: WireViolation | None = None
+    for position, message in enumerate(window):
+        if message.role != "system":
+            if message.role != "user":
+                head = 1
+                first = WireViolation("head-not-user", message, position)
+            break
+    asked: set[str | None] = set()
+    answered: set[str | None] = set()
+    calling: list[int] = []
+    for position, message in enumerate(window):
+        if message.role == "tool":
+            call_id = message.tool_call_id
+            if call_id not in asked:
+                orphans += 1
+                if first is None:
+                    first = WireViolation("orphan-result", message, position)
+            if call_id:
+                answered.add(call_id)
+        if message.tool_calls:
+            calling.append(position)
+            for call in message.tool_calls:
+                asked.add(call.id)
+    if not asked <= answered:
+        for position in calling:
+            message = window[position]
+            for call in message.tool_calls:
+                if call.id not in answered:
+                    unanswered += 1
+                    if first is None:
+                        first = WireViolation("unanswered-call", message, position)
+    if request is not None and request not in window:
+        dropped = 1
+        if first is None:
+            first = WireViolation("request-dropped", request, -1)
+    if first is None:
+        return _NO_PROBLEM, None
+    return (head, orphans, unanswered, dropped), first
 
 
 @dataclass(slots=True)
@@ -325,36 +381,53 @@ def _costs(
     once per distinct window; the previous window's shared prefix is found at C speed
     when the new window starts with the very same messages (a window that only grew)."""
     rate = run_facts.rate
+    measure = run_facts.window_facts
+    steps = run_facts.steps
     facts: list[WindowFacts] = []
     out: list[CallCost] = []
-    previous: list[Message] | None = None
-    previous_chars = 0
+    previous: WindowFacts | None = None
     for position, (call, given) in enumerate(zip(stream.calls, served, strict=True)):
         window = given if type(given) is list else list(given)
-        measured = run_facts.window_facts(position, call, window)
+        measured = measure(position, call, window)
         facts.append(measured)
-        tokens: int | None
-        if measured.recorded:
-            tokens = call.input_tokens
-        else:
-            tokens = None if rate is None else round(rate * measured.chars)
-        invalidated = False
-        if previous is None:
-            shared_chars = 0
-        elif window[: len(previous)] == previous:  # identity, message by message
-            shared_chars = previous_chars
-        else:
-            shared = shared_prefix(previous, window)
-            shared_chars = window_chars(window[:shared])
-            invalidated = shared < len(previous)
-        cached: int | None = None
-        if tokens is not None and rate is not None:
-            cached = min(tokens, round(rate * shared_chars))
-        elif tokens is not None:
-            cached = 0
-        out.append(CallCost(tokens, measured.recorded, cached, invalidated))
-        previous, previous_chars = window, measured.chars
+        # A call's cost reads its window and the previous one only: policies that serve
+        # the same two windows share it (facts are measured once per distinct window).
+        step = (id(previous), id(measured))
+        cost = steps.get(step)
+        if cost is None:
+            cost = steps[step] = _call_cost(call, measured, previous, rate)
+        out.append(cost)
+        previous = measured
     return facts, out
+
+
+def _call_cost(
+    call: ModelCall, measured: WindowFacts, previous: WindowFacts | None, rate: float | None
+) -> CallCost:
+    """:func:`call_costs`'s row for one call, from its window's facts and the previous's."""
+    tokens: int | None
+    if measured.recorded:
+        tokens = call.input_tokens
+    else:
+        tokens = None if rate is None else round(rate * measured.chars)
+    invalidated = False
+    window = measured.window
+    if previous is None:
+        shared_chars = 0
+    else:
+        before = previous.window
+        if window[: len(before)] == before:  # identity, message by message
+            shared_chars = previous.chars
+        else:
+            shared = shared_prefix(before, window)
+            shared_chars = window_chars(window[:shared])
+            invalidated = shared < len(before)
+    cached: int | None = None
+    if tokens is not None and rate is not None:
+        cached = min(tokens, round(rate * shared_chars))
+    elif tokens is not None:
+        cached = 0
+    return CallCost(tokens, measured.recorded, cached, invalidated)
 
 
 def audit_run(

@@ -74,10 +74,18 @@ def shared_prefix(previous: Sequence[Message], current: Sequence[Message]) -> in
     """
     count = 0
     for old, new in zip(previous, current, strict=False):
-        if old is not new and _wire_key(old) != _wire_key(new):
-            break
+        if old is not new:
+            if old.index != new.index and _in_stream(old) and _in_stream(new):
+                break  # two different messages of the run: their keys differ at once
+            if _wire_key(old) != _wire_key(new):
+                break
         count += 1
     return count
+
+
+def _in_stream(message: Message) -> bool:
+    """The message is one the run appended: :func:`_wire_key` names it by its index."""
+    return message.index >= 0 and not message.window_authored
 
 
 @dataclass(frozen=True)

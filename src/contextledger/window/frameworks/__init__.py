@@ -25,6 +25,7 @@ from contextledger.window.frameworks._common import (
     TokensOf,
     estimated_tokens_of,
 )
+from contextledger.window.frameworks._history import run_history
 from contextledger.window.frameworks.anthropic import AnthropicClearToolUses
 from contextledger.window.frameworks.autogen import AutoGenBuffered, AutoGenHeadTail
 from contextledger.window.frameworks.langchain import (
@@ -140,18 +141,16 @@ def replay_framework(
     """Replay a framework policy over a run's stream, one model call at a time.
 
     ``tokens_of`` counts a message's tokens; by default an **estimate** at the run's
-    own tokens per char (:func:`estimated_tokens_of`).
+    own tokens per char (:func:`estimated_tokens_of`). The run's histories and token
+    counts are measured once for every policy replayed over it with the same
+    ``tokens_of`` (:func:`~contextledger.window.frameworks._history.run_history`); the
+    windows served may be lists shared between those replays: read them, never change them.
     """
     policy = parse_framework_policy(policy)
     count = tokens_of or estimated_tokens_of(stream)
-    result = FrameworkReplay(stream.run_id, policy)
-    history: list[Message] = []
-    for call in stream.calls:
-        history = history + stream.entering_before(call.ordinal)
-        window, history = policy.advance(history, tokens_of=count)
-        result.served.append(window)
-    result.final_window = history + stream.entering_after_last_call()
-    return result
+    served, history = policy.replay(run_history(stream, count))
+    final_window = history + stream.entering_after_last_call()
+    return FrameworkReplay(stream.run_id, policy, served, final_window)
 
 
 def policy_table() -> list[dict[str, str]]:

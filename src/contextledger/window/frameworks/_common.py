@@ -13,10 +13,13 @@ import functools
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from contextledger.read.messages import Message, RunMessages
 from contextledger.window.policies import MAX_SPEC_NUMBER, PolicySpecError
+
+if TYPE_CHECKING:
+    from contextledger.window.frameworks._history import RunHistory
 
 #: Counts one message's tokens (the caller's tokenizer, or :func:`estimated_tokens_of`).
 TokensOf = Callable[[Message], int]
@@ -325,6 +328,29 @@ class FrameworkPolicy:
     ) -> tuple[list[Message], list[Message]]:
         """``(window served, history kept for the next call)``; stateless by default."""
         return self.window(history, tokens_of=tokens_of), list(history)
+
+    def replay(self, run: RunHistory) -> tuple[list[list[Message]], list[Message]]:
+        """``(window served at each call, history kept after the last call)`` over a run.
+
+        A stateless policy (one that keeps :meth:`advance`) serves :meth:`window_at` of
+        each call's shared history; the others carry the history they keep from call to
+        call. Windows may be lists shared with other policies' replays: never changed.
+        """
+        if type(self).advance is FrameworkPolicy.advance:
+            served = [self.window_at(run, call) for call in range(len(run.histories))]
+            return served, list(run.histories[-1]) if run.histories else []
+        history: list[Message] = []
+        served = []
+        for entering in run.entered:
+            history = history + entering
+            window, history = self.advance(history, tokens_of=run.tokens_of)
+            served.append(window)
+        return served, history
+
+    def window_at(self, run: RunHistory, call: int) -> list[Message]:
+        """:meth:`window` of the history the call at position ``call`` sees; a policy
+        overrides it where the run's shared measures answer faster (the same window)."""
+        return self.window(run.histories[call], tokens_of=run.tokens_of)
 
     @classmethod
     def from_params(cls, spec: str, rest: str) -> FrameworkPolicy:

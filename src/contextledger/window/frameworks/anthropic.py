@@ -13,6 +13,7 @@ agentfootprint 9.62 corpus records none (messages carry ``content``, ``toolCalls
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -25,6 +26,7 @@ from contextledger.window.frameworks._common import (
     total_tokens,
     with_calls_args_cleared,
 )
+from contextledger.window.frameworks._history import RunHistory
 
 #: The API replaces a cleared result with placeholder text it does not publish; this
 #: stands in for it (its size, not its wording, is what a replay measures).
@@ -65,6 +67,50 @@ class AnthropicClearToolUses(FrameworkPolicy):
     clear_at_least: int = 0
     exclude_tools: tuple[str, ...] = ()
     clear_tool_inputs: bool | tuple[str, ...] = False
+
+    def window_at(self, run: RunHistory, call: int) -> list[Message]:
+        history, total = run.histories[call], run.total(call)
+        if total is None or self.clear_tool_inputs:
+            return self.window(history, tokens_of=run.tokens_of)
+        if total <= self.trigger:  # below the trigger: as recorded
+            return history
+        # Which results clear, and what each frees, are measured once per run: a
+        # result's place among the results is the same in every history holding it.
+        clearable = run.memo.get(self)
+        if clearable is None:
+            clearable = run.memo[self] = self._clearable(run.histories[-1])
+        positions, eligible, copies, frees = clearable
+        results = bisect.bisect_left(positions, len(history))
+        out = list(history)
+        freed = 0
+        replaced = False
+        for result in range(max(0, results - self.keep)):
+            if not eligible[result]:
+                continue
+            position, copy = positions[result], copies[result]
+            if copy is None:  # cleared for the first time in this run
+                copy = rewritten(history[position], ANTHROPIC_PLACEHOLDER, "placeholder")
+                copies[result] = copy
+                frees[result] = run.tokens[position] - run.tokens_of(copy)
+            out[position] = copy
+            freed += frees[result]
+            replaced = True
+        if not replaced or (self.clear_at_least > 0 and freed < self.clear_at_least):
+            return history
+        return out
+
+    def _clearable(
+        self, history: Sequence[Message]
+    ) -> tuple[list[int], list[bool], list[Message | None], list[int]]:
+        """The positions of the tool results in ``history``; whether each may be cleared
+        (its tool is not excluded); its cleared copy and the tokens clearing it frees,
+        filled in when it is first cleared."""
+        positions = [i for i, message in enumerate(history) if message.role == "tool"]
+        eligible = [
+            (history[i].resolved_tool_name or history[i].tool_name or "") not in self.exclude_tools
+            for i in positions
+        ]
+        return positions, eligible, [None] * len(positions), [0] * len(positions)
 
     def window(self, history: Sequence[Message], *, tokens_of: TokensOf) -> list[Message]:
         out = list(history)

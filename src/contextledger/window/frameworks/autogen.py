@@ -15,11 +15,13 @@ kept in front of the view.
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from contextledger.read.messages import Message
 from contextledger.window.frameworks._common import FrameworkPolicy, Key, TokensOf
+from contextledger.window.frameworks._history import RunHistory
 
 
 def autogen_messages(history: Sequence[Message]) -> tuple[list[Message], list[list[Message]]]:
@@ -36,6 +38,30 @@ def autogen_messages(history: Sequence[Message]) -> tuple[list[Message], list[li
         else:
             units.append([message])
     return system, units
+
+
+def unit_starts(run: RunHistory) -> tuple[int, list[int]]:
+    """``(system, starts)`` of the run's last history: how many leading system messages,
+    and where each of AutoGen's messages starts. A message's grouping reads only the one
+    before it, so a call's history has the units starting before its length (the last
+    one ends there). Measured once per run."""
+    found = run.memo.get(unit_starts)
+    if found is None:
+        history = run.histories[-1] if run.histories else []
+        system = 0
+        while system < len(history) and history[system].role == "system":
+            system += 1
+        starts = [
+            position
+            for position in range(system, len(history))
+            if not (
+                history[position].role == "tool"
+                and position > system
+                and history[position - 1].role == "tool"
+            )
+        ]
+        found = run.memo[unit_starts] = (system, starts)
+    return found
 
 
 def _is_result(unit: list[Message]) -> bool:
@@ -72,6 +98,18 @@ class AutoGenBuffered(FrameworkPolicy):
 
     buffer_size: int = 1
 
+    def window_at(self, run: RunHistory, call: int) -> list[Message]:
+        history = run.histories[call]
+        system, starts = unit_starts(run)
+        units = bisect.bisect_left(starts, len(history))
+        first = max(0, units - self.buffer_size)  # the view's first unit
+        if first < units and history[starts[first]].role == "tool":
+            first += 1
+        if first == 0:
+            return history  # every message: as recorded
+        begin = starts[first] if first < units else len(history)
+        return history[:system] + history[begin:]
+
     def window(self, history: Sequence[Message], *, tokens_of: TokensOf) -> list[Message]:
         system, units = autogen_messages(history)
         view = units[-self.buffer_size :]
@@ -100,6 +138,26 @@ class AutoGenHeadTail(FrameworkPolicy):
 
     head_size: int = 0
     tail_size: int = 1
+
+    def window_at(self, run: RunHistory, call: int) -> list[Message]:
+        history = run.histories[call]
+        _, starts = unit_starts(run)
+        units = bisect.bisect_left(starts, len(history))
+        skipped = units - self.head_size - self.tail_size
+        if skipped <= 0:
+            return history  # every message: as recorded
+        head = self.head_size  # units kept at the head, less a trailing call
+        if head > 0:
+            last = history[starts[head - 1]]
+            if last.role == "assistant" and last.tool_calls:
+                head -= 1
+        tail = units - self.tail_size  # the tail's first unit, past a leading result
+        if history[starts[tail]].role == "tool":
+            tail += 1
+        notice = Message("user", f"Skipped {skipped} messages.", window_authored=True)
+        head_end = starts[head] if head < units else len(history)
+        tail_begin = starts[tail] if tail < units else len(history)
+        return [*history[:head_end], notice, *history[tail_begin:]]
 
     def window(self, history: Sequence[Message], *, tokens_of: TokensOf) -> list[Message]:
         system, units = autogen_messages(history)

@@ -10,8 +10,10 @@ counter LangChain is given counts a list; ours is the sum of ``tokens_of`` over 
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from contextledger.read.messages import Message
 from contextledger.window.frameworks._common import (
@@ -23,6 +25,7 @@ from contextledger.window.frameworks._common import (
     total_tokens,
     with_calls_args_cleared,
 )
+from contextledger.window.frameworks._history import RunHistory
 
 #: ``ClearToolUsesEdit``'s default placeholder (``DEFAULT_TOOL_PLACEHOLDER``).
 LANGCHAIN_PLACEHOLDER = "[cleared]"
@@ -57,6 +60,18 @@ def _first_max_tokens(
     while end_on and idx > 0 and message_type(messages[idx - 1]) not in end_on:
         idx -= 1
     return messages[:idx]
+
+
+def _fitting(tokens: Sequence[int], order: range, max_tokens: int) -> int:
+    """How many messages, taken in ``order``, fit in ``max_tokens`` before the running
+    count first exceeds it (:func:`_first_max_tokens`'s loop over counts measured once)."""
+    kept = running = 0
+    for position in order:
+        running += tokens[position]
+        if running > max_tokens:
+            break
+        kept += 1
+    return kept
 
 
 @dataclass(frozen=True)
@@ -102,6 +117,38 @@ class LangChainTrim(FrameworkPolicy):
             raise ValueError("allow_partial=true is not replayed (it splits a message's text)")
         if self.strategy == "first" and (self.start_on or self.include_system):
             raise ValueError("start_on and include_system go with strategy=last only")
+
+    def window_at(self, run: RunHistory, call: int) -> list[Message]:
+        """:meth:`window` over index ranges of the run's shared history and token counts
+        (no copy, no recount): the same messages kept."""
+        history = run.histories[call]
+        if not run.exact or not history:
+            return self.window(history, tokens_of=run.tokens_of)
+        tokens, running = run.tokens, run.running
+        if self.strategy == "first":
+            end = len(history)
+            if running[end] > self.max_tokens:
+                end = _fitting(tokens, range(end), self.max_tokens)
+            while self.end_on and end > 0 and message_type(history[end - 1]) not in self.end_on:
+                end -= 1
+            return history if end == len(history) else history[:end]
+        end = len(history)
+        while self.end_on and end > 0 and message_type(history[end - 1]) not in self.end_on:
+            end -= 1
+        first = 0
+        remaining = self.max_tokens
+        if self.include_system and end > 0 and history[0].role == "system":
+            first = 1
+            remaining = max(0, remaining - tokens[0])
+        kept = end - first  # the tail kept: history[end - kept : end]
+        if kept > 0 and running[end] - running[first] > remaining:
+            kept = _fitting(tokens, range(end - 1, first - 1, -1), remaining)
+        while self.start_on and kept > 0 and message_type(history[end - kept]) not in self.start_on:
+            kept -= 1
+        if first == 0 and kept == len(history):
+            return history
+        tail = history[end - kept : end] if kept > 0 else []
+        return [history[0], *tail] if first else tail
 
     def window(self, history: Sequence[Message], *, tokens_of: TokensOf) -> list[Message]:
         messages = list(history)
@@ -220,6 +267,61 @@ class LangChainClearToolUses(FrameworkPolicy):
             used += size
             count += 1
         return count
+
+    def window_at(self, run: RunHistory, call: int) -> list[Message]:
+        history, total = run.histories[call], run.total(call)
+        if total is None:
+            return self.window(history, tokens_of=run.tokens_of)
+        if not history or not self._triggers(history, total):
+            return history  # nothing cleared: as recorded
+        if self.clear_at_least > 0 or self.clear_tool_inputs or self.keep[0][0] == "tokens":
+            return self.window(history, tokens_of=run.tokens_of)
+        # Whether a result can be cleared reads only the messages before it: measured
+        # once per run, over the last history, for every call's.
+        clearable = run.memo.get(self)
+        if clearable is None:
+            clearable = run.memo[self] = self._clearable(run.histories[-1])
+        positions, eligible, copies = clearable
+        results = bisect.bisect_left(positions, len(history))
+        keep = self.keep[0][1]
+        cleared = 0 if keep >= results else results - keep
+        out = history
+        for result in range(cleared):
+            if not eligible[result]:
+                continue
+            position, copy = positions[result], copies[result]
+            if copy is None:  # cleared for the first time in this run
+                copy = rewritten(history[position], LANGCHAIN_PLACEHOLDER, "placeholder")
+                copies[result] = copy
+            if out is history:
+                out = list(history)
+            out[position] = copy
+        return out
+
+    def _clearable(
+        self, history: Sequence[Message]
+    ) -> tuple[list[int], list[bool], list[Message | None]]:
+        """The positions of the tool results in ``history``; whether each may be cleared
+        (its call is in the nearest AI message before it, and its tool is not excluded);
+        its cleared copy, filled in when it is first cleared."""
+        positions: list[int] = []
+        eligible: list[bool] = []
+        at: int | None = None  # the nearest assistant message so far
+        for position, result in enumerate(history):
+            if result.role == "assistant":
+                at = position
+            if result.role != "tool":
+                continue
+            positions.append(position)
+            call = None
+            if at is not None:
+                call = next(
+                    (c for c in history[at].tool_calls if c.id == result.tool_call_id), None
+                )
+            eligible.append(
+                call is not None and (result.tool_name or call.name) not in self.exclude_tools
+            )
+        return positions, eligible, [None] * len(positions)
 
     def window(self, history: Sequence[Message], *, tokens_of: TokensOf) -> list[Message]:
         messages = list(history)
@@ -366,24 +468,51 @@ class LangChainSummarize(FrameworkPolicy):
         self, history: Sequence[Message], *, tokens_of: TokensOf
     ) -> tuple[list[Message], list[Message]]:
         messages = list(history)
-        tokens = total_tokens(messages, tokens_of)
+        return self._step(messages, total_tokens(messages, tokens_of), tokens_of)[:2]
+
+    def replay(self, run: RunHistory) -> tuple[list[list[Message]], list[Message]]:
+        """:meth:`advance` call by call, the history's tokens carried from one call to the
+        next (the run's running sums add what entered) rather than counted again."""
+        if not run.exact:
+            return super().replay(run)
+        history: list[Message] = []
+        served = []
+        tokens: int | None = 0
+        counted = 0  # messages of the run's history whose tokens are in ``tokens``
+        for call, entering in enumerate(run.entered):
+            history = history + entering
+            length = len(run.histories[call])
+            if type(tokens) is int:
+                tokens += run.running[length] - run.running[counted]
+            else:
+                tokens = total_tokens(history, run.tokens_of)
+            counted = length
+            window, history, tokens = self._step(history, tokens, run.tokens_of)
+            served.append(window)
+        return served, history
+
+    def _step(
+        self, messages: list[Message], tokens: Any, tokens_of: TokensOf
+    ) -> tuple[list[Message], list[Message], Any]:
+        """``(window, history kept, its tokens)`` at a call whose history is ``messages``
+        (a list of its own), of ``tokens`` tokens; None: the kept history's are not known."""
         fires = any(
             (kind == "tokens" and tokens >= value)
             or (kind == "messages" and len(messages) >= value)
             for kind, value in self.trigger
         )
         if not fires:
-            return messages, messages
+            return messages, messages, tokens
         cutoff = self._cutoff(messages, tokens_of)
         if cutoff <= 0:
-            return messages, messages
+            return messages, messages, tokens
         text = (
             f"{SUMMARY_OPENING}[stand-in for a model-written summary of {cutoff} messages, "
             f"sized at {self.summary_tokens} tokens]"
         )
         summary = standin(text, self.summary_tokens, tokens_of, "summary")
         kept = [summary, *messages[cutoff:]]
-        return kept, kept
+        return kept, kept, None
 
     def window(self, history: Sequence[Message], *, tokens_of: TokensOf) -> list[Message]:
         return self.advance(history, tokens_of=tokens_of)[0]
