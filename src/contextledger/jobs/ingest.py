@@ -17,6 +17,7 @@ older archive recorded as given keeps that spelling).
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 import tempfile
@@ -70,7 +71,8 @@ Reader = Callable[
 
 
 def content_hash(path: str | Path) -> str:
-    """blake2b-128 of a file's bytes, hex."""
+    """blake2b-128 of a file's bytes, hex (read a megabyte at a time; the same as
+    :func:`~contextledger.read.digest.file_digest` of them)."""
     digest = hashlib.blake2b(digest_size=16)
     with Path(path).open("rb") as handle:
         while chunk := handle.read(1 << 20):
@@ -138,7 +140,8 @@ def ingest(
             archived = ArchivedTraces(archive)  # spans of runs archived before count first
             held: list[Source] = []  # trace files: runs come once all are read
             sidecar = dict(static_tools or {})
-            for source, read in read_files(todo, sidecar, SpillTo.budgeted(spill.name)):
+            for given, read in read_files(todo, sidecar, SpillTo.budgeted(spill.name)):
+                source = _hashed(given, read)
                 if read.traces is not None:
                     for earlier in archived.records_for(read.traces):
                         traces.take(FileRead(traces=TraceFileRead(spans=earlier)))
@@ -264,7 +267,17 @@ def _changed(
                 continue
             yield Source(name, stat.st_size, stat.st_mtime_ns, digest)
             continue
-        yield Source(name, stat.st_size, stat.st_mtime_ns, _safe_hash(path))
+        yield Source(name, stat.st_size, stat.st_mtime_ns, None)  # hashed as it is read
+
+
+def _hashed(source: Source, read: FileRead) -> Source:
+    """``source`` with the content hash its manifest row keeps: the hash of the bytes its
+    reader read (:attr:`FileRead.file_digest`), else of the file as it is now (a file
+    never read whole; a file whose stat failed keeps none)."""
+    if source.content_hash is not None or source.size is None:
+        return source
+    found = read.file_digest or _safe_hash(Path(source.path))
+    return dataclasses.replace(source, content_hash=found)
 
 
 def source_name(path: Path, known: Mapping[str, KnownSource]) -> str:
