@@ -285,7 +285,7 @@ def head_is_a_snapshot(head: bytes) -> bool:
 
     >>> head_is_a_snapshot(b'{"run_id":"r","snapshot":{"commitLog":[]'), head_is_a_snapshot(b"")
     (True, False)
-    >>> head_is_a_snapshot(b'{"resourceSpans":[{"resource":'), head_is_a_snapshot(b'{}\n')
+    >>> head_is_a_snapshot(b'{"resourceSpans":[{"resource":'), head_is_a_snapshot(b'{}\\n')
     (False, False)
     """
     opening = head.removeprefix(b"\xef\xbb\xbf").lstrip()
