@@ -21,9 +21,9 @@ as the median of its repetitions:
   same run (before/after at the same load). ``--ingest-only`` skips everything else.
 - ``where a run's CPU goes``: each step ingest takes for a run, timed apart in this
   process over the first ``--breakdown-runs`` of those snapshots (best of 3 passes):
-  what a worker does (sniff, inflate, decode, content digest, both accountings of a run
-  in turn, the message stream's rows, sending the result back) and what the parent does (a batch's
-  tables, Parquet files and commit).
+  what a worker does (read the file and hash it for the manifest, inflate, decode, content
+  digest, both accountings of a run in turn, the message stream's rows, sending the result
+  back) and what the parent does (a batch's tables, Parquet files and commit).
 
 Peak memory is the largest resident set of this process and of the reading workers.
 Run: ``.venv/bin/python bench/ingest.py [--corpus DIR] [--seconds 5]``, or
@@ -286,18 +286,22 @@ def breakdown(snapshots: Path, count: int) -> None:
     from contextledger.jobs import ingest as ingest_job
     from contextledger.read.corrected import meter_run
     from contextledger.read.digest import content_digest
-    from contextledger.read.otel import sniff
+    from contextledger.read.otel.functions import SNIFF_BYTES
     from contextledger.read.reference import record_run
-    from contextledger.read.snapshot import decode_run, iter_documents
+    from contextledger.read.snapshot import decode_run, iter_documents, read_whole_document
+    from contextledger.tables.files import head_is_a_snapshot
     from contextledger.tables.window_rows import run_window
 
     files = sorted(snapshots.glob("*.json.gz"))[:count]
     runs = len(files)
     documents = [document for path in files for document in iter_documents(path)]
     decoded = [decode_run(document) for document in documents]
+
+    def read_whole(path: Path) -> object:
+        return read_whole_document(path, head_is_a_snapshot, SNIFF_BYTES, digest=True)
+
     steps: dict[str, Callable[[], object]] = {
-        "worker: sniff the format (64 KiB head)": lambda: [sniff(path) for path in files],
-        "worker: inflate (ISA-L) and split": lambda: [list(iter_documents(p)) for p in files],
+        "worker: read, inflate (ISA-L), hash the file": lambda: [read_whole(p) for p in files],
         "worker: decode (msgspec)": lambda: [decode_run(document) for document in documents],
         "worker: content digest (format + sha256)": lambda: [
             content_digest(document.payload) for document in documents
@@ -314,9 +318,6 @@ def breakdown(snapshots: Path, count: int) -> None:
     payload = [read for _, read in reads]
     results["worker -> parent: pickle and unpickle"] = _best_per_run(
         lambda: pickle.loads(pickle.dumps(payload)), runs
-    )
-    results["parent: hash each file for the manifest"] = _best_per_run(
-        lambda: [ingest_job.content_hash(path) for path in files], runs
     )
     results["parent: the batch's tables, files, commit"] = _flush_per_run(reads, runs)
     print(f"where a run's CPU goes in ingest ({runs} synthetic runs, best of 3, one process):")

@@ -115,3 +115,57 @@ def test_a_file_is_read_without_cycle_collections_and_the_collector_is_restored(
     with pytest.raises(RuntimeError):
         files.read_file(path, ACCOUNTING_MODES, {}, False)
     assert gc.isenabled()
+
+
+def test_a_snapshot_file_is_opened_and_inflated_once(monkeypatch: pytest.MonkeyPatch):
+    """Its format is told from the head the reader inflated already: sniffing it apart
+    opened the file and inflated its head a second time. The runs are those the sniffed
+    path reads, and the file's hash is the manifest's, from the same bytes."""
+    from contextledger.jobs.ingest import content_hash
+    from contextledger.tables import files
+
+    paths = find_snapshot_files([SAMPLE]).files
+
+    def read_all() -> list[files.FileRead]:
+        return [files.read_file(p, ACCOUNTING_MODES, {}, False, digest=True) for p in paths]
+
+    with monkeypatch.context() as sniffed:
+        sniffed.setattr(files, "read_whole_document", lambda *args, **kwargs: None)
+        before = read_all()
+
+    def no_sniff(path: Path) -> None:
+        raise AssertionError(f"{path} sniffed apart")
+
+    monkeypatch.setattr(files, "_sniff", no_sniff)
+    after = read_all()
+    assert [read.runs for read in after] == [read.runs for read in before]
+    assert [read.problems for read in after] == [read.problems for read in before] == [[]] * 14
+    assert [read.file_digest for read in after] == [content_hash(path) for path in paths]
+    assert [read.file_digest for read in before] == [None] * 14
+
+
+def test_a_file_whose_head_may_be_another_format_is_sniffed_as_before(tmp_path: Path):
+    """A trace file named like a snapshot, and a pretty-printed snapshot (its first line
+    ends in the head), are told apart by the sniff; the pretty-printed copy is the same run."""
+    import gzip
+
+    import msgspec
+
+    from contextledger.tables import files
+
+    traces = tmp_path / "traces.json.gz"
+    traces.write_bytes((SAMPLE.parent / "otel" / "traces" / "genai-openai.jsonl.gz").read_bytes())
+    read = files.read_file(traces, ACCOUNTING_MODES, {}, False, digest=True)
+    assert read.traces is not None and read.traces.spans and not read.runs
+    original = SAMPLE / "s0003-loop.json.gz"
+    pretty = tmp_path / "s0003-loop.json"
+    pretty.write_bytes(msgspec.json.format(gzip.decompress(original.read_bytes()), indent=2))
+    compact, spaced = (
+        files.read_file(path, ACCOUNTING_MODES, {}, False, digest=True).runs[0]
+        for path in (original, pretty)
+    )
+    assert (spaced.run_id, spaced.digest, spaced.facts) == (
+        compact.run_id,
+        compact.digest,
+        compact.facts,
+    )

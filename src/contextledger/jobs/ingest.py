@@ -17,6 +17,8 @@ older archive recorded as given keeps that spelling).
 
 from __future__ import annotations
 
+import dataclasses
+import gc
 import hashlib
 import os
 import shutil
@@ -51,6 +53,7 @@ from contextledger.jobs.ingest_merge import ArchivedTraces, replace_runs
 from contextledger.jobs.ingest_report import IngestReport, Source
 from contextledger.processes import worker_pool
 from contextledger.progress import Progress
+from contextledger.read.cycles import collector_paused
 from contextledger.read.otel import SpillTo, TraceFileRead
 from contextledger.read.snapshot import display_path, find_snapshot_files
 from contextledger.tables import schema
@@ -78,7 +81,8 @@ def spill_folder() -> str:
 
 
 def content_hash(path: str | Path) -> str:
-    """blake2b-128 of a file's bytes, hex."""
+    """blake2b-128 of a file's bytes, hex (read a megabyte at a time; the same as
+    :func:`~contextledger.read.digest.file_digest` of them)."""
     digest = hashlib.blake2b(digest_size=16)
     with Path(path).open("rb") as handle:
         while chunk := handle.read(1 << 20):
@@ -143,29 +147,34 @@ def ingest(
         # is made by the first that spills (none: nothing to leave behind if killed)
         spill = spill_folder()
         try:
-            traces = TraceInputs(ACCOUNTING_MODES, windows=True, spill_folder=spill)
-            archived = ArchivedTraces(archive)  # spans of runs archived before count first
-            held: list[Source] = []  # trace files: runs come once all are read
-            sidecar = dict(static_tools or {})
-            for source, read in read_files(todo, sidecar, SpillTo.budgeted(spill)):
-                if read.traces is not None:
-                    for earlier in archived.records_for(read.traces):
-                        traces.take(FileRead(traces=TraceFileRead(spans=earlier)))
-                    traces.take(read)
-                    read.traces = None  # its records are the spill's to let go of
-                    held.append(source)
-                    pending.count_file(source)
-                    continue
-                pending.add(source, read)
-                if meter.due():
-                    meter.show(_ingest_line(report, pending, len(todo), meter.elapsed))
-                due = time.perf_counter() - last_flush >= batch_seconds
-                if pending.run_count >= batch_runs or due:
-                    pending.flush()
-                    last_flush = time.perf_counter()
-            if held:
-                _add_trace_runs(pending, traces, archived, held, batch_runs)
-            pending.flush()
+            # what a batch's reads hold is trees that reference counting frees: the cycle
+            # collector only walked them, batch after batch (a quarter of this process's
+            # CPU); each flush collects once instead (read/cycles.py)
+            with collector_paused():
+                traces = TraceInputs(ACCOUNTING_MODES, windows=True, spill_folder=spill)
+                archived = ArchivedTraces(archive)  # spans of runs archived before count first
+                held: list[Source] = []  # trace files: runs come once all are read
+                sidecar = dict(static_tools or {})
+                for given, read in read_files(todo, sidecar, SpillTo.budgeted(spill)):
+                    source = _hashed(given, read)
+                    if read.traces is not None:
+                        for earlier in archived.records_for(read.traces):
+                            traces.take(FileRead(traces=TraceFileRead(spans=earlier)))
+                        traces.take(read)
+                        read.traces = None  # its records are the spill's to let go of
+                        held.append(source)
+                        pending.count_file(source)
+                        continue
+                    pending.add(source, read)
+                    if meter.due():
+                        meter.show(_ingest_line(report, pending, len(todo), meter.elapsed))
+                    due = time.perf_counter() - last_flush >= batch_seconds
+                    if pending.run_count >= batch_runs or due:
+                        pending.flush()
+                        last_flush = time.perf_counter()
+                if held:
+                    _add_trace_runs(pending, traces, archived, held, batch_runs)
+                pending.flush()
         finally:
             shutil.rmtree(spill, ignore_errors=True)
         meter.close(_ingest_line(report, pending, len(todo), meter.elapsed))
@@ -273,7 +282,17 @@ def _changed(
                 continue
             yield Source(name, stat.st_size, stat.st_mtime_ns, digest)
             continue
-        yield Source(name, stat.st_size, stat.st_mtime_ns, _safe_hash(path))
+        yield Source(name, stat.st_size, stat.st_mtime_ns, None)  # hashed as it is read
+
+
+def _hashed(source: Source, read: FileRead) -> Source:
+    """``source`` with the content hash its manifest row keeps: the hash of the bytes its
+    reader read (:attr:`FileRead.file_digest`), else of the file as it is now (a file
+    never read whole; a file whose stat failed keeps none)."""
+    if source.content_hash is not None or source.size is None:
+        return source
+    found = read.file_digest or _safe_hash(Path(source.path))
+    return dataclasses.replace(source, content_hash=found)
 
 
 def source_name(path: Path, known: Mapping[str, KnownSource]) -> str:
@@ -442,6 +461,7 @@ class _Pending:
         self.archived, self.ranks = {}, {}  # by id(): the runs committed are let go of
         if closing:
             self.tallies, self.closing = {}, []
+        gc.collect(0)  # cycles the batch left (the collector is paused while it is read)
 
 
 def _labels_from(path: Path) -> pa.Table:

@@ -48,6 +48,16 @@ def content_digest(payload: bytes, kind: str = DIGEST_KIND) -> str:
     raise ValueError(msg)
 
 
+def file_digest(data: bytes) -> str:
+    """blake2b-128 of a file's bytes as stored, hex: the manifest's ``content_hash``, which
+    tells a file named again unchanged (whatever its format, compressed or not).
+
+    >>> file_digest(b"")
+    'cae66941d9efbd404e4d88758ea67670'
+    """
+    return _hash(data)
+
+
 def digest_kind(digest: str) -> str:
     """The kind of a stored content digest: the name before its ``:``, else ``blake2b``
     (a bare hash, as archives stored digests before kinds were named).

@@ -42,10 +42,16 @@ class GzipError(Exception):
 
 
 def inflate(
-    stream: IO[bytes], backend: str = DEFAULT_BACKEND, *, piece_bytes: int = _PIECE
+    stream: IO[bytes],
+    backend: str = DEFAULT_BACKEND,
+    *,
+    piece_bytes: int = _PIECE,
+    head_bytes: int | None = None,
 ) -> Iterator[bytes]:
     """The inflated bytes of the gzip ``stream``, in pieces of at most ``piece_bytes``
     (a megabyte): a reader that wants only the head inflates no more than that.
+    ``head_bytes``: the first piece is at most that long (a reader that looks at the
+    head before it reads on gets it before damage further in is found).
 
     Raises :class:`GzipError` when it is truncated, damaged or followed by something
     that is not another member.
@@ -54,22 +60,28 @@ def inflate(
     >>> data = gzip.compress(b'{"a": 1}') + gzip.compress(b"\\n") + bytes(4)
     >>> b"".join(inflate(io.BytesIO(data)))
     b'{"a": 1}\\n'
+    >>> [len(piece) for piece in inflate(io.BytesIO(gzip.compress(bytes(10))), head_bytes=4)]
+    [4, 6]
     """
     library = BACKENDS[backend]
     pending = stream.read(_READ)
+    limit = head_bytes or piece_bytes
     while True:
         member = library.decompressobj(_GZIP_WBITS)
         piece = b""
+        asked = limit
         while not member.eof:
-            if not pending and len(piece) < piece_bytes:  # a full piece may have more inside
+            if not pending and len(piece) < asked:  # a full piece may have more inside
                 pending = stream.read(_READ)
                 if not pending:
                     raise GzipError(TRUNCATED)
             try:
-                piece = member.decompress(pending, piece_bytes)
+                piece = member.decompress(pending, limit)
             except library.error:
                 raise GzipError(DAMAGED) from None
+            asked = limit
             if piece:
+                limit = piece_bytes
                 yield piece
             pending = member.unused_data if member.eof else member.unconsumed_tail
         pending = pending.lstrip(b"\0")  # zero padding between or after members

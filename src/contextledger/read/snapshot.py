@@ -19,10 +19,12 @@ name that is not UTF-8 is shown escaped (:func:`display_path`).
 from __future__ import annotations
 
 import contextlib
+import io
+import itertools
 import json
 import os
 import stat
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -30,6 +32,7 @@ from typing import IO, Any
 import msgspec
 
 from contextledger.read import jsparse
+from contextledger.read.digest import file_digest
 from contextledger.read.gunzip import GzipError, inflate, open_inflated
 
 #: The names read from input folders (compared in lower case): gzip is detected by
@@ -585,6 +588,75 @@ def iter_documents(
         except _TooLarge as error:
             raise ReadError(source, str(error)) from None
     yield Document(source, payload.removeprefix(_BOM))
+
+
+#: Files up to this size as stored (a snapshot is about 70 KB gzip) are read at once by
+#: :func:`read_whole_document`; a larger one is left to the streaming readers.
+WHOLE_FILE_BYTES = 16 * _MIB
+
+
+@dataclass(frozen=True)
+class WholeFile:
+    """The one document of a file read at once, and the blake2b-128 of the file's bytes
+    as stored (what the archive's manifest keeps, :func:`~.digest.file_digest`)."""
+
+    document: Document
+    file_digest: str | None
+
+
+def read_whole_document(
+    path: Path,
+    head_is_a_snapshot: Callable[[bytes], bool],
+    head_bytes: int,
+    *,
+    max_bytes: int | None = None,
+    digest: bool = False,
+) -> WholeFile | None:
+    """The one document of the file at ``path`` (not JSON Lines), opened and inflated
+    once, as :func:`iter_documents` would give it; None when it is no file of one
+    snapshot by its head (the first ``head_bytes``, inflated, which
+    ``head_is_a_snapshot`` is shown before the rest is inflated), is JSON Lines by its
+    name or is larger than :data:`WHOLE_FILE_BYTES`: read it another way then.
+    ``digest``: also hash the file's bytes. Raises :class:`ReadError` as
+    :func:`iter_documents` does.
+
+    >>> whole = read_whole_document(Path("data/sample/s0003-loop.json.gz"), bool, 1 << 16)
+    >>> whole.document.payload[:12], whole.file_digest
+    (b'{"run_id":"s', None)
+    """
+    if _is_json_lines(path):
+        return None
+    cap = max_document_bytes() if max_bytes is None else max_bytes
+    source = RunSource(display_path(path))
+    with _open_regular(path, source) as handle:
+        try:
+            if os.fstat(handle.fileno()).st_size > WHOLE_FILE_BYTES:
+                return None
+            data = handle.read()
+        except OSError as error:
+            raise ReadError(source, f"cannot be read ({error.strerror or error})") from None
+    try:
+        if data[:2] != b"\x1f\x8b":
+            if not head_is_a_snapshot(data[:head_bytes]):
+                return None
+            if len(data) > cap:
+                raise _TooLarge(_too_large(cap, "the file"))
+            payload = data
+        else:
+            pieces = inflate(io.BytesIO(data), head_bytes=head_bytes)
+            head = [next(pieces, b"")]
+            while head[-1] and sum(map(len, head)) < head_bytes:
+                head.append(next(pieces, b""))
+            if not head_is_a_snapshot(b"".join(head)[:head_bytes]):
+                return None
+            everything = itertools.chain(head, pieces)
+            payload = _join_capped(everything, cap, "decompressed, the file")
+    except GzipError as error:
+        raise ReadError(source, f"corrupt or truncated gzip ({error})") from None
+    except _TooLarge as error:
+        raise ReadError(source, str(error)) from None
+    document = Document(source, payload.removeprefix(_BOM))
+    return WholeFile(document, file_digest(data) if digest else None)
 
 
 _DOCUMENT = msgspec.json.Decoder(_Document)

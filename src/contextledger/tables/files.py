@@ -22,6 +22,7 @@ from contextledger.read.messages import RunMessages, rebuild_messages
 from contextledger.read.otel import PROTOBUF, SNAKE_CASE, ZSTD, SpillTo, TraceFileRead
 from contextledger.read.otel import read_trace_file as _read_trace_file
 from contextledger.read.otel import sniff as _sniff
+from contextledger.read.otel.functions import SNIFF_BYTES
 from contextledger.read.reference import record_run
 from contextledger.read.snapshot import (
     TOO_DEEP,
@@ -32,6 +33,7 @@ from contextledger.read.snapshot import (
     decode_run,
     display_path,
     iter_documents,
+    read_whole_document,
 )
 from contextledger.tables import ACCOUNTING_MODES
 
@@ -92,6 +94,9 @@ class FileRead:
     traces: TraceFileRead | None = None
     #: Copies of runs (rows of ``identity.DUPLICATES``) found while assembling traces.
     duplicates: list[dict[str, Any]] = field(default_factory=list)
+    #: blake2b-128 of the file's bytes when it was read whole with ``digest`` (the
+    #: manifest's content hash, :func:`~contextledger.read.digest.file_digest`); else None.
+    file_digest: str | None = None
 
 
 @dataclass(frozen=True)
@@ -173,18 +178,28 @@ def _read_file(
 ) -> FileRead:
     meters = {mode: accounting(mode) for mode in modes}
     result = FileRead()
-    found = _sniff(path)
-    if found == "otlp-json":
-        result.traces = _read_trace_file(path, messages=streams or windows, spill=spill)
-        return result
-    if found in _UNREAD_FORMATS:
-        source = RunSource(display_path(path))
-        if strict:
-            raise ReadError(source, _UNREAD_FORMATS[found])
-        result.problems.append((None, _problem(source, _UNREAD_FORMATS[found], None)))
-        return result
     try:
-        for document in iter_documents(path):
+        whole = read_whole_document(path, head_is_a_snapshot, SNIFF_BYTES, digest=digest)
+    except ReadError as error:
+        if strict:
+            raise
+        result.problems.append((None, _problem(error.source, error.reason, error.run_id)))
+        return result
+    if whole is None:
+        found = _sniff(path)
+        if found == "otlp-json":
+            result.traces = _read_trace_file(path, messages=streams or windows, spill=spill)
+            return result
+        if found in _UNREAD_FORMATS:
+            source = RunSource(display_path(path))
+            if strict:
+                raise ReadError(source, _UNREAD_FORMATS[found])
+            result.problems.append((None, _problem(source, _UNREAD_FORMATS[found], None)))
+            return result
+    else:
+        result.file_digest = whole.file_digest
+    try:
+        for document in iter_documents(path) if whole is None else [whole.document]:
             try:
                 run = decode_run(document)
                 names, names_from = _static_names(run, sidecar)
@@ -259,6 +274,27 @@ def _read_file(
             raise
         result.problems.append((None, _problem(error.source, error.reason, error.run_id)))
     return result
+
+
+def head_is_a_snapshot(head: bytes) -> bool:
+    """Whether a file whose first 64 KiB (inflated) are ``head`` is one :func:`_sniff`
+    would not take for a trace file or another format, told from the bytes already read:
+    a JSON object whose first line does not end there (so its keys cannot be read from
+    it) and that does not name ``resourceSpans`` or ``resource_spans``. A file this does
+    not take is sniffed as before (a short JSON Lines snapshot file, say).
+
+    >>> head_is_a_snapshot(b'{"run_id":"r","snapshot":{"commitLog":[]'), head_is_a_snapshot(b"")
+    (True, False)
+    >>> head_is_a_snapshot(b'{"resourceSpans":[{"resource":'), head_is_a_snapshot(b'{}\\n')
+    (False, False)
+    """
+    opening = head.removeprefix(b"\xef\xbb\xbf").lstrip()
+    return (
+        opening[:1] == b"{"
+        and b"\n" not in head
+        and b'"resourceSpans"' not in head
+        and b'"resource_spans"' not in head
+    )
 
 
 def _lone_surrogate_in_a_name(
