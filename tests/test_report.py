@@ -231,7 +231,7 @@ def test_the_replay_spread_over_worker_processes_gives_the_rows_of_one(tmp_path:
     snapshots' streams or of an archive's window tables: none is replayed here, and the
     rows are those of one process replaying every run."""
     import contextledger.jobs.compare as compare_job
-    import contextledger.report as report_module
+    import contextledger.report.data as report_module
 
     chosen = {
         "policies": ["none", "sliding:keep=3"],
@@ -391,7 +391,7 @@ def test_a_chart_a_worker_cannot_draw_is_an_error_and_its_workers_are_stopped():
 def test_the_chart_script_is_bundled_once_and_kept_for_later_reports(tmp_path, monkeypatch):
     import vl_convert as vlc
 
-    from contextledger import report
+    from contextledger.report import script as report
 
     monkeypatch.setenv("CONTEXTLEDGER_CACHE", str(tmp_path / "cache"))
     report._vega_script.cache_clear()
@@ -501,10 +501,12 @@ def test_the_recommendation_weighs_its_cache_cost_from_the_audit():
 
 def test_nearly_is_the_documented_threshold(monkeypatch):
     from contextledger import report
+    from contextledger.report import advice as advice_module
 
     assert report.NEARLY_ALL_FACTS == 0.95
     assert "at least 95% of the facts `none`" in " ".join(REPORT_DOC.split())
-    monkeypatch.setattr(report, "NEARLY_ALL_FACTS", 0.8)  # 5 of 6 is enough: keep=3 is cheaper
+    # 5 of 6 is enough: keep=3 is cheaper
+    monkeypatch.setattr(advice_module, "NEARLY_ALL_FACTS", 0.8)
     advice = recommendation(sample_report())
     assert advice is not None and advice.startswith("Recommended window policy: sliding:keep=3")
     assert "5 of 6 declared facts (none: 6) for ~26,067 input tokens" in advice
@@ -583,7 +585,7 @@ def test_over_an_archive_without_streams_the_window_section_is_left_out_with_a_n
 def test_the_chart_script_is_bundled_on_a_thread_while_the_runs_are_replayed(monkeypatch):
     import threading
 
-    from contextledger import report
+    from contextledger.report import script as report
 
     called: list[str] = []
     started = threading.Event()
