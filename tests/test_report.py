@@ -923,3 +923,23 @@ def test_a_tool_called_but_never_offered_is_not_counted_as_offered(tmp_path):
     offered = data.rows.height - 1
     assert f"{offered:,} context pieces were offered" in said[0]
     assert said[1].startswith("1 tool(s) called but never offered: get_weather")
+
+
+def test_an_archives_accounting_totals_are_counted_without_collecting_its_tables(
+    tmp_path, monkeypatch
+):
+    """The page's comparison of the two accountings over an archive counts its scans (the
+    reference's offers and uses are read for nothing else), with the totals of the same
+    runs read from their snapshots."""
+    from contextledger.archive import Archive, ArchiveTables
+
+    root = tmp_path / "archive"
+    ingest([SAMPLE], root, workers=1)
+    expected = accounting_comparison(read_runs(SAMPLE, mode="reference"), read_runs(SAMPLE))
+    monkeypatch.setattr(ArchiveTables, "_collect", lambda *_: pytest.fail("a table collected"))
+    archive = Archive.open(root)
+    archived = accounting_comparison(
+        ArchiveTables(archive, "reference"), ArchiveTables(archive, "corrected")
+    )
+    assert_frame_equal(archived, expected, check_exact=True)
+    assert expected.filter(pl.col("difference") != 0).height > 0
