@@ -943,3 +943,43 @@ def test_an_archives_accounting_totals_are_counted_without_collecting_its_tables
     )
     assert_frame_equal(archived, expected, check_exact=True)
     assert expected.filter(pl.col("difference") != 0).height > 0
+
+
+def test_the_ledger_charts_are_drawn_while_the_runs_are_replayed_in_one_worker(
+    tmp_path: Path, monkeypatch
+):
+    """``collect(draw=...)`` hands the ledger's charts to one drawing worker before any
+    run is replayed (vl-convert starts once); ``write_report`` hands that worker the
+    rest, and every file is the bytes of a report drawn the usual way."""
+    import contextledger.report.data as report_data
+
+    chosen = {"policies": ["none", "sliding:keep=3"], "frameworks": ["openai_trim"]}
+    events: list[str] = []
+    added = drawing.Drawing.add
+    replay = report_data.replay_and_audit
+
+    def add(self, specs):
+        events.append("drawn: " + ", ".join(specs))
+        return added(self, specs)
+
+    def replayed(*args, **kwargs):
+        events.append("replayed")
+        return replay(*args, **kwargs)
+
+    usual = tmp_path / "usual"
+    write_report(collect(**chosen), usual, formats=("svg", "png"))
+    monkeypatch.setattr(drawing.Drawing, "add", add)
+    monkeypatch.setattr(report_data, "replay_and_audit", replayed)
+    monkeypatch.setattr(drawing, "draw_all", lambda *_, **__: pytest.fail("drawn anew"))
+    data = collect(**chosen, draw=("svg", "png"))
+    assert events == ["drawn: earn_rate, outcomes, gates", "replayed"]
+    assert data.drawing is not None and data.drawing.pool is not None
+    early = tmp_path / "early"
+    write_report(data, early, formats=("svg", "png"))
+    assert events[2:] == ["drawn: policies, policy_cost, timeline"]
+    assert data.drawing is None  # taken, and closed
+    written = sorted(path.relative_to(usual) for path in usual.rglob("*") if path.is_file())
+    assert written == sorted(p.relative_to(early) for p in early.rglob("*") if p.is_file())
+    for path in written:
+        if path.name != "report.html":  # time-stamped
+            assert (early / path).read_bytes() == (usual / path).read_bytes(), path

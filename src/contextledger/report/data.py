@@ -27,6 +27,7 @@ from contextledger.archive.tables import (
     unreplayable_runs,
     window_batches,
 )
+from contextledger.drawing import Drawing
 from contextledger.jobs.compare import (
     FRAMEWORK_DEFAULTS,
     parse_compared,
@@ -153,6 +154,11 @@ class ReportData:
     #: A line per compared policy left out, and why (over an archive: those reading
     #: tool outputs' text, :func:`~contextledger.window.audit.without_tool_text`).
     policies_left_out: list[str] = field(default_factory=list)
+    #: The ledger's chart specs :func:`collect` built early to have them drawn while the
+    #: runs were replayed (its ``draw``), by name; the page shows these very specs.
+    chart_specs: dict[str, dict[str, Any]] = field(default_factory=dict, repr=False)
+    #: Where they are being drawn; :func:`~contextledger.report.write_report` takes it.
+    drawing: Drawing | None = field(default=None, repr=False, compare=False)
 
     def labels_text(self) -> str:
         """Where the outcome labels came from, and which they are, for the page's header
@@ -205,6 +211,7 @@ def collect(
     progress: Progress | None = None,
     frameworks: Sequence[str] = FRAMEWORK_DEFAULTS,
     workers: int | None = None,
+    draw: Sequence[str] = (),
 ) -> ReportData:
     """Read the runs under ``paths`` (default: the bundled sample, with its outcomes and
     standings) and compute what the report shows.
@@ -216,7 +223,10 @@ def collect(
     frameworks' policy specs) are audited beside ``policies`` for the cost chart only.
     ``progress`` is told each stage (:class:`Progress`). The replay and the audit are
     spread over ``workers`` processes (default: one per core) from
-    :data:`POOL_FROM_RUNS` runs; the rows are the same either way.
+    :data:`POOL_FROM_RUNS` runs; the rows are the same either way. ``draw`` (chart
+    formats, as :func:`~contextledger.report.write_report` will be given them): the
+    ledger's charts are built as soon as the gates are known and drawn, in a worker
+    process, while the runs are replayed (``write_report`` hands that worker the rest).
 
     >>> data = collect(policies=["none", "sliding:keep=3"])
     >>> data.per_policy["policy"].to_list(), data.timeline["run_id"][0]
@@ -279,52 +289,61 @@ def collect(
     rows = with_uncertainty(compute_ledger(tables).rows(), min_offers=min_offers)
     gate_pieces, gate_total = gate_what_if(tables, min_offers=min_offers)
 
-    given = load_standings(standings).to_pylist() if standings is not None else []
+    association, labels_read = shown_association(tables), _label_count(tables)
+    chart_specs, drawing = _drawn_early(
+        draw, rows, association, gate_pieces, labels_read=labels_read, min_offers=min_offers
+    )
+    try:
+        given = load_standings(standings).to_pylist() if standings is not None else []
 
-    runs_read = tables.runs.num_rows
-    meter.stage(f"replaying {runs_read:,} runs under {len(parsed)} window policies")
-    if windows_note is not None:
-        parts = []
-    elif workers > 1 and runs_read >= POOL_FROM_RUNS:
-        parts = _replayed_in_workers(
-            archived, inputs, parsed, audited_policies, given, workers, meter
-        )
-    else:
-        parts = [
-            replay_and_audit(streams, parsed, audited_policies, [*held, *given])
-            for streams, held in batches()
-        ]
-    parts = parts or [replay_and_audit([], parsed, audited_policies)]
-    per_run = pl.concat(part for part, _ in parts)
-    audited = pl.concat(audit for _, audit in parts)
+        runs_read = tables.runs.num_rows
+        meter.stage(f"replaying {runs_read:,} runs under {len(parsed)} window policies")
+        if windows_note is not None:
+            parts = []
+        elif workers > 1 and runs_read >= POOL_FROM_RUNS:
+            parts = _replayed_in_workers(
+                archived, inputs, parsed, audited_policies, given, workers, meter
+            )
+        else:
+            parts = [
+                replay_and_audit(streams, parsed, audited_policies, [*held, *given])
+                for streams, held in batches()
+            ]
+        parts = parts or [replay_and_audit([], parsed, audited_policies)]
+        per_run = pl.concat(part for part, _ in parts)
+        audited = pl.concat(audit for _, audit in parts)
 
-    meter.stage("drawing the timeline")
-    label, run_id = _timeline_choice(per_run, parsed, timeline_policy, timeline_run)
-    timeline = pl.DataFrame(schema=TIMELINE_SCHEMA)
-    if run_id is not None and windows_note is None:
-        chosen = [
-            (stream, [*snapshot_standings, *given])
-            for streams, snapshot_standings in batches(run_id)
-            for stream in streams
-            if stream.run_id == run_id
-        ]
-        if not chosen:
-            msg = f"--timeline-run {run_id!r}: no such run among the inputs"
-            raise ValueError(msg)
-        stream, standing_rows = chosen[0]
-        known = timelines(standing_rows).get(run_id)
-        timeline = timeline_frame(
-            stream,
-            dict(parsed)[label],
-            known.at if known else None,
-            last_calls=charts.TIMELINE_CALLS,
-        )
+        meter.stage("drawing the timeline")
+        label, run_id = _timeline_choice(per_run, parsed, timeline_policy, timeline_run)
+        timeline = pl.DataFrame(schema=TIMELINE_SCHEMA)
+        if run_id is not None and windows_note is None:
+            chosen = [
+                (stream, [*snapshot_standings, *given])
+                for streams, snapshot_standings in batches(run_id)
+                for stream in streams
+                if stream.run_id == run_id
+            ]
+            if not chosen:
+                msg = f"--timeline-run {run_id!r}: no such run among the inputs"
+                raise ValueError(msg)
+            stream, standing_rows = chosen[0]
+            known = timelines(standing_rows).get(run_id)
+            timeline = timeline_frame(
+                stream,
+                dict(parsed)[label],
+                known.at if known else None,
+                last_calls=charts.TIMELINE_CALLS,
+            )
+    except BaseException:
+        if drawing is not None:
+            drawing.close()
+        raise
     return ReportData(
         inputs=[display_path(name) for name in names],
         tables=tables,
         rows=rows,
-        association=shown_association(tables),
-        labels_read=_label_count(tables),
+        association=association,
+        labels_read=labels_read,
         gate_pieces=gate_pieces,
         gate_total=gate_total,
         per_run=per_run,
@@ -342,7 +361,37 @@ def collect(
         stored_labels_from=stored_labels_from,
         windows_note=windows_note,
         policies_left_out=policies_left_out,
+        chart_specs=chart_specs,
+        drawing=drawing,
     )
+
+
+def _drawn_early(
+    formats: Sequence[str],
+    rows: pl.DataFrame,
+    association: pl.DataFrame,
+    gate_pieces: pl.DataFrame,
+    *,
+    labels_read: int,
+    min_offers: int,
+) -> tuple[dict[str, dict[str, Any]], Drawing | None]:
+    """The ledger's chart specs, handed to a drawing started now (one worker process:
+    vl-convert starts once, and these are drawn while the runs are replayed); none
+    without ``formats``."""
+    if not formats:
+        return {}, None
+    from altair.utils._importers import vl_version_for_vl_convert
+
+    from contextledger.drawing import start_drawing
+    from contextledger.report.figures import ledger_charts
+
+    built = ledger_charts(
+        rows, association, gate_pieces, labels_read=labels_read, min_offers=min_offers
+    )
+    specs = {name: chart.to_dict() for name, chart in built.items()}
+    drawing = start_drawing(formats, vl_version=vl_version_for_vl_convert())
+    drawing.add(specs)
+    return specs, drawing
 
 
 #: A label no labels file holds: the runs carrying none of the labels drawn.

@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import json
 import re
-from collections.abc import Callable
 from datetime import UTC, datetime
 from importlib.metadata import version
 from pathlib import Path
@@ -16,14 +15,13 @@ from typing import Any
 import altair as alt
 import polars as pl
 
-from contextledger import charts
-from contextledger.jobs.compare import comparison_table
 from contextledger.ledger.stats import ledger_csv_rows, outcomes_text, used_via_text
 from contextledger.read.otel import RUNNER_KIND as TRACE_RUNNER
 from contextledger.read.snapshot import SNAPSHOT_SUFFIXES
-from contextledger.report.advice import NEARLY_ALL_FACTS, findings, named_policy
+from contextledger.report.advice import NEARLY_ALL_FACTS, findings
 from contextledger.report.data import Progress, ReportData, _quiet, _shown, collect  # noqa: F401
 from contextledger.report.differences import DIFFERENCES, HEADERS
+from contextledger.report.figures import CHART_NAMES, build_charts, chart_specs  # noqa: F401
 from contextledger.report.frames import (
     accounting_comparison,
     gate_rows,
@@ -39,33 +37,6 @@ LEDGER_ROWS_SHOWN = 300
 PROBLEMS_LISTED = 50
 #: The files :func:`write_report` writes beside the page, by what they hold.
 LEDGER_CSV, REFUSED_CSV = "ledger.csv", "refused-runs.csv"
-#: Chart names, in the order the page shows them, and the file names they export to.
-CHART_NAMES = ("earn_rate", "outcomes", "gates", "policies", "policy_cost", "timeline")
-
-
-def build_charts(data: ReportData) -> dict[str, alt.TopLevelMixin]:
-    """The page's charts by name, in :data:`CHART_NAMES` order; one with nothing to draw
-    (no outcome labels, no piece the gates touched, no run) is left out."""
-    drawable = {
-        "earn_rate": data.rows.height > 0,
-        "outcomes": data.association.height > 0,
-        "gates": charts.gate_touched(data.gate_pieces).height > 0,
-        "policies": data.per_run.height > 0,
-        "policy_cost": data.audit.height > 0,
-        "timeline": data.timeline.height > 0,
-    }
-    build: dict[str, Callable[[], alt.TopLevelMixin]] = {
-        "earn_rate": lambda: charts.earn_rate_chart(data.rows, min_offers=data.min_offers),
-        "outcomes": lambda: charts.outcome_chart(data.association, label_count=data.labels_read),
-        "gates": lambda: charts.gate_chart(data.gate_pieces),
-        "policies": lambda: charts.policy_chart(data.per_run, named=named_policy(data)),
-        "policy_cost": lambda: charts.compare_chart(
-            comparison_table(data.audit, data.compared or data.policies),
-            named=named_policy(data),
-        ),
-        "timeline": lambda: charts.timeline_chart(data.timeline),
-    }
-    return {name: build[name]() for name in CHART_NAMES if drawable[name]}
 
 
 #: Outcome labels a ledger row of the page names (those the most of its runs carried).
@@ -249,9 +220,17 @@ def write_report(
     meter = progress or _quiet()
     out = Path(out_dir)
     meter.stage("writing the page")
-    specs = {name: chart.to_dict() for name, chart in build_charts(data).items()}
-    # drawn in worker processes while this one writes the page (vl-convert holds the GIL)
-    with draw_all(specs, formats, vl_version=vl_version_for_vl_convert()) as drawing:
+    specs = chart_specs(data)
+    # drawn in worker processes while this one writes the page (vl-convert holds the GIL):
+    # the one collect started, when it draws these formats, else workers started now
+    drawing, data.drawing = data.drawing, None
+    if drawing is not None and drawing.formats == tuple(formats):
+        drawing.add({name: spec for name, spec in specs.items() if name not in drawing.specs})
+    else:
+        if drawing is not None:
+            drawing.close()
+        drawing = draw_all(specs, formats, vl_version=vl_version_for_vl_convert())
+    with drawing:
         page = _write_page(data, out, specs)
         for done, name in enumerate(specs):
             if formats:
