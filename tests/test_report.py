@@ -983,3 +983,21 @@ def test_the_ledger_charts_are_drawn_while_the_runs_are_replayed_in_one_worker(
     for path in written:
         if path.name != "report.html":  # time-stamped
             assert (early / path).read_bytes() == (usual / path).read_bytes(), path
+
+
+def test_a_report_that_fails_before_drawing_stops_the_worker_collect_started(
+    tmp_path: Path, monkeypatch
+):
+    import contextledger.report.page as report_page
+
+    data = collect(policies=["none"], frameworks=[], draw=("svg",))
+    started = data.drawing
+    assert started is not None and started.pool is not None
+
+    def broken(_data):
+        raise RuntimeError("no chart")
+
+    monkeypatch.setattr(report_page, "chart_specs", broken)
+    with pytest.raises(RuntimeError, match="no chart"):
+        write_report(data, tmp_path, formats=("svg",))
+    assert started.pool is None and data.drawing is None

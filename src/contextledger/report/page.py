@@ -220,10 +220,15 @@ def write_report(
     meter = progress or _quiet()
     out = Path(out_dir)
     meter.stage("writing the page")
-    specs = chart_specs(data)
     # drawn in worker processes while this one writes the page (vl-convert holds the GIL):
     # the one collect started, when it draws these formats, else workers started now
     drawing, data.drawing = data.drawing, None
+    try:
+        specs = chart_specs(data)
+    except BaseException:
+        if drawing is not None:  # its worker would draw on, for nothing
+            drawing.close()
+        raise
     if drawing is not None and drawing.formats == tuple(formats):
         drawing.add({name: spec for name, spec in specs.items() if name not in drawing.specs})
     else:
