@@ -535,3 +535,38 @@ def test_the_archive_builds_messages_only_for_the_runs_replayed_exactly(
         run_id for got, _ in laid for run_id, w in zip(got.run_ids, got.windowed, strict=True) if w
     ]
     assert 0 < len(built) == len(windowed) < 301 and set(built) == set(windowed)
+
+
+def test_an_archive_holding_a_stream_for_every_run_names_none_without_reading_a_file(
+    sample_archive, monkeypatch
+):
+    """The rows each commit recorded say every run has its stream: no file is read to
+    find the runs left out (the report asks before every replay)."""
+    from contextledger.archive.location import Location
+    from contextledger.archive.tables import unreplayable_runs
+
+    archive = Archive.open(sample_archive)
+    monkeypatch.setattr(Location, "read_table", lambda *_, **__: pytest.fail("a file was read"))
+    assert unreplayable_runs(archive) == []
+
+
+def test_a_run_level_selection_reads_exactly_its_runs_window_rows(sample_archive):
+    """The window tables of the selected runs, kept as they are read, are the rows of
+    every run's that name them, in the same order."""
+    from contextledger.archive.tables import Selection, window_batches
+
+    archive = Archive.open(sample_archive)
+    chosen = ("s0003-loop", "s0001-fact-bench", "s9999-nosuch")
+    [(streams, messages, standings)] = window_batches(archive)
+    [(kept_streams, kept_messages, kept_standings)] = window_batches(
+        archive, Selection(run_ids=chosen)
+    )
+    for every, kept in (
+        (streams, kept_streams),
+        (messages, kept_messages),
+        (standings, kept_standings),
+    ):
+        expected = every.filter(pc.is_in(every["run_id"], value_set=pa.array(chosen)))
+        assert kept.equals(expected)
+    assert set(kept_streams["run_id"].to_pylist()) == {"s0003-loop", "s0001-fact-bench"}
+    assert kept_messages.num_rows > 0

@@ -7,6 +7,7 @@ import pytest
 from click.testing import CliRunner
 
 import contextledger.report
+import contextledger.report.data
 from contextledger.cli import main
 from contextledger.cli.common import EXIT_USAGE
 from contextledger.jobs.ingest import ingest
@@ -25,7 +26,7 @@ def test_a_wrong_timeline_run_fails_before_the_replay(tmp_path, monkeypatch, sou
         path = tmp_path / "archive"
         ingest([SAMPLE], path, workers=1)
     for replay in ("replay_and_audit", "replay_and_audit_tables"):  # in this process or not
-        monkeypatch.setattr(contextledger.report, replay, no_replay)
+        monkeypatch.setattr(contextledger.report.data, replay, no_replay)
     args = ["report", str(path), "-o", str(tmp_path / "out"), "--charts", "none"]
     result = CliRunner().invoke(main, [*args, "--timeline-run", "s9999-nosuch"])
     assert result.exit_code == EXIT_USAGE, result.output

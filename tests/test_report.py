@@ -231,7 +231,7 @@ def test_the_replay_spread_over_worker_processes_gives_the_rows_of_one(tmp_path:
     snapshots' streams or of an archive's window tables: none is replayed here, and the
     rows are those of one process replaying every run."""
     import contextledger.jobs.compare as compare_job
-    import contextledger.report as report_module
+    import contextledger.report.data as report_module
 
     chosen = {
         "policies": ["none", "sliding:keep=3"],
@@ -391,7 +391,7 @@ def test_a_chart_a_worker_cannot_draw_is_an_error_and_its_workers_are_stopped():
 def test_the_chart_script_is_bundled_once_and_kept_for_later_reports(tmp_path, monkeypatch):
     import vl_convert as vlc
 
-    from contextledger import report
+    from contextledger.report import script as report
 
     monkeypatch.setenv("CONTEXTLEDGER_CACHE", str(tmp_path / "cache"))
     report._vega_script.cache_clear()
@@ -501,10 +501,12 @@ def test_the_recommendation_weighs_its_cache_cost_from_the_audit():
 
 def test_nearly_is_the_documented_threshold(monkeypatch):
     from contextledger import report
+    from contextledger.report import advice as advice_module
 
     assert report.NEARLY_ALL_FACTS == 0.95
     assert "at least 95% of the facts `none`" in " ".join(REPORT_DOC.split())
-    monkeypatch.setattr(report, "NEARLY_ALL_FACTS", 0.8)  # 5 of 6 is enough: keep=3 is cheaper
+    # 5 of 6 is enough: keep=3 is cheaper
+    monkeypatch.setattr(advice_module, "NEARLY_ALL_FACTS", 0.8)
     advice = recommendation(sample_report())
     assert advice is not None and advice.startswith("Recommended window policy: sliding:keep=3")
     assert "5 of 6 declared facts (none: 6) for ~26,067 input tokens" in advice
@@ -583,7 +585,7 @@ def test_over_an_archive_without_streams_the_window_section_is_left_out_with_a_n
 def test_the_chart_script_is_bundled_on_a_thread_while_the_runs_are_replayed(monkeypatch):
     import threading
 
-    from contextledger import report
+    from contextledger.report import script as report
 
     called: list[str] = []
     started = threading.Event()
@@ -921,3 +923,81 @@ def test_a_tool_called_but_never_offered_is_not_counted_as_offered(tmp_path):
     offered = data.rows.height - 1
     assert f"{offered:,} context pieces were offered" in said[0]
     assert said[1].startswith("1 tool(s) called but never offered: get_weather")
+
+
+def test_an_archives_accounting_totals_are_counted_without_collecting_its_tables(
+    tmp_path, monkeypatch
+):
+    """The page's comparison of the two accountings over an archive counts its scans (the
+    reference's offers and uses are read for nothing else), with the totals of the same
+    runs read from their snapshots."""
+    from contextledger.archive import Archive, ArchiveTables
+
+    root = tmp_path / "archive"
+    ingest([SAMPLE], root, workers=1)
+    expected = accounting_comparison(read_runs(SAMPLE, mode="reference"), read_runs(SAMPLE))
+    monkeypatch.setattr(ArchiveTables, "_collect", lambda *_: pytest.fail("a table collected"))
+    archive = Archive.open(root)
+    archived = accounting_comparison(
+        ArchiveTables(archive, "reference"), ArchiveTables(archive, "corrected")
+    )
+    assert_frame_equal(archived, expected, check_exact=True)
+    assert expected.filter(pl.col("difference") != 0).height > 0
+
+
+def test_the_ledger_charts_are_drawn_while_the_runs_are_replayed_in_one_worker(
+    tmp_path: Path, monkeypatch
+):
+    """``collect(draw=...)`` hands the ledger's charts to one drawing worker before any
+    run is replayed (vl-convert starts once); ``write_report`` hands that worker the
+    rest, and every file is the bytes of a report drawn the usual way."""
+    import contextledger.report.data as report_data
+
+    chosen = {"policies": ["none", "sliding:keep=3"], "frameworks": ["openai_trim"]}
+    events: list[str] = []
+    added = drawing.Drawing.add
+    replay = report_data.replay_and_audit
+
+    def add(self, specs):
+        events.append("drawn: " + ", ".join(specs))
+        return added(self, specs)
+
+    def replayed(*args, **kwargs):
+        events.append("replayed")
+        return replay(*args, **kwargs)
+
+    usual = tmp_path / "usual"
+    write_report(collect(**chosen), usual, formats=("svg", "png"))
+    monkeypatch.setattr(drawing.Drawing, "add", add)
+    monkeypatch.setattr(report_data, "replay_and_audit", replayed)
+    monkeypatch.setattr(drawing, "draw_all", lambda *_, **__: pytest.fail("drawn anew"))
+    data = collect(**chosen, draw=("svg", "png"))
+    assert events == ["drawn: earn_rate, outcomes, gates", "replayed"]
+    assert data.drawing is not None and data.drawing.pool is not None
+    early = tmp_path / "early"
+    write_report(data, early, formats=("svg", "png"))
+    assert events[2:] == ["drawn: policies, policy_cost, timeline"]
+    assert data.drawing is None  # taken, and closed
+    written = sorted(path.relative_to(usual) for path in usual.rglob("*") if path.is_file())
+    assert written == sorted(p.relative_to(early) for p in early.rglob("*") if p.is_file())
+    for path in written:
+        if path.name != "report.html":  # time-stamped
+            assert (early / path).read_bytes() == (usual / path).read_bytes(), path
+
+
+def test_a_report_that_fails_before_drawing_stops_the_worker_collect_started(
+    tmp_path: Path, monkeypatch
+):
+    import contextledger.report.page as report_page
+
+    data = collect(policies=["none"], frameworks=[], draw=("svg",))
+    started = data.drawing
+    assert started is not None and started.pool is not None
+
+    def broken(_data):
+        raise RuntimeError("no chart")
+
+    monkeypatch.setattr(report_page, "chart_specs", broken)
+    with pytest.raises(RuntimeError, match="no chart"):
+        write_report(data, tmp_path, formats=("svg",))
+    assert started.pool is None and data.drawing is None

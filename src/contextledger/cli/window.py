@@ -351,6 +351,7 @@ def report_command(
             timeline_run=timeline_run,
             timeline_policy=timeline_policy,
             progress=meter,
+            draw=chart_formats,  # the ledger's charts are drawn while the runs are replayed
         )
     except (
         ArchiveError,

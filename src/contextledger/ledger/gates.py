@@ -139,7 +139,16 @@ def _ledger_before_each_run(offers: pl.DataFrame, uses: pl.DataFrame) -> pl.Data
 
 
 def _uses_cost(decisions: pl.DataFrame, uses: pl.DataFrame) -> pl.DataFrame:
-    """Per piece: the uses the gate would have lost, and those it put at risk."""
+    """Per piece: the uses the gate would have lost, and those it put at risk.
+
+    Only the decisions on a piece a run used are read: the others cost no use (at
+    10,000 synthetic runs, two in five offers).
+    """
+    decisions = decisions.join(
+        uses.select("run_id", "kind", "piece_id").unique(),
+        on=["run_id", "kind", "piece_id"],
+        how="semi",
+    )
     at_call = decisions.group_by("run_id", "call_index", "kind", "piece_id").agg(
         call_left_out=pl.col("left_out").any()
     )
