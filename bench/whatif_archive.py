@@ -81,7 +81,7 @@ def measure_archive(archive_dir: str, policies: list[str]) -> dict[str, Any]:
 def measure_memory(archive_dir: str, sets: list[list[str]]) -> list[dict[str, Any]]:
     """The same streams replayed from memory under each policy set: the replay alone."""
     from contextledger.archive import Archive
-    from contextledger.archive.tables import stream_batches
+    from contextledger.archive.windows import stream_batches
     from contextledger.window.whatif import parse_policies, whatif_table
 
     parsed = [parse_policies(policies) for policies in sets]

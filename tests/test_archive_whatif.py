@@ -18,7 +18,7 @@ from click.testing import CliRunner
 from polars.testing import assert_frame_equal
 
 from contextledger.archive import Archive, ArchiveTables
-from contextledger.archive.tables import NO_STREAM
+from contextledger.archive.windows import NO_STREAM
 from contextledger.cli import main
 from contextledger.cli.common import EXIT_UNREADABLE_INPUT, EXIT_USAGE
 from contextledger.jobs import synth
@@ -426,7 +426,7 @@ def assert_same_arrays(got, want) -> None:
 def column_built_and_message_built(archive_dir: Path, batch_runs: int):
     """Per batch of the archive: the arrays laid out from its stored columns, and from the
     ``Message`` streams rebuilt from them, with the batch's standings."""
-    from contextledger.archive.tables import window_batches
+    from contextledger.archive.windows import window_batches
     from contextledger.window.standings import timelines
     from contextledger.window.turn_arrays import turn_arrays, turn_arrays_from_tables
 
@@ -543,7 +543,7 @@ def test_an_archive_holding_a_stream_for_every_run_names_none_without_reading_a_
     """The rows each commit recorded say every run has its stream: no file is read to
     find the runs left out (the report asks before every replay)."""
     from contextledger.archive.location import Location
-    from contextledger.archive.tables import unreplayable_runs
+    from contextledger.archive.windows import unreplayable_runs
 
     archive = Archive.open(sample_archive)
     monkeypatch.setattr(Location, "read_table", lambda *_, **__: pytest.fail("a file was read"))
@@ -553,7 +553,8 @@ def test_an_archive_holding_a_stream_for_every_run_names_none_without_reading_a_
 def test_a_run_level_selection_reads_exactly_its_runs_window_rows(sample_archive):
     """The window tables of the selected runs, kept as they are read, are the rows of
     every run's that name them, in the same order."""
-    from contextledger.archive.tables import Selection, window_batches
+    from contextledger.archive.tables import Selection
+    from contextledger.archive.windows import window_batches
 
     archive = Archive.open(sample_archive)
     chosen = ("s0003-loop", "s0001-fact-bench", "s9999-nosuch")

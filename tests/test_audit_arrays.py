@@ -19,8 +19,8 @@ from contextledger.jobs.compare import parse_compared
 from contextledger.jobs.synth_model import synth_streams
 from contextledger.jobs.whatif import read_inputs
 from contextledger.report import DEFAULT_POLICIES
-from contextledger.window.audit import audit_table, audit_table_exact
-from contextledger.window.audit_arrays import KernelAudit
+from contextledger.window.audit import audit_table_exact
+from contextledger.window.audit_arrays import KernelAudit, audit_table
 from contextledger.window.cache_costs import CachePrices
 from contextledger.window.policies import Policy
 from contextledger.window.standings import timelines

@@ -16,13 +16,13 @@ from contextledger.report import COMPARE_POLICIES
 from contextledger.window.audit import (
     WIRE_COLUMNS,
     WIRE_KINDS,
-    audit_table,
     audit_table_exact,
     call_costs,
     describe_message,
     served_windows,
     wire_violations,
 )
+from contextledger.window.audit_arrays import audit_table
 from contextledger.window.frameworks._common import rewritten, with_calls_args_cleared
 from contextledger.window.standings import timelines
 

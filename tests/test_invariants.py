@@ -14,14 +14,14 @@ import pytest
 from click.testing import CliRunner
 
 from contextledger.archive import Archive, ArchiveTables
-from contextledger.archive.tables import stream_batches
+from contextledger.archive.windows import stream_batches
 from contextledger.cli import main
 from contextledger.jobs.ingest import ingest
 from contextledger.jobs.synth import synth_archive, synth_snapshots
 from contextledger.ledger.compute import ledger_inputs
 from contextledger.ledger.invariants import INVARIANTS, check_invariants
 from contextledger.tables.build import ACCOUNTING_MODES, RunTables, read_runs
-from contextledger.window.audit import wire_check
+from contextledger.window.audit_arrays import wire_check
 from contextledger.window.whatif import parse_policies
 
 from .conftest import SAMPLE

@@ -39,7 +39,7 @@ from contextledger.tables import build
 from contextledger.tables import files as table_files
 from contextledger.tables.build import ACCOUNTING_MODES, read_runs
 from contextledger.tables.windows import messages_table
-from contextledger.window.audit import wire_check
+from contextledger.window.audit_arrays import wire_check
 from contextledger.window.whatif import parse_policies
 
 from .conftest import REPO, SAMPLE
@@ -319,13 +319,20 @@ def test_the_report_reads_each_snapshot_once(tmp_path: Path, monkeypatch):
     for path in names:
         shutil.copy(path, folder)
     opened: list[Path] = []
-    real = table_files.iter_documents
+    whole, streamed = table_files.read_whole_document, table_files.iter_documents
 
-    def counted(path: Path):
+    def read_whole(path: Path, *args, **kwargs):
+        found = whole(path, *args, **kwargs)
+        if found is not None:  # None: only its head was read, and it is read below
+            opened.append(path)
+        return found
+
+    def read_streamed(path: Path):
         opened.append(path)
-        return real(path)
+        return streamed(path)
 
-    monkeypatch.setattr(table_files, "iter_documents", counted)  # where files are read
+    monkeypatch.setattr(table_files, "read_whole_document", read_whole)  # where files are read
+    monkeypatch.setattr(table_files, "iter_documents", read_streamed)
     data = collect([folder], policies=["none"])
     assert sorted(p.name for p in opened) == [p.name for p in names]
     assert data.reference is not None and data.reference.runs.num_rows == 5

@@ -36,7 +36,7 @@ def policy_chart(
 
     ``per_run`` is the what-if's per-(run, policy) frame
     (:func:`contextledger.jobs.whatif.whatif`), optionally with a ``wire_violations``
-    column (:func:`contextledger.window.audit.wire_check`). Each number is printed
+    column (:func:`contextledger.window.audit_arrays.wire_check`). Each number is printed
     beside its bar, so the findings' recommendation (``named``, drawn in its own
     colour beside ``baseline``) can be checked against the chart row by row.
 

@@ -2,7 +2,7 @@
 
 Reads the runs as the what-if does (snapshot paths, runs in memory, or an archive
 ``DIR?since=..``, a batch at a time), audits each (run, policy) with
-:func:`~contextledger.window.audit.audit_table` and puts the policies side by side:
+:func:`~contextledger.window.audit_arrays.audit_table` and puts the policies side by side:
 wire problems, facts reaching the answer, results rewritten, input tokens, prefix-cache
 invalidations and what the tokens cost with and without a prompt cache.
 """
@@ -29,12 +29,11 @@ from contextledger.window.audit import (
     AUDIT_SCHEMA,
     AnyPolicy,
     CachePrices,
-    audit_table,
     parse_audit_policy,
     wire_frame,
     without_tool_text,
 )
-from contextledger.window.audit_arrays import whatif_and_audit
+from contextledger.window.audit_arrays import audit_table, whatif_and_audit
 from contextledger.window.frameworks import FrameworkPolicy
 from contextledger.window.policies import Policy
 
@@ -153,7 +152,8 @@ def _compare_archive(
 ) -> Comparison | None:
     """:func:`compare` over an archive, a batch of runs at a time; None when ``paths``
     names none."""
-    from contextledger.archive.tables import archive_tables, stream_batches
+    from contextledger.archive.tables import archive_tables
+    from contextledger.archive.windows import stream_batches
 
     named = [paths] if isinstance(paths, str | Path) else paths
     if not all(isinstance(path, str | Path) for path in named):

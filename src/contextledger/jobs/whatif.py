@@ -375,7 +375,8 @@ def whatif_archive(
     """
     import time
 
-    from contextledger.archive.tables import STREAM_BATCH_RUNS, archive_tables, window_batches
+    from contextledger.archive.tables import archive_tables
+    from contextledger.archive.windows import STREAM_BATCH_RUNS, window_batches
 
     named = [paths] if isinstance(paths, str | Path) else paths
     tables = archive_tables([str(path) for path in named], ACCOUNTING_MODES[0])
@@ -447,7 +448,7 @@ def with_problems(replay: ArchiveReplay, tables: ArchiveTables) -> ArchiveReplay
     how many runs that leaves out (a whole file unread: an unknown number); and the
     ``run_id`` filter's ids that name no run the archive holds."""
     from contextledger.archive.store import runs_left_out
-    from contextledger.archive.tables import unreplayable_runs
+    from contextledger.archive.windows import unreplayable_runs
 
     unread = tables.unreadable(None).to_pylist()[len(tables.damage) :]
     unreplayable = unreplayable_runs(tables.archive, tables.selection)

@@ -25,10 +25,10 @@ from contextledger.report.data import (
     DEFAULT_POLICIES,
     FRAMEWORK_DEFAULTS,
     Progress,
-    ReportData,
     collect,
     shown_association,
 )
+from contextledger.report.model import ReportData
 from contextledger.report.page import CHART_NAMES, build_charts, render_html, write_report
 
 __all__ = [

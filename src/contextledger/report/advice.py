@@ -8,7 +8,7 @@ import math
 import polars as pl
 
 from contextledger import charts
-from contextledger.report.data import ReportData, collect  # noqa: F401  (collect: doctests)
+from contextledger.report.model import ReportData
 from contextledger.window.whatif import parse_policies
 
 #: The share of the facts keeping everything brings to the answer turn that a
@@ -104,6 +104,7 @@ def recommendation(data: ReportData) -> str | None:
     against the baseline (the audit's ``cost_with_cache``), since a window that moves
     breaks the cached prefix and may cost more than keeping everything.
 
+    >>> from contextledger.report.data import collect
     >>> advice = recommendation(collect(policies=["none", "sliding:keep=3", "sliding:keep=6"]))
     >>> advice.split(":")[0], advice.split(": ")[2]
     ('Recommended window policy', '6 of 6 declared facts (none')
@@ -115,6 +116,7 @@ def named_policy(data: ReportData) -> str | None:
     """The policy the findings name (:func:`recommendation`): the one recommended, else
     the closest to it, else the cheapest; the window charts draw its row apart.
 
+    >>> from contextledger.report.data import collect
     >>> named_policy(collect(policies=["none", "sliding:keep=3", "sliding:keep=6"]))
     'sliding:keep=6'
     """

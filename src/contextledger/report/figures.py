@@ -17,7 +17,7 @@ from contextledger import charts
 from contextledger.jobs.compare import comparison_table
 
 if TYPE_CHECKING:
-    from contextledger.report.data import ReportData
+    from contextledger.report.model import ReportData
 
 #: Chart names, in the order the page shows them, and the file names they export to.
 CHART_NAMES = ("earn_rate", "outcomes", "gates", "policies", "policy_cost", "timeline")

@@ -19,7 +19,7 @@ from contextledger.ledger.stats import ledger_csv_rows, outcomes_text, used_via_
 from contextledger.read.otel import RUNNER_KIND as TRACE_RUNNER
 from contextledger.read.snapshot import SNAPSHOT_SUFFIXES
 from contextledger.report.advice import NEARLY_ALL_FACTS, findings
-from contextledger.report.data import Progress, ReportData, _quiet, _shown, collect  # noqa: F401
+from contextledger.report.data import Progress, _quiet, collect  # noqa: F401
 from contextledger.report.differences import DIFFERENCES, HEADERS
 from contextledger.report.figures import CHART_NAMES, build_charts, chart_specs  # noqa: F401
 from contextledger.report.frames import (
@@ -28,6 +28,7 @@ from contextledger.report.frames import (
     refused_groups,
     refused_runs,
 )
+from contextledger.report.model import ReportData, _shown
 from contextledger.report.script import _bundle_soon
 from contextledger.window.audit import CachePrices
 

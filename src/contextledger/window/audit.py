@@ -508,27 +508,6 @@ def audit_run(
     return row
 
 
-def audit_table(
-    streams: Sequence[RunMessages],
-    policies: Sequence[tuple[str, AnyPolicy]],
-    standings_rows: Sequence[Mapping[str, Any]] = (),
-    prices: CachePrices | None = None,
-) -> pl.DataFrame:
-    """One :func:`audit_run` row per (run, policy), runs in order, policies as given:
-    agentfootprint's policies read from the what-if kernel where it holds the run
-    (:mod:`~contextledger.window.audit_arrays`), the rest as :func:`audit_table_exact`.
-
-    >>> from contextledger.jobs.whatif import read_inputs
-    >>> from contextledger.window.whatif import parse_policies
-    >>> streams = read_inputs("data/sample/s0003-loop.json.gz").streams
-    >>> audit_table(streams, parse_policies(["none"])).select("policy", "wire_problems").row(0)
-    ('none', 0)
-    """
-    from contextledger.window import audit_arrays  # (it reads this module's rules)
-
-    return audit_arrays.audit_table(streams, policies, standings_rows, prices)
-
-
 def audit_table_exact(
     streams: Sequence[RunMessages],
     policies: Sequence[tuple[str, AnyPolicy]],
@@ -592,25 +571,8 @@ def serving_alike(policy: AnyPolicy, *, armed: bool) -> AnyPolicy:
     return policy
 
 
-def wire_check(
-    streams: Sequence[RunMessages],
-    policies: Sequence[tuple[str, AnyPolicy]],
-    standings_rows: Sequence[Mapping[str, Any]] = (),
-) -> pl.DataFrame:
-    """Per (run, policy): how many problems :func:`wire_violations` finds in the windows
-    the policy would have served (``wire_violations``), and which kinds.
-
-    >>> from contextledger.jobs.whatif import read_inputs
-    >>> from contextledger.window.whatif import parse_policies
-    >>> streams = read_inputs("data/sample/s0003-loop.json.gz").streams
-    >>> wire_check(streams, parse_policies(["sliding:keep=1"])).row(0)
-    ('s0003-loop', 'sliding:keep=1', 0, [])
-    """
-    return wire_frame(audit_table(streams, policies, standings_rows))
-
-
 def wire_frame(audited: pl.DataFrame) -> pl.DataFrame:
-    """:func:`wire_check`'s columns from :func:`audit_table`'s rows."""
+    """:func:`~contextledger.window.audit_arrays.wire_check`'s columns from audit rows."""
     kinds = [
         pl.when(pl.col(column) > 0).then(pl.lit(kind))
         for kind, column in sorted(WIRE_COLUMNS.items())

@@ -32,6 +32,7 @@ from contextledger.window.audit import (
     describe_message,
     priced,
     recorded_cache,
+    wire_frame,
     wire_violations,
 )
 from contextledger.window.kernel import CallWindows, KernelResult, advance
@@ -70,6 +71,23 @@ def audit_table(
         laid = arrays if len(group) == len(streams) else take_runs(arrays, group)
         audit.kernel(group, laid, parsed)
     return audit.table(policies, own, standings_rows)
+
+
+def wire_check(
+    streams: Sequence[RunMessages],
+    policies: Sequence[tuple[str, AnyPolicy]],
+    standings_rows: Sequence[Mapping[str, Any]] = (),
+) -> pl.DataFrame:
+    """Per (run, policy): how many problems :func:`wire_violations` finds in the windows the
+    policy would have served (``wire_violations``), and which kinds.
+
+    >>> from contextledger.jobs.whatif import read_inputs
+    >>> from contextledger.window.whatif import parse_policies
+    >>> streams = read_inputs("data/sample/s0003-loop.json.gz").streams
+    >>> wire_check(streams, parse_policies(["sliding:keep=1"])).row(0)
+    ('s0003-loop', 'sliding:keep=1', 0, [])
+    """
+    return wire_frame(audit_table(streams, policies, standings_rows))
 
 
 def whatif_and_audit(

@@ -20,7 +20,8 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from contextledger.archive.tables import ArchiveTables, require_streams
+from contextledger.archive.tables import ArchiveTables
+from contextledger.archive.windows import require_streams
 from contextledger.jobs.spark.session import get_session
 from contextledger.jobs.spark.views import archive_of, read_table, to_polars
 from contextledger.jobs.whatif import ArchiveReplay, with_problems

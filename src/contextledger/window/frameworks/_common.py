@@ -11,18 +11,14 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from contextledger.read.messages import Message, RunMessages
+from contextledger.window.frameworks._history import RunHistory
+from contextledger.window.frameworks._history import TokensOf as TokensOf  # re-exported
 from contextledger.window.policies import MAX_SPEC_NUMBER, PolicySpecError
-
-if TYPE_CHECKING:
-    from contextledger.window.frameworks._history import RunHistory
-
-#: Counts one message's tokens (the caller's tokenizer, or :func:`estimated_tokens_of`).
-TokensOf = Callable[[Message], int]
 
 
 class FrameworkSpecError(PolicySpecError):

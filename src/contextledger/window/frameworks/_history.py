@@ -12,10 +12,14 @@ two are the same number); a float counter takes the policies' own loops.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from contextledger.read.messages import Message, RunMessages
-from contextledger.window.frameworks._common import TokensOf
+
+#: Counts one message's tokens (the caller's tokenizer, or
+#: :func:`~contextledger.window.frameworks._common.estimated_tokens_of`).
+TokensOf = Callable[[Message], int]
 
 
 class RunHistory:
