@@ -22,7 +22,7 @@ Pure functions, no I/O.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -145,11 +145,16 @@ def wire_violations(
     >>> [v.kind for v in wire_violations([Message("tool", "r", tool_call_id="c0"), call], ask)]
     ['head-not-user', 'orphan-result', 'unanswered-call', 'request-dropped']
     """
-    found: list[WireViolation] = []
+    return list(_violations(window, request))
+
+
+def _violations(window: Sequence[Message], request: Message | None) -> Iterator[WireViolation]:
+    """:func:`wire_violations`' problems one at a time, in its order (the audit counts
+    them and keeps the first, without listing them)."""
     for head, message in enumerate(window):
         if message.role != "system":
             if message.role != "user":
-                found.append(WireViolation("head-not-user", message, head))
+                yield WireViolation("head-not-user", message, head)
             break
     asked: set[str | None] = set()
     answered: set[str | None] = set()
@@ -158,7 +163,7 @@ def wire_violations(
         if message.role == "tool":
             call_id = message.tool_call_id
             if call_id not in asked:
-                found.append(WireViolation("orphan-result", message, position))
+                yield WireViolation("orphan-result", message, position)
             if call_id:
                 answered.add(call_id)
         if message.tool_calls:
@@ -168,14 +173,11 @@ def wire_violations(
     if not asked <= answered:  # some call is unanswered: name each, in window order
         for position in calling:
             message = window[position]
-            found.extend(
-                WireViolation("unanswered-call", message, position)
-                for call in message.tool_calls
-                if call.id not in answered
-            )
+            for call in message.tool_calls:
+                if call.id not in answered:
+                    yield WireViolation("unanswered-call", message, position)
     if request is not None and request not in window:  # Message compares by identity
-        found.append(WireViolation("request-dropped", request, -1))
-    return found
+        yield WireViolation("request-dropped", request, -1)
 
 
 def current_requests(stream: RunMessages) -> list[Message | None]:
@@ -316,46 +318,19 @@ def _wire_counts(
     window: Sequence[Message], request: Message | None
 ) -> tuple[tuple[int, ...], WireViolation | None]:
     """What :func:`wire_violations` finds, as the count of each of :data:`WIRE_KINDS` and
-    the first problem it lists; the same pass, without building every problem."""
-    head = orphans = unanswered = dropped = 0
+    the first problem it lists, without listing them all."""
+    counts = [0, 0, 0, 0]
     first: WireViolation | None = None
-    for position, message in enumerate(window):
-        if message.role != "system":
-            if message.role != "user":
-                head = 1
-                first = WireViolation("head-not-user", message, position)
-            break
-    asked: set[str | None] = set()
-    answered: set[str | None] = set()
-    calling: list[int] = []
-    for position, message in enumerate(window):
-        if message.role == "tool":
-            call_id = message.tool_call_id
-            if call_id not in asked:
-                orphans += 1
-                if first is None:
-                    first = WireViolation("orphan-result", message, position)
-            if call_id:
-                answered.add(call_id)
-        if message.tool_calls:
-            calling.append(position)
-            for call in message.tool_calls:
-                asked.add(call.id)
-    if not asked <= answered:
-        for position in calling:
-            message = window[position]
-            for call in message.tool_calls:
-                if call.id not in answered:
-                    unanswered += 1
-                    if first is None:
-                        first = WireViolation("unanswered-call", message, position)
-    if request is not None and request not in window:
-        dropped = 1
-        if first is None:
-            first = WireViolation("request-dropped", request, -1)
+    for violation in _violations(window, request):
+        first = first or violation
+        counts[_WIRE_POSITION[violation.kind]] += 1
     if first is None:
         return _NO_PROBLEM, None
-    return (head, orphans, unanswered, dropped), first
+    return tuple(counts), first
+
+
+#: Where each wire kind counts in :attr:`WindowFacts.wire`.
+_WIRE_POSITION = {kind: position for position, kind in enumerate(WIRE_KINDS)}
 
 
 @dataclass(slots=True)
