@@ -502,7 +502,8 @@ def _join_capped(pieces: Iterator[bytes], cap: int, what: str) -> bytes:
 
 #: A UTF-8 byte order mark, which some Windows tools write at the start of a file: not
 #: JSON, so it is dropped before a file's first document is read.
-_BOM = b"\xef\xbb\xbf"
+#: A UTF-8 byte-order mark, which some writers put first: no JSON, so it is dropped.
+BOM = b"\xef\xbb\xbf"
 
 
 def _json_lines(stream: IO[bytes], name: str, cap: int) -> Iterator[Document]:
@@ -525,7 +526,7 @@ def _json_lines(stream: IO[bytes], name: str, cap: int) -> Iterator[Document]:
                 if pieces:
                     line = b"".join([*pieces, line])
                 if number == 1:
-                    line = line.removeprefix(_BOM)
+                    line = line.removeprefix(BOM)
                 if not line.isspace():
                     yield Document(RunSource(name, number), line)
             pieces, size, start = [], 0, end + 1
@@ -542,7 +543,7 @@ def _json_lines(stream: IO[bytes], name: str, cap: int) -> Iterator[Document]:
         else:
             line = b"".join(pieces)
             if number == 1:
-                line = line.removeprefix(_BOM)
+                line = line.removeprefix(BOM)
             if not line.isspace():
                 yield Document(RunSource(name, number), line)
 
@@ -587,7 +588,7 @@ def iter_documents(
             raise ReadError(source, f"cannot be read ({error.strerror or error})") from None
         except _TooLarge as error:
             raise ReadError(source, str(error)) from None
-    yield Document(source, payload.removeprefix(_BOM))
+    yield Document(source, payload.removeprefix(BOM))
 
 
 #: Files up to this size as stored (a snapshot is about 70 KB gzip) are read at once by
@@ -655,7 +656,7 @@ def read_whole_document(
         raise ReadError(source, f"corrupt or truncated gzip ({error})") from None
     except _TooLarge as error:
         raise ReadError(source, str(error)) from None
-    document = Document(source, payload.removeprefix(_BOM))
+    document = Document(source, payload.removeprefix(BOM))
     return WholeFile(document, file_digest(data) if digest else None)
 
 

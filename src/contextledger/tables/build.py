@@ -22,7 +22,7 @@ from contextledger.read.cycles import collector_paused
 from contextledger.read.facts import RunFacts
 from contextledger.read.identity import RunIdentity, put_in_slot, unmatched_ids
 from contextledger.read.otel import RUNNER_KIND, Assembled, TraceRuns
-from contextledger.read.snapshot import ReadError, ReadProblem, RunSource, describe_empty
+from contextledger.read.snapshot import BOM, ReadError, ReadProblem, RunSource, describe_empty
 from contextledger.tables import ACCOUNTING_MODES as ACCOUNTING_MODES  # re-exported
 from contextledger.tables import columns
 from contextledger.tables.ahead import Reading, start_reading
@@ -697,7 +697,7 @@ def load_static_tools(path: str | Path) -> dict[str, list[str]]:
     """Read a static-tool-names sidecar: ``{run_id: [names]}`` JSON, or JSON Lines of
     ``{"run_id": ..., "static_tool_names": [...]}``."""
     path = Path(path)
-    data = path.read_bytes().removeprefix(b"\xef\xbb\xbf")  # a UTF-8 BOM is no JSON
+    data = path.read_bytes().removeprefix(BOM)  # a UTF-8 BOM is no JSON
     try:
         if path.suffix in (".jsonl", ".ndjson"):
             lines = [msgspec.json.decode(line) for line in data.splitlines() if line.strip()]

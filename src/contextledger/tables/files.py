@@ -25,6 +25,7 @@ from contextledger.read.otel import sniff as _sniff
 from contextledger.read.otel.functions import SNIFF_BYTES
 from contextledger.read.reference import record_run
 from contextledger.read.snapshot import (
+    BOM,
     TOO_DEEP,
     ReadError,
     ReadProblem,
@@ -288,7 +289,7 @@ def head_is_a_snapshot(head: bytes) -> bool:
     >>> head_is_a_snapshot(b'{"resourceSpans":[{"resource":'), head_is_a_snapshot(b'{}\\n')
     (False, False)
     """
-    opening = head.removeprefix(b"\xef\xbb\xbf").lstrip()
+    opening = head.removeprefix(BOM).lstrip()
     return (
         opening[:1] == b"{"
         and b"\n" not in head

@@ -32,7 +32,7 @@ from contextledger.read.otel._spill import (
     spans_held,
     write_parts,
 )
-from contextledger.read.snapshot import ReadError, ReadProblem, display_path, iter_documents
+from contextledger.read.snapshot import BOM, ReadError, ReadProblem, display_path, iter_documents
 
 #: Bytes of a file (decompressed) looked at to tell its format.
 SNIFF_BYTES = 1 << 16
@@ -93,7 +93,7 @@ _OBJECT_KEYS = msgspec.json.Decoder(dict[str, msgspec.Raw])
 def _top_keys(head: bytes) -> set[str] | None:
     """The keys of the first line's object when that line is whole in ``head`` and one
     JSON object; None when it cannot be told from the line alone."""
-    first, newline, _ = head.removeprefix(b"\xef\xbb\xbf").partition(b"\n")
+    first, newline, _ = head.removeprefix(BOM).partition(b"\n")
     if not newline:
         return None
     try:
@@ -234,7 +234,7 @@ def _pretty(path: Path) -> bool:
     """Whether the file holds one request written over many lines: its first line cannot
     end a JSON document (a lone ``{``, or ``{"resourceSpans": [``) and its second does not
     open one, as each line of JSON Lines does."""
-    head = _head(path, SNIFF_BYTES).removeprefix(b"\xef\xbb\xbf")
+    head = _head(path, SNIFF_BYTES).removeprefix(BOM)
     first, newline, rest = head.partition(b"\n")
     if not newline:
         return False
