@@ -764,6 +764,40 @@ def test_a_fleet_of_thousands_of_pieces_and_a_thousand_labels_draws_few_marks():
     assert len(page.encode()) < 4_000_000
 
 
+def test_the_ledger_table_groups_thousands_and_never_rounds_an_interval_to_nothing():
+    """At 10,000 runs the ledger table read ``7571`` offered beside ``605,680`` tokens,
+    and a piece never used in 2,157 offers showed ``0% to 0%``, which reads as certain:
+    its interval reaches 0.2%. The sample's ledger with every count times 1,000."""
+    from dataclasses import replace
+
+    from contextledger.ledger.stats import with_uncertainty
+
+    data = sample_report()
+    counts = ["offered", "used", "runs_seen", "approx_tokens_spent"]
+    scaled = data.rows.select(pl.exclude("earn_rate_low", "earn_rate_high"))
+    rows = with_uncertainty(scaled.with_columns(pl.col(counts) * 1000))
+    table = render_html(replace(data, rows=rows)).split('id="ledger"')[1].split("</table>")[0]
+    cells = re.findall(r'<td class="n">([^<]*)</td>', table)
+    assert "9,000" in cells and not any(cell.isdigit() and int(cell) >= 1000 for cell in cells)
+    never = rows.filter(pl.col("used") == 0, pl.col("judged"))["earn_rate_high"]
+    assert never.min() < 0.001 < never.max() < 0.005
+    assert "0.0% to &lt;0.1%" in table and f"0.0% to {never.max():.1%}" in table
+    assert "0.0% to 0.0%" not in table
+
+
+def test_the_outcome_chart_groups_thousands_in_its_counts():
+    """The sample's association with every run count times 1,000."""
+    from contextledger.charts.ledger import outcome_chart
+
+    association = sample_report().association
+    runs = [name for name in association.columns if name.startswith("runs_")]
+    chart = outcome_chart(association.with_columns(pl.col(runs) * 1000))
+    counts = [row["counts"] for rows in chart.to_dict()["datasets"].values() for row in rows]
+    grouped = r"\d{1,3}(,\d{3})*"
+    assert counts and all(re.fullmatch(f"{grouped} of {grouped}", text) for text in counts)
+    assert any(text.startswith("1,000 of") for text in counts)
+
+
 def test_the_outcome_association_drawn_counts_as_over_every_label():
     """The chart's labels are read with the others pooled: the same rows as the full
     association, without its piece-by-label grid (millions of rows for a fleet)."""

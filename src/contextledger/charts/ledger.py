@@ -17,6 +17,7 @@ from contextledger.charts.style import (
     _kind_scale,
     _largest,
     _largest_float,
+    _thousands,
     _title,
 )
 
@@ -260,7 +261,9 @@ def outcome_chart(
         "runs_labelled_with_label"
     ) * pl.col("runs_offered")
     data = data.with_columns(
-        counts=pl.format("{} of {}", "runs_offered_with_label", "runs_offered"),
+        counts=pl.format(
+            "{} of {}", _thousands("runs_offered_with_label"), _thousands("runs_offered")
+        ),
         direction=pl.when(ahead > 0)
         .then(pl.lit("more often than the base rate"))
         .when(ahead < 0)

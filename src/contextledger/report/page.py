@@ -72,11 +72,21 @@ def _ledger_rows(rows: pl.DataFrame) -> list[dict[str, Any]]:
         out.append(
             {
                 **row,
-                "interval": "" if low is None else f"{low:.0%} to {high:.0%}",
+                "interval": "" if low is None else f"{_bound(low)} to {_bound(high)}",
                 "idle": row["judged"] and row["used"] == 0,
             }
         )
     return out
+
+
+def _bound(share: float) -> str:
+    """An interval's bound as a percentage that never rounds to the ends: 0 < 0.004% is
+    "<0.1%", not "0.0%", which reads as certain."""
+    if 0 < share < 0.001:
+        return "<0.1%"
+    if 0.999 < share < 1:
+        return ">99.9%"
+    return f"{share:.1%}"
 
 
 def _ledger_csv(rows: pl.DataFrame) -> str:
