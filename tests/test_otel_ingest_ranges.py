@@ -41,8 +41,8 @@ ONCE = ("streams", "messages", "standings", "spans", "run_index")
 #: Tables whose rows are per commit: equal only when the runs are committed at once.
 PER_COMMIT = ("piece_totals", "label_credit")
 MANIFEST = ("sources", "quarantine")
-#: How an ingest's spill folder is named (jobs/ingest.py: spill_folder).
-SPILLS = "contextledger-ingest-spans-"
+#: How an ingest's spill folder is named (read/otel/_spill.py: spill_folder).
+SPILLS = "contextledger-spans-ingest-"
 
 
 @pytest.fixture(scope="module")

@@ -22,9 +22,7 @@ import gc
 import hashlib
 import os
 import shutil
-import tempfile
 import time
-import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future
 from pathlib import Path
@@ -54,7 +52,7 @@ from contextledger.jobs.ingest_report import IngestReport, Source
 from contextledger.processes import worker_pool
 from contextledger.progress import Progress
 from contextledger.read.cycles import collector_paused
-from contextledger.read.otel import SpillTo, TraceFileRead
+from contextledger.read.otel import SpillTo, TraceFileRead, spill_folder
 from contextledger.read.snapshot import display_path, find_snapshot_files
 from contextledger.tables import schema
 from contextledger.tables.build import ACCOUNTING_MODES, TraceInputs
@@ -72,12 +70,6 @@ Reader = Callable[
     [Sequence["Source"], Mapping[str, Sequence[str]], SpillTo | None],
     Iterator[tuple["Source", "FileRead"]],
 ]
-
-
-def spill_folder() -> str:
-    """A folder name of its own in the system's temporary folder, for an ingest's span
-    records past the budget; not made here (:class:`SpillTo`: the first writer makes it)."""
-    return os.path.join(tempfile.gettempdir(), f"contextledger-ingest-spans-{uuid.uuid4().hex}")
 
 
 def content_hash(path: str | Path) -> str:
@@ -145,7 +137,7 @@ def ingest(
         # a big trace file's span records wait on disk here (read.otel's budget): in its
         # reader's process as it is read, then until its runs are assembled; the folder
         # is made by the first that spills (none: nothing to leave behind if killed)
-        spill = spill_folder()
+        spill = spill_folder("ingest")
         try:
             # what a batch's reads hold is trees that reference counting frees: the cycle
             # collector only walked them, batch after batch (a quarter of this process's

@@ -9,6 +9,7 @@ memory does not grow with the archive.
 
 from __future__ import annotations
 
+import shutil
 import tempfile
 import warnings
 from collections.abc import Callable, Mapping, Sequence
@@ -23,7 +24,7 @@ from contextledger.progress import Progress
 from contextledger.read.findings import standings_from_snapshot
 from contextledger.read.identity import DUPLICATES, RunIdentity
 from contextledger.read.messages import RunMessages, rebuild_messages
-from contextledger.read.otel import SpillTo
+from contextledger.read.otel import SpillTo, spill_folder
 from contextledger.read.snapshot import (
     ReadProblem,
     Run,
@@ -78,28 +79,30 @@ def read_inputs(paths_or_runs: Any, *, meter: Progress | None = None) -> WhatIfI
     )
     inputs = WhatIfInputs()
     taken = _Taken()
-    # a big trace file's span records wait on disk here (read.otel's budget); removed at
-    # the end, or when the folder is collected (an error)
-    folder = tempfile.TemporaryDirectory(prefix="contextledger-whatif-spans-")
-    traces = TraceInputs((), messages=True, spill_folder=folder.name)
-    for item in items:
-        if isinstance(item, RunMessages):
-            taken.given(item)
-        elif isinstance(item, Run):
-            _take(taken, item)
-        else:
-            found = find_snapshot_files([item])
-            inputs.skipped.extend(found.skipped)
-            inputs.empty.extend(found.empty)
-            for done, path in enumerate(found.files):
-                if meter is not None and meter.due():
-                    meter.show(_reading_line(len(taken.runs), done, len(found.files), meter))
-                spill = SpillTo(folder.name)
-                read = traces.take(read_file(path, (), {}, False, streams=True, spill=spill))
-                _take_streams(inputs, taken, read)
-    if traces:  # a trace's spans may be in any file: its runs come once all are read
-        _take_streams(inputs, taken, traces.finish())
-    folder.cleanup()
+    # a big trace file's span records wait on disk here (read.otel's budget), in a folder
+    # made by the first that spills and removed at the end, error or not
+    folder = spill_folder("whatif")
+    try:
+        traces = TraceInputs((), messages=True, spill_folder=folder)
+        for item in items:
+            if isinstance(item, RunMessages):
+                taken.given(item)
+            elif isinstance(item, Run):
+                _take(taken, item)
+            else:
+                found = find_snapshot_files([item])
+                inputs.skipped.extend(found.skipped)
+                inputs.empty.extend(found.empty)
+                for done, path in enumerate(found.files):
+                    if meter is not None and meter.due():
+                        meter.show(_reading_line(len(taken.runs), done, len(found.files), meter))
+                    spill = SpillTo(folder)
+                    read = traces.take(read_file(path, (), {}, False, streams=True, spill=spill))
+                    _take_streams(inputs, taken, read)
+        if traces:  # a trace's spans may be in any file: its runs come once all are read
+            _take_streams(inputs, taken, traces.finish())
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
     taken.finish(inputs)
     return inputs
 

@@ -11,7 +11,6 @@ in this process, where a pool would cost more to start than it saves
 from __future__ import annotations
 
 import os
-import tempfile
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -19,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from contextledger.processes import worker_pool
-from contextledger.read.otel import SpillTo
+from contextledger.read.otel import SpillTo, removed_with, spill_folder
 from contextledger.read.snapshot import SnapshotFiles, find_snapshot_files
 from contextledger.tables.files import FileRead, read_for_tables
 
@@ -43,17 +42,20 @@ class Reading:
 
     found: SnapshotFiles
     results: Iterator[FileRead]
-    folder: tempfile.TemporaryDirectory[str] | None = None
-    #: Where the readers write span records past the budget (in :attr:`folder`).
+    #: Where the readers write span records past the budget (a folder made by the
+    #: first that does).
     spill: SpillTo | None = None
+
+    def __post_init__(self) -> None:
+        self._remove = None if self.spill is None else removed_with(self, self.spill.folder)
 
     def close(self) -> None:
         """Stop reading (the workers finish what they hold) and remove what they wrote."""
         close = getattr(self.results, "close", None)
         if close is not None:
             close()
-        if self.folder is not None:
-            self.folder.cleanup()
+        if self._remove is not None:
+            self._remove()
 
 
 def start_reading(
@@ -68,12 +70,11 @@ def start_reading(
     all to its workers now; the results come in file order as they are iterated."""
     found = find_snapshot_files(paths)
     files = found.files
-    folder = tempfile.TemporaryDirectory(prefix="contextledger-read-", ignore_cleanup_errors=True)
-    spill = SpillTo.budgeted(folder.name)
+    spill = SpillTo.budgeted(spill_folder("read"))
     count = workers if workers is not None else (os.cpu_count() or 1)
     if count <= 1 or json_bytes(files) < POOL_FROM_JSON_BYTES:
         here = (read_for_tables(path, modes, sidecar, strict, streams, spill) for path in files)
-        return Reading(found, here, folder, spill)
+        return Reading(found, here, spill)
     pool = worker_pool(count)
     total = len(files)
     submitted: list[Iterator[FileRead] | BaseException] = []
@@ -99,7 +100,7 @@ def start_reading(
 
     starter = threading.Thread(target=submit, name="contextledger-start-workers", daemon=True)
     starter.start()
-    return Reading(found, _then_closed(starter, submitted, pool), folder, spill)
+    return Reading(found, _then_closed(starter, submitted, pool), spill)
 
 
 def _then_closed(

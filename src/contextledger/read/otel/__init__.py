@@ -20,7 +20,7 @@ from contextledger.read.otel._runs import (
     decode_spans,
     encode_spans,
 )
-from contextledger.read.otel._spill import SpillTo
+from contextledger.read.otel._spill import SpillTo, removed_with, spill_folder
 from contextledger.read.otel.functions import (
     PROTOBUF,
     SNAKE_CASE,
@@ -49,5 +49,7 @@ __all__ = [
     "decode_spans",
     "encode_spans",
     "read_trace_file",
+    "removed_with",
     "sniff",
+    "spill_folder",
 ]

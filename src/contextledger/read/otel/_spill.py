@@ -15,9 +15,13 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import re
+import shutil
 import struct
 import tempfile
+import time
 import uuid
+import weakref
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -37,6 +41,11 @@ SPANS_HELD = 1 << 13
 PARTITIONS = 64
 #: The ordinal of records a file's reader wrote, given when the file is taken in.
 UNPLACED = -1
+#: A spill folder's name in the system's temporary folder: what it is for, the id of the
+#: process it belongs to, a unique part (:func:`spill_folder`).
+SPILL_NAME = re.compile(r"contextledger-spans-[a-z]+-(\d+)-[0-9a-f]{32}")
+#: A spill folder of a process that is gone is removed once left this long untouched.
+ABANDONED_AFTER_SECONDS = 600.0
 
 #: One record and the ordinal of the file it was read from (its reading order is the
 #: ordinal, then the record's position in its file).
@@ -106,6 +115,68 @@ class SpillTo:
     def budgeted(cls, folder: str) -> SpillTo:
         """A spill to ``folder`` with this process's budget (a worker is told it)."""
         return cls(folder, spans_held(None))
+
+
+def spill_folder(purpose: str) -> str:
+    """A new folder name in the system's temporary folder for span records past the
+    budget, not made here (:class:`SpillTo`: the first writer makes it). It carries this
+    process's id, so that a later command removes it if this process was killed before
+    it could (:func:`sweep_abandoned`, run here first)."""
+    sweep_abandoned()
+    name = f"contextledger-spans-{purpose}-{os.getpid()}-{uuid.uuid4().hex}"
+    return os.path.join(tempfile.gettempdir(), name)
+
+
+def removed_with(owner: object, folder: str) -> weakref.finalize:
+    """Remove ``folder`` (if it was made) when ``owner`` is collected or at exit; call the
+    result to remove it now."""
+    return weakref.finalize(owner, shutil.rmtree, folder, ignore_errors=True)
+
+
+def sweep_abandoned(root: str | None = None) -> list[str]:
+    """Remove the spill folders under ``root`` (the system's temporary folder) of this
+    user's processes that are gone: a process killed outright (SIGKILL, the machine
+    stopping) cannot remove its own. A folder touched in the last
+    :data:`ABANDONED_AFTER_SECONDS` is left, in case its process id belongs to a process
+    this one cannot see (another container sharing the folder). Returns those removed."""
+    removed = []
+    with contextlib.suppress(OSError), os.scandir(root or tempfile.gettempdir()) as entries:
+        for entry in entries:
+            matched = SPILL_NAME.fullmatch(entry.name)
+            if matched is None or _alive(int(matched[1])):
+                continue
+            try:
+                stat = entry.stat(follow_symlinks=False)
+                if not entry.is_dir(follow_symlinks=False) or stat.st_uid != os.getuid():
+                    continue
+                if time.time() - _last_touched(entry.path, stat.st_mtime) < ABANDONED_AFTER_SECONDS:
+                    continue
+            except OSError:
+                continue
+            shutil.rmtree(entry.path, ignore_errors=True)
+            removed.append(entry.path)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    """Whether a process ``pid`` exists (this user's or another's)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):
+        return True
+    return True
+
+
+def _last_touched(folder: str, modified: float) -> float:
+    """The latest change time of ``folder`` and of everything in it."""
+    latest = modified
+    for path, folders, files in os.walk(folder):
+        for name in folders + files:
+            with contextlib.suppress(OSError):
+                latest = max(latest, os.stat(os.path.join(path, name)).st_mtime)
+    return latest
 
 
 def made(folder: str) -> str:
@@ -299,12 +370,12 @@ class SpanSpill:
 
     def __init__(self, spans: int, folder: str | None = None) -> None:
         self.spans = spans
-        self._folder = tempfile.TemporaryDirectory(
-            prefix="contextledger-spans-",
-            dir=None if folder is None else made(folder),
-            ignore_cleanup_errors=True,
+        self.folder = made(
+            spill_folder("runs")
+            if folder is None
+            else os.path.join(made(folder), f"runs-{uuid.uuid4().hex}")
         )
-        self.folder = self._folder.name
+        self._remove = removed_with(self, self.folder)
         self._token = new_token()
         self._counts = [0] * PARTITIONS
         self._adopted: list[tuple[Spilled, int]] = []
@@ -465,7 +536,7 @@ class SpanSpill:
                     remove(part_path(spilled.folder, spilled.token, part))
         self._adopted = []
         self._held = []
-        self._folder.cleanup()
+        self._remove()
 
 
 def remove(path: str) -> None:
