@@ -42,7 +42,7 @@ ONCE = ("streams", "messages", "standings", "spans", "run_index")
 PER_COMMIT = ("piece_totals", "label_credit")
 MANIFEST = ("sources", "quarantine")
 #: How an ingest's spill folder is named (read/otel/_spill.py: spill_folder).
-SPILLS = "contextledger-spans-ingest-"
+SPILLS = "contextledger-spill-ingest-"
 
 
 @pytest.fixture(scope="module")

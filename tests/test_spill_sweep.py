@@ -39,7 +39,7 @@ def gone_pid() -> int:
 
 
 def folder(root: Path, pid: int, *, touched: float = OLD, purpose: str = "ingest") -> Path:
-    made = root / f"contextledger-spans-{purpose}-{pid}-{uuid.uuid4().hex}"
+    made = root / f"contextledger-spill-{purpose}-{pid}-{uuid.uuid4().hex}"
     (made / "runs-1").mkdir(parents=True)
     (made / "runs-1" / "token.0").write_bytes(b"x")
     for path in (made / "runs-1" / "token.0", made / "runs-1", made):
@@ -52,9 +52,9 @@ def test_only_the_untouched_folders_of_gone_processes_are_swept(tmp_path: Path):
     abandoned = folder(tmp_path, dead)
     recent = folder(tmp_path, dead, touched=time.time())
     live = folder(tmp_path, os.getpid())
-    other = tmp_path / f"contextledger-spans-x-{dead}-notahexname"
+    other = tmp_path / f"contextledger-spill-x-{dead}-notahexname"
     other.mkdir()
-    a_file = tmp_path / f"contextledger-spans-ingest-{dead}-{uuid.uuid4().hex}"
+    a_file = tmp_path / f"contextledger-spill-ingest-{dead}-{uuid.uuid4().hex}"
     a_file.write_bytes(b"")
     os.utime(a_file, (OLD, OLD))
     # a file written inside lately keeps its folder, whatever the folder's own time says
@@ -124,3 +124,32 @@ def test_the_next_ingest_removes_what_a_killed_ingest_spilled(tmp_path: Path):
     finally:
         tempfile.tempdir = old_tempdir
     assert not list(temporary.iterdir())
+
+
+def test_an_archive_replays_rows_wait_in_a_folder_the_sweep_knows(tmp_path, monkeypatch):
+    """``whatif ARCHIVE`` writes its rows to Parquet a batch at a time; killed, it left
+    them in a folder no command removed."""
+    import gc
+
+    from contextledger.jobs.whatif import whatif_archive
+    from contextledger.window.whatif import parse_policies
+
+    from .conftest import SAMPLE
+
+    ingest([SAMPLE], tmp_path / "archive", workers=1)
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temporary))
+    replay = whatif_archive(tmp_path / "archive", parse_policies(["sliding:keep=2"]))
+    assert replay is not None
+    (rows,) = temporary.iterdir()
+    matched = _spill.SPILL_NAME.fullmatch(rows.name)
+    assert (
+        matched
+        and matched[1] == str(os.getpid())
+        and rows.name.startswith("contextledger-spill-rows-")
+    )
+    assert replay.rows.collect().height == 14
+    del replay
+    gc.collect()
+    assert not rows.exists()

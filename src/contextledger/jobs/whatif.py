@@ -10,7 +10,6 @@ memory does not grow with the archive.
 from __future__ import annotations
 
 import shutil
-import tempfile
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -24,7 +23,7 @@ from contextledger.progress import Progress
 from contextledger.read.findings import standings_from_snapshot
 from contextledger.read.identity import DUPLICATES, RunIdentity
 from contextledger.read.messages import RunMessages, rebuild_messages
-from contextledger.read.otel import SpillTo, spill_folder
+from contextledger.read.otel import OwnFolder, SpillTo, spill_folder
 from contextledger.read.snapshot import (
     ReadProblem,
     Run,
@@ -300,7 +299,7 @@ class ArchiveReplay:
     runs: int
     seconds: float
     problems: list[ReadProblem] = field(default_factory=list)
-    spill: tempfile.TemporaryDirectory[str] | None = field(default=None, repr=False)
+    spill: OwnFolder | None = field(default=None, repr=False)
     #: What the reader doubted about runs it still replayed, as ingest stored it
     #: (``RunMessages.notes``): the same lines the files' what-if says.
     notes: list[str] = field(default_factory=list)
@@ -387,7 +386,7 @@ def whatif_archive(
         return None
     started = time.perf_counter()
     archive, selection = tables.archive, tables.selection
-    spill = tempfile.TemporaryDirectory(prefix="contextledger-whatif-")
+    spill = OwnFolder("rows")
     parts: list[str] = []
     notes: list[str] = []
     runs = 0

@@ -20,7 +20,7 @@ from contextledger.read.otel._runs import (
     decode_spans,
     encode_spans,
 )
-from contextledger.read.otel._spill import SpillTo, removed_with, spill_folder
+from contextledger.read.otel._spill import OwnFolder, SpillTo, removed_with, spill_folder
 from contextledger.read.otel.functions import (
     PROTOBUF,
     SNAKE_CASE,
@@ -42,6 +42,7 @@ __all__ = [
     "SNAKE_CASE",
     "ZSTD",
     "Assembled",
+    "OwnFolder",
     "SpillTo",
     "TraceFileRead",
     "TraceRun",

@@ -43,7 +43,7 @@ PARTITIONS = 64
 UNPLACED = -1
 #: A spill folder's name in the system's temporary folder: what it is for, the id of the
 #: process it belongs to, a unique part (:func:`spill_folder`).
-SPILL_NAME = re.compile(r"contextledger-spans-[a-z]+-(\d+)-[0-9a-f]{32}")
+SPILL_NAME = re.compile(r"contextledger-spill-[a-z]+-(\d+)-[0-9a-f]{32}")
 #: A spill folder of a process that is gone is removed once left this long untouched.
 ABANDONED_AFTER_SECONDS = 600.0
 
@@ -123,7 +123,7 @@ def spill_folder(purpose: str) -> str:
     process's id, so that a later command removes it if this process was killed before
     it could (:func:`sweep_abandoned`, run here first)."""
     sweep_abandoned()
-    name = f"contextledger-spans-{purpose}-{os.getpid()}-{uuid.uuid4().hex}"
+    name = f"contextledger-spill-{purpose}-{os.getpid()}-{uuid.uuid4().hex}"
     return os.path.join(tempfile.gettempdir(), name)
 
 
@@ -131,6 +131,16 @@ def removed_with(owner: object, folder: str) -> weakref.finalize:
     """Remove ``folder`` (if it was made) when ``owner`` is collected or at exit; call the
     result to remove it now."""
     return weakref.finalize(owner, shutil.rmtree, folder, ignore_errors=True)
+
+
+class OwnFolder:
+    """A :func:`spill_folder` made now (as :class:`tempfile.TemporaryDirectory`, but swept
+    by a later command if this process is killed): removed by :meth:`cleanup`, or when
+    collected, or at exit."""
+
+    def __init__(self, purpose: str) -> None:
+        self.name = made(spill_folder(purpose))
+        self.cleanup = removed_with(self, self.name)
 
 
 def sweep_abandoned(root: str | None = None) -> list[str]:
