@@ -48,7 +48,7 @@ class CachePrices:
                 raise ValueError(msg)
 
 
-def _wire_key(message: Message) -> tuple[Any, ...]:
+def wire_key(message: Message) -> tuple[Any, ...]:
     """What a cache compares: which message it is and the bytes it carries now (an
     edited message differs from its original)."""
     stream_index = message.index if message.index >= 0 and not message.window_authored else None
@@ -77,14 +77,14 @@ def shared_prefix(previous: Sequence[Message], current: Sequence[Message]) -> in
         if old is not new:
             if old.index != new.index and _in_stream(old) and _in_stream(new):
                 break  # two different messages of the run: their keys differ at once
-            if _wire_key(old) != _wire_key(new):
+            if wire_key(old) != wire_key(new):
                 break
         count += 1
     return count
 
 
 def _in_stream(message: Message) -> bool:
-    """The message is one the run appended: :func:`_wire_key` names it by its index."""
+    """The message is one the run appended: :func:`wire_key` names it by its index."""
     return message.index >= 0 and not message.window_authored
 
 
