@@ -12,6 +12,7 @@ audit's, column for column.
 
 from __future__ import annotations
 
+import array
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,15 +27,13 @@ from contextledger.window.audit import (
     WIRE_KINDS,
     AnyPolicy,
     CachePrices,
-    CallCost,
     RunFacts,
     describe_message,
-    priced,
     recorded_cache,
     served_windows,
     serving_alike,
 )
-from contextledger.window.cache_costs import wire_key
+from contextledger.window.cache_costs import priced_totals, wire_key
 from contextledger.window.frameworks._common import tokens_at_rate
 from contextledger.window.refusals import is_result
 from contextledger.window.replay import window_key
@@ -67,7 +66,7 @@ def audit_served(
     which: list[int] = []  # per output row, its replay
     for stream in streams:
         timeline = by_run.get(stream.run_id)
-        laid.start_run(stream, RunFacts.of(stream, timeline))
+        laid.start_run(stream, RunFacts.of(stream, timeline, sent=False))
         tokens_of = tokens_at_rate(laid.facts[-1].rate)
         replayed: dict[AnyPolicy, int] = {}
         for _, policy in policies:
@@ -117,10 +116,10 @@ class _Layout:
     facts: list[RunFacts] = field(default_factory=list)
     streams: list[RunMessages] = field(default_factory=list)
     messages: list[Message] = field(default_factory=list)
-    properties: list[tuple[int, ...]] = field(default_factory=list)
+    properties: list[int] = field(default_factory=list)  # _PROPERTIES of each, in a row
     call_ids: list[int] = field(default_factory=list)  # the calls each message makes, flat
     # per distinct window of a run (by the list served): its message ids, laid end to end
-    flat: list[int] = field(default_factory=list)
+    flat: array.array[int] = field(default_factory=lambda: array.array("q"))
     lengths: list[int] = field(default_factory=list)
     # per call's window (a row)
     window_of_row: list[int] = field(default_factory=list)
@@ -148,7 +147,7 @@ class _Layout:
         self.first_call.append(len(self.input_tokens))
         for call, request in zip(stream.calls, facts.requests, strict=True):
             # the window the call was sent: stream messages, so ids by their index
-            self.sent_flat += [numbered[i] for i in call.window_served]
+            self.sent_flat += map(numbered.__getitem__, call.window_served)
             self.sent_lengths.append(len(call.window_served))
             self.request.append(-1 if request is None else self._message_id(request))
             self.input_tokens.append(call.input_tokens)
@@ -181,7 +180,7 @@ class _Layout:
                 self._message_id(m) if n is None else n for n, m in zip(ids, window, strict=True)
             ]
         number = len(self.lengths)
-        self.flat += ids
+        self.flat.extend(ids)
         self.lengths.append(len(ids))
         self._lists[id(window)] = (window, number)  # the window held: its id stays its own
         return number
@@ -199,19 +198,17 @@ class _Layout:
         wire = keys.setdefault(wire_key(message), len(keys))
         sent = keys.setdefault(("sent", window_key(message)), len(keys))
         calls = self.call_numbers
-        self.properties.append(
-            (
-                message.chars,
-                _ROLES.get(message.role, 0),
-                calls.setdefault(call_id, len(calls)),
-                bool(call_id),
-                verbatim,
-                fact,
-                _EDITS.get(message.edit, 0),
-                wire,
-                sent,
-                len(message.tool_calls),
-            )
+        self.properties += (
+            message.chars,
+            _ROLES.get(message.role, 0),
+            calls.setdefault(call_id, len(calls)),
+            bool(call_id),
+            verbatim,
+            fact,
+            _EDITS.get(message.edit, 0),
+            wire,
+            sent,
+            len(message.tool_calls),
         )
         for call in message.tool_calls:
             self.call_ids.append(calls.setdefault(call.id, len(calls)))
@@ -305,7 +302,7 @@ class _Measured:
     @classmethod
     def of(cls, laid: _Layout) -> _Measured:
         message = laid.columns()
-        flat = np.asarray(laid.flat, dtype=np.int64)
+        flat = np.frombuffer(laid.flat, dtype=np.int64)
         sizes = np.asarray(laid.lengths, dtype=np.int64)
         window_starts = np.cumsum(sizes) - sizes
         window = np.asarray(laid.window_of_row, dtype=np.int64)
@@ -412,24 +409,21 @@ class _Measured:
         names = [None, "recorded", "estimated", "recorded+estimated"]
         source = np.where(from_recorded & from_estimate, 3, np.where(from_recorded, 1, 2))
         source *= ~unknown & (calls > 0)
-        out["input_tokens"] = [
-            None if u else t for u, t in zip(unknown, tokens.tolist(), strict=True)
-        ]
+        out["input_tokens"] = tokens
         out["input_tokens_from"] = [names[code] for code in source.tolist()]
-        out["cached_tokens"] = [
-            None if u else c for u, c in zip(unknown, cached.tolist(), strict=True)
-        ]
-        caches = [recorded_cache(laid.streams[r]) for r in runs]
-        out["recorded_cache_read_tokens"] = [read for read, _ in caches]
-        out["recorded_cache_write_tokens"] = [written for _, written in caches]
+        out["cached_tokens"] = cached
+        caches = [recorded_cache(stream) for stream in laid.streams]
+        out["recorded_cache_read_tokens"] = [caches[r][0] for r in runs]
+        out["recorded_cache_write_tokens"] = [caches[r][1] for r in runs]
         out["cache_invalidations"] = per_replay(self.invalidated.astype(np.int64))
-        costs = [
-            (None, None) if u else priced([CallCost(t, True, c, False)], prices)
-            for u, t, c in zip(unknown.tolist(), tokens.tolist(), cached.tolist(), strict=True)
-        ]
+        costs = priced_totals(tokens.tolist(), cached.tolist(), prices)
         out["cost_without_cache"] = [bare for bare, _ in costs]
         out["cost_with_cache"] = [cheap for _, cheap in costs]
-        return pl.DataFrame(out, schema=AUDIT_SCHEMA)
+        blank = ["input_tokens", "cached_tokens", "cost_without_cache", "cost_with_cache"]
+        return pl.DataFrame(out, schema=AUDIT_SCHEMA).with_columns(
+            pl.when(pl.Series(unknown)).then(None).otherwise(pl.col(name)).alias(name)
+            for name in blank
+        )
 
 
 def _wire(
@@ -493,7 +487,7 @@ def _wire(
     first_unanswered = _first_per(span[calling], unanswered, flat[calling], windows)
 
     # request-dropped: the run's current request is not in the window
-    held = np.sort(span * len(message["role"]) + flat)
+    held = np.sort(span * len(message["role"]) + flat, kind="stable")  # (nearly sorted)
     dropped = (request >= 0) & ~_member(window * len(message["role"]) + request, held)
 
     wire = np.stack([head_count[window], orphans[window], unanswered_count[window], dropped])
