@@ -12,7 +12,6 @@ audit's, column for column.
 
 from __future__ import annotations
 
-import array
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -119,7 +118,7 @@ class _Layout:
     properties: list[int] = field(default_factory=list)  # _PROPERTIES of each, in a row
     call_ids: list[int] = field(default_factory=list)  # the calls each message makes, flat
     # per distinct window of a run (by the list served): its message ids, laid end to end
-    flat: array.array[int] = field(default_factory=lambda: array.array("q"))
+    flat: list[int] = field(default_factory=list)
     lengths: list[int] = field(default_factory=list)
     # per call's window (a row)
     window_of_row: list[int] = field(default_factory=list)
@@ -136,7 +135,7 @@ class _Layout:
     # call ids interned; the run's keys interned, message ids by object, windows by list
     call_numbers: dict[str | None, int] = field(default_factory=dict)
     _keys: dict[Any, int] = field(default_factory=dict)
-    _ids: dict[int, int] = field(default_factory=dict)
+    _ids: dict[Message, int] = field(default_factory=dict)  # (a message hashes by identity)
     _lists: dict[int, tuple[Sequence[Message], int]] = field(default_factory=dict)
 
     def start_run(self, stream: RunMessages, facts: RunFacts) -> None:
@@ -174,22 +173,22 @@ class _Layout:
         held = self._lists.get(id(window))
         if held is not None:
             return held[1]
-        ids: list[Any] = list(map(self._ids.get, map(id, window)))
-        if None in ids:  # messages a policy wrote: numbered as they are met
-            ids = [
-                self._message_id(m) if n is None else n for n, m in zip(ids, window, strict=True)
-            ]
+        try:
+            ids = list(map(self._ids.__getitem__, window))
+        except KeyError:  # messages a policy wrote: numbered as they are met
+            known, number_of = self._ids.get, self._message_id
+            ids = [n if (n := known(m)) is not None else number_of(m) for m in window]
         number = len(self.lengths)
-        self.flat.extend(ids)
+        self.flat += ids
         self.lengths.append(len(ids))
         self._lists[id(window)] = (window, number)  # the window held: its id stays its own
         return number
 
     def _message_id(self, message: Message) -> int:
-        found = self._ids.get(id(message))
+        found = self._ids.get(message)
         if found is not None:
             return found
-        number = self._ids[id(message)] = len(self.messages)
+        number = self._ids[message] = len(self.messages)
         self.messages.append(message)
         call_id = message.tool_call_id
         verbatim = bool(call_id) and is_result(message) and not message.edit
@@ -302,7 +301,7 @@ class _Measured:
     @classmethod
     def of(cls, laid: _Layout) -> _Measured:
         message = laid.columns()
-        flat = np.frombuffer(laid.flat, dtype=np.int64)
+        flat = np.asarray(laid.flat, dtype=np.int64)
         sizes = np.asarray(laid.lengths, dtype=np.int64)
         window_starts = np.cumsum(sizes) - sizes
         window = np.asarray(laid.window_of_row, dtype=np.int64)
