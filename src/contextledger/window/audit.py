@@ -276,7 +276,11 @@ class RunFacts:
     steps: dict[tuple[int, int], CallCost] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, stream: RunMessages, timeline: StandingsTimeline | None) -> RunFacts:
+    def of(
+        cls, stream: RunMessages, timeline: StandingsTimeline | None, *, sent: bool = True
+    ) -> RunFacts:
+        """The run's facts; ``sent`` False leaves out the windows sent (a caller that reads
+        them from the stream's indices)."""
         final = timeline.final() if timeline else {}
         results = {m.tool_call_id for m in stream.messages if is_result(m) and m.tool_call_id}
         return cls(
@@ -284,7 +288,7 @@ class RunFacts:
             rate=stream.tokens_per_char(),
             final=final,
             facts_declared=sum(final.get(call_id) == "fact" for call_id in results),
-            sent=[stream.window(call.window_served) for call in stream.calls],
+            sent=[stream.window(call.window_served) for call in stream.calls] if sent else [],
         )
 
     def window_facts(self, position: int, call: ModelCall, window: list[Message]) -> WindowFacts:

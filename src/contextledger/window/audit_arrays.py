@@ -4,7 +4,8 @@ A served window is ``[notice] + whole turns``, so :func:`~contextledger.window.a
 measures follow from sets of turns: chars and answer facts are the kernel's, the cache prefix
 stops at the first turn or notice that differs, a turn carries the same wire problems in every
 window holding it. Where that may not hold (ids shared by turns, turns entering out of order, a
-new notice perhaps equal to the old) the run keeps the exact per-window audit.
+new notice perhaps equal to the old) the run keeps the per-window audit: its windows replayed
+one by one, then measured as the other frameworks' are (``window/audit_batch.py``).
 """
 
 from __future__ import annotations
@@ -27,7 +28,6 @@ from contextledger.window.audit import (
     CallCost,
     RunFacts,
     audit_run,
-    audit_table_exact,
     current_requests,
     describe_message,
     priced,
@@ -35,6 +35,7 @@ from contextledger.window.audit import (
     wire_frame,
     wire_violations,
 )
+from contextledger.window.audit_batch import audit_served
 from contextledger.window.kernel import CallWindows, KernelResult, advance
 from contextledger.window.policies import Policy
 from contextledger.window.replay import Replay
@@ -52,7 +53,8 @@ def audit_table(
     prices: CachePrices | None = None,
 ) -> pl.DataFrame:
     """:func:`~contextledger.window.audit.audit_table_exact`'s rows, agentfootprint's
-    policies audited from the kernel wherever it holds the run (the rest exactly).
+    policies audited from the kernel wherever it holds the run, the rest replayed window by
+    window (:func:`~contextledger.window.audit_batch.audit_served`).
 
     >>> from contextledger.jobs.whatif import read_inputs
     >>> from contextledger.window.whatif import parse_policies
@@ -63,7 +65,7 @@ def audit_table(
     prices = prices or CachePrices()
     own = [(label, policy) for label, policy in policies if isinstance(policy, Policy)]
     if not own or not streams:
-        return audit_table_exact(streams, policies, standings_rows, prices)
+        return audit_served(streams, policies, standings_rows, prices)
     arrays = turn_arrays(streams, timelines(standings_rows))
     audit = KernelAudit(streams, arrays, prices)
     parsed = [policy for _, policy in own]
@@ -138,7 +140,7 @@ class KernelAudit:
     ) -> None:
         self.streams, self.arrays, self.prices = streams, arrays, prices
         self.wire = _TurnWire.of(streams, arrays)
-        #: The runs the kernel can audit (others are audited exactly).
+        #: The runs the kernel can audit (others are replayed window by window).
         self.runs = [r for r in range(len(streams)) if self.wire.local[r]]
         self.passes: list[tuple[np.ndarray, _Tally, KernelResult]] = []
         #: Exact replays already made (by the what-if), by (run, policy given to passes).
@@ -170,7 +172,8 @@ class KernelAudit:
     ) -> pl.DataFrame:
         """:data:`AUDIT_SCHEMA` rows of ``policies``, runs in order, policies as given:
         from the tallies where a pass replayed the policy (``replayed``: the policies
-        every pass was given, in order) over a run it can audit, else exactly."""
+        every pass was given, in order) over a run it can audit, else from replays window by
+        window (:func:`~contextledger.window.audit_batch.audit_served`)."""
         count = len(policies)
         at: dict[tuple[str, AnyPolicy], int] = {pair: n for n, pair in enumerate(replayed)}
         wanted = [(p, at[pair]) for p, pair in enumerate(policies) if pair in at]
@@ -213,7 +216,7 @@ class KernelAudit:
         for left, runs in exact.items():
             chosen = [policies[p] for p in left]
             streams = [self.streams[r] for r in runs]
-            frames.append(audit_table_exact(streams, chosen, standings_rows, self.prices))
+            frames.append(audit_served(streams, chosen, standings_rows, self.prices))
             where = np.asarray(runs, dtype=np.int64)[:, None] * count + np.asarray(left)
             keys.append(where.reshape(-1))
         if not frames:

@@ -48,7 +48,7 @@ class CachePrices:
                 raise ValueError(msg)
 
 
-def _wire_key(message: Message) -> tuple[Any, ...]:
+def wire_key(message: Message) -> tuple[Any, ...]:
     """What a cache compares: which message it is and the bytes it carries now (an
     edited message differs from its original)."""
     stream_index = message.index if message.index >= 0 and not message.window_authored else None
@@ -77,14 +77,14 @@ def shared_prefix(previous: Sequence[Message], current: Sequence[Message]) -> in
         if old is not new:
             if old.index != new.index and _in_stream(old) and _in_stream(new):
                 break  # two different messages of the run: their keys differ at once
-            if _wire_key(old) != _wire_key(new):
+            if wire_key(old) != wire_key(new):
                 break
         count += 1
     return count
 
 
 def _in_stream(message: Message) -> bool:
-    """The message is one the run appended: :func:`_wire_key` names it by its index."""
+    """The message is one the run appended: :func:`wire_key` names it by its index."""
     return message.index >= 0 and not message.window_authored
 
 
@@ -168,10 +168,26 @@ def priced(costs: Sequence[CallCost], prices: CachePrices) -> tuple[float | None
         return None, None
     tokens = sum(c.tokens or 0 for c in costs)
     cached = sum(c.cached or 0 for c in costs)
+    return priced_totals([tokens], [cached], prices)[0]
+
+
+def priced_totals(
+    tokens: Sequence[int], cached: Sequence[int], prices: CachePrices
+) -> list[tuple[float, float]]:
+    """:func:`priced` of many runs' totals at once: ``tokens[n]`` input tokens over a run's
+    calls, ``cached[n]`` of them read from the cache.
+
+    >>> priced_totals([250, 3539], [100, 767], CachePrices())
+    [(250.0, 197.5), (3539.0, 3541.7)]
+    """
     read, write = _decimal(prices.read), _decimal(prices.write)
-    numerator = cached * read.numerator * write.denominator
-    numerator += (tokens - cached) * write.numerator * read.denominator
-    return float(tokens), numerator / (read.denominator * write.denominator)
+    at_read = read.numerator * write.denominator
+    at_write = write.numerator * read.denominator
+    denominator = read.denominator * write.denominator
+    return [
+        (float(total), (part * at_read + (total - part) * at_write) / denominator)
+        for total, part in zip(tokens, cached, strict=True)
+    ]
 
 
 @functools.lru_cache(maxsize=64)

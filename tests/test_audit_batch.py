@@ -1,0 +1,177 @@
+"""The audit of served windows as arrays over a batch is the per-window audit, row for row.
+
+Every :data:`AUDIT_SCHEMA` column of :func:`audit_served` compared exactly (floats bit for
+bit) against ``audit_table_exact``, which stays the reference, under every framework's
+policies and agentfootprint's: on the sample, the OpenTelemetry traces, the corpus and
+synthetic runs (with standings, long runs, many tool names, wire problems of each kind);
+each check also asserts the rows hold what they are meant to test, so that an equality
+is not two empty columns agreeing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from polars.testing import assert_frame_equal
+
+from contextledger.jobs.compare import FRAMEWORK_DEFAULTS, parse_compared
+from contextledger.jobs.synth_model import synth_streams
+from contextledger.jobs.whatif import read_inputs
+from contextledger.report import COMPARE_POLICIES
+from contextledger.window.audit import audit_table_exact
+from contextledger.window.audit_batch import audit_served
+from contextledger.window.cache_costs import CachePrices
+from contextledger.window.synthetic import (
+    Batch,
+    Result,
+    Said,
+    build_stream,
+    script_streams,
+    tool_batches,
+)
+
+from .conftest import REPO, SAMPLE, corpus_dir, require_corpus
+from .test_whatif_kernel import labelled_rows, mixed_runs
+from .test_whatif_properties import policies as random_policies
+
+#: The other frameworks' policies the report audits, and a few tighter ones.
+FRAMEWORKS = [
+    *FRAMEWORK_DEFAULTS,
+    "anthropic_clear:trigger=100,keep=1",
+    "autogen_buffered:buffer_size=2",
+    "mastra_token_limit:limit=150",
+    "langchain_trim:max_tokens=200,strategy=first",
+]
+
+
+def same_audit(streams, specs, standings_rows=(), prices=None):
+    """The two audits' rows, held equal; returns them."""
+    parsed = parse_compared(specs)
+    batch = audit_served(streams, parsed, standings_rows, prices)
+    exact = audit_table_exact(streams, parsed, standings_rows, prices)
+    assert_frame_equal(batch, exact, check_exact=True)
+    return batch
+
+
+@pytest.mark.parametrize("armed", [False, True], ids=["recorded standings", "every result"])
+def test_the_batch_audit_is_the_exact_audit_on_the_sample(armed):
+    inputs = read_inputs(SAMPLE)
+    rows = [*inputs.standings, *(labelled_rows(inputs.streams) if armed else [])]
+    audited = same_audit(inputs.streams, [*COMPARE_POLICIES, *FRAMEWORKS], rows)
+    assert audited["cache_invalidations"].sum() > 0
+    assert audited["answer_placeholders"].sum() > 0 and audited["answer_summaries"].sum() > 0
+    assert set(audited["input_tokens_from"].drop_nulls()) >= {"recorded", "estimated"}
+    assert (audited["facts_at_answer"].sum() > 0) == armed
+
+
+def test_the_batch_audit_is_the_exact_audit_on_traces_with_wire_problems():
+    inputs = read_inputs(REPO / "data" / "otel")
+    streams = inputs.streams
+    audited = same_audit(streams, [*COMPARE_POLICIES, *FRAMEWORKS], labelled_rows(streams))
+    assert audited["wire_orphan_result"].sum() > 0
+    assert audited["wire_unanswered_call"].sum() > 0
+    assert audited["first_problem_message"].drop_nulls().len() > 0
+
+
+def test_the_batch_audit_is_the_exact_audit_on_the_corpus():
+    require_corpus()
+    streams = read_inputs(sorted((corpus_dir() / "runs").iterdir())[::6]).streams
+    same_audit(streams, FRAMEWORKS)
+    audited = same_audit(streams, COMPARE_POLICIES, labelled_rows(streams, seed=11))
+    assert audited["wire_problems"].sum() > 0
+
+
+def test_the_batch_audit_is_the_exact_audit_on_synthetic_runs():
+    built = list(synth_streams(seed=4, first=0, count=120))
+    streams = [stream for stream, _ in built]
+    rows = [row for _, held in built for row in held]
+    prices = CachePrices(write=2, read=0.3)
+    audited = same_audit(streams, FRAMEWORKS, rows, prices)
+    assert audited["facts_declared"].sum() > 0
+    assert audited["cache_invalidations"].sum() > 0
+
+
+def test_the_batch_audit_is_the_exact_audit_on_the_bench_runs_with_standings():
+    built = list(script_streams(tool_batches(runs=60, calls=12, seed=5)))
+    streams = [stream for stream, _ in built]
+    rows = [row for _, held in built for row in held]
+    audited = same_audit(streams, FRAMEWORKS, rows)
+    assert audited["facts_at_answer"].sum() > 0
+    assert audited["wire_unanswered_call"].sum() > 0
+
+
+def test_the_batch_audit_is_the_exact_audit_on_long_runs_with_many_tools():
+    said = [Said("system", "rules"), Said("user", "go")]
+    steps = [
+        [Batch((Result(f"tool_{n}", 40 + 37 * n), Result(f"tool_{n + 80}", (n * 53) % 900)))]
+        for n in range(80)
+    ]
+    steps[10] = [Batch((Result("never", None),))]  # a call never answered
+    steps[30] = [Said("user", "and then")]
+    runs = [
+        build_stream("long", said, steps),
+        build_stream("long, no system", said[1:], steps[:70], request="?"),
+    ]
+    assert len(runs[0].calls) > 64
+    audited = same_audit(runs, [*FRAMEWORKS, "sliding:keep=3", "none"], labelled_rows(runs))
+    assert audited["wire_unanswered_call"].sum() > 0
+    assert audited["cached_tokens"].sum() > 0
+
+
+def test_every_wire_problem_is_counted_and_the_first_named_as_the_window_by_window_audit():
+    said = [Said("system", "rules"), Said("user", "go")]
+    steps = [
+        [Batch((Result("look", 900), Result("probe", 40)))],
+        [Batch((Result("look", None),))],  # never answered
+        [Said("assistant", "x")],
+        [Batch((Result("probe", 2),))],
+        [Batch((Result("fetch", 700),))],
+        [],
+    ]
+    runs = [
+        build_stream("envelope", said, steps),
+        build_stream("bare", [Said("assistant", "hi"), Said("user", "go")], steps),
+        build_stream("head", [Said("assistant", "hi"), *said], steps),
+        build_stream(
+            "changes", said, [*steps[:2], [Said("user", "then")], *steps[2:]], request="?"
+        ),
+        build_stream("no call", [Said("user", "go")], []),
+        build_stream(
+            "moved on",
+            [Said("user", "go")],
+            [[Said("assistant", "ok"), Said("user", "then")], [Said("assistant", "fine")], []],
+            request="go",
+        ),
+    ]
+    orphaned = runs[0].messages[:]
+    at = next(n for n, m in enumerate(orphaned) if m.role == "tool")
+    orphaned[at] = replace(orphaned[at], tool_call_id="c-nowhere")
+    runs.append(replace(runs[0], run_id="orphaned", messages=orphaned))
+    specs = [*FRAMEWORKS, "autogen_buffered:buffer_size=1", "sliding:keep=1"]
+    audited = same_audit(runs, specs)
+    kinds = set(audited["first_problem_kind"].drop_nulls())
+    assert {"head-not-user", "orphan-result", "unanswered-call", "request-dropped"} <= kinds
+    assert audited.filter(run_id="no call")["model_calls"].to_list() == [0] * len(specs)
+
+
+def test_no_runs_or_no_policies_give_no_rows():
+    streams = read_inputs(SAMPLE).streams[:2]
+    assert audit_served([], parse_compared(FRAMEWORKS)).height == 0
+    assert audit_served(streams, []).height == 0
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    runs=st.lists(st.integers(0, 1), min_size=1, max_size=3).flatmap(
+        lambda kinds: st.tuples(*(mixed_runs(f"run-{n}") for n in range(len(kinds))))
+    ),
+    specs=st.lists(random_policies, min_size=1, max_size=2),
+    frameworks=st.lists(st.sampled_from(FRAMEWORKS), min_size=1, max_size=3, unique=True),
+)
+def test_the_batch_audit_is_the_exact_audit_on_random_histories(runs, specs, frameworks):
+    streams = [stream for stream, _ in runs]
+    rows = [row for _, filed in runs for row in filed]
+    same_audit(streams, [*{p.spec: p.spec for p in specs}.values(), *frameworks], rows)
