@@ -34,6 +34,7 @@ import msgspec
 from contextledger.read import jsparse
 from contextledger.read.digest import file_digest
 from contextledger.read.gunzip import GZIP_MAGIC, GzipError, inflate, open_inflated
+from contextledger.read.memo import LastSnapshot
 
 #: The names read from input folders (compared in lower case): gzip is detected by
 #: content, so the name only says JSON or JSON Lines. A bare ``.gz`` says neither, and
@@ -154,10 +155,7 @@ class Snapshot(msgspec.Struct, rename="camel"):
         """The inner commit log of subflow ``key`` (``treeContext.history``). Asked again
         for the same snapshot, as each accounting of a grouped run asks in turn, it
         answers the log it decoded last (a fifth of ingest's decoding of such a run)."""
-        global _last_histories
-        if _last_histories[0] is not self:
-            _last_histories = (self, {})
-        decoded = _last_histories[1]
+        decoded = _HISTORIES.of(self)
         if key not in decoded:
             decoded[key] = self._decode_subflow_history(key)
         return decoded[key]
@@ -178,8 +176,8 @@ class Snapshot(msgspec.Struct, rename="camel"):
         return decode_raw(self.execution_tree, Any)
 
 
-#: The snapshot whose inner logs were decoded last, and those logs by subflow key.
-_last_histories: tuple[Snapshot | None, dict[str, list[Bundle] | None]] = (None, {})
+#: The inner logs of the snapshot read last, by subflow key.
+_HISTORIES = LastSnapshot()
 
 
 def decode_raw(raw: msgspec.Raw | bytes, into: Any) -> Any:
