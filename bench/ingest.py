@@ -303,7 +303,7 @@ def breakdown(snapshots: Path, count: int) -> None:
     steps: dict[str, Callable[[], object]] = {
         "worker: read, inflate (ISA-L), hash the file": lambda: [read_whole(p) for p in files],
         "worker: decode (msgspec)": lambda: [decode_run(document) for document in documents],
-        "worker: content digest (format + sha256)": lambda: [
+        "worker: content digest (format + BLAKE3)": lambda: [
             content_digest(document.payload) for document in documents
         ],
         # in turn, as a worker reads them: they share a run's log indexes and answer slice

@@ -29,7 +29,7 @@ from contextledger.ledger.compute import compute_ledger, ledger_inputs
 from contextledger.ledger.duckdb_views import ledger_rows_sql
 from contextledger.ledger.gates import gate_what_if
 from contextledger.ledger.stats import outcome_association
-from contextledger.read.digest import digest_kind
+from contextledger.read.digest import DIGEST_KIND, digest_kind
 from contextledger.read.identity import RunIdentity, content_digest
 from contextledger.read.snapshot import ReadError, RunSource
 from contextledger.report import collect, render_html
@@ -387,49 +387,57 @@ def stored_digests(root: Path) -> dict[str, str]:
 
 def copies_of_the_sample(folder: Path) -> Path:
     """The sample again elsewhere, with s0003-loop also pretty-printed (the same bytes
-    but for insignificant whitespace) and s0048-loop's commit log cut (other content)."""
+    but for insignificant whitespace), s0048-loop's commit log cut (other content) and
+    that cut run also under a new id (a new run)."""
     shutil.copytree(SAMPLE, folder)
     pretty = msgspec.json.format(gzip.decompress(LOOP.read_bytes()), indent=2)
     (folder / "pretty.json").write_bytes(pretty)
     cut = json.loads(gzip.decompress((folder / "s0048-loop.json.gz").read_bytes()))
     cut["snapshot"]["commitLog"].pop()
     (folder / "s0048-loop.json.gz").write_bytes(gzip.compress(json.dumps(cut).encode()))
+    cut["run_id"] = "s0048-cut"
+    (folder / "s0048-cut.json").write_text(json.dumps(cut))
     return folder
 
 
-def test_an_archive_of_blake2b_digests_knows_its_runs_after_their_files_are_gone(
-    tmp_path, monkeypatch
+@pytest.mark.parametrize("older", ["blake2b", "sha256"])
+def test_an_archive_of_older_digests_knows_its_runs_after_their_files_are_gone(
+    tmp_path, monkeypatch, older
 ):
-    """Archives written before digests named their kind hold blake2b-128 of each document
-    (bare, unnamed). A run arriving again is compared in the kind its archived copy was
-    stored in, so it is still known when the files it was ingested from are gone (none
-    left to read again): the same content is already archived, other content a conflict."""
+    """Archives written by older versions hold older kinds of digest: blake2b-128 of each
+    document (bare, unnamed: before digests named their kind), then sha256 (until
+    2026-12-02). A run arriving again is compared in the kind its archived copy was stored
+    in, so it is still known when the files it was ingested from are gone (none left to
+    read again): the same content is already archived, a pretty-printed copy too, other
+    content a conflict."""
     import contextledger.tables.files as files
 
     first, root = tmp_path / "first", tmp_path / "archive"
     shutil.copytree(SAMPLE, first)
-    with monkeypatch.context() as older:  # as versions before the named kinds wrote it
-        older.setattr(files, "content_digest", lambda payload: content_digest(payload, "blake2b"))
+    with monkeypatch.context() as before:  # as the versions that stored that kind wrote it
+        before.setattr(files, "content_digest", lambda payload: content_digest(payload, older))
         ingest([first], root, workers=1)
     stored = stored_digests(root)
-    assert len(stored) == 14 and {digest_kind(d) for d in stored.values()} == {"blake2b"}
+    assert len(stored) == 14 and {digest_kind(d) for d in stored.values()} == {older}
     shutil.rmtree(first)
     later = ingest([copies_of_the_sample(tmp_path / "later")], root, workers=1)
-    assert (later.runs_added, later.runs_already_archived, later.runs_conflicting) == (0, 14, 1)
+    assert (later.runs_added, later.runs_already_archived, later.runs_conflicting) == (1, 14, 1)
     assert [problem["run_id"] for problem in later.problems] == ["s0048-loop"]
     assert stored_digests(root) == stored  # an archive is append-only: its digests stay
+    [(new_digest, *_)] = archived_digests(Archive.open(root), ["s0048-cut"]).values()
+    assert digest_kind(new_digest) == DIGEST_KIND  # the new run in today's kind, beside them
     checked = run_cli("check", str(root))  # exit 1: the conflict stays quarantined
-    assert "invariants hold over 14 runs" in checked.stdout, checked.stderr
+    assert "invariants hold over 15 runs" in checked.stdout, checked.stderr
 
 
-def test_a_new_archive_stores_sha256_digests_and_compares_them_the_same_way(tmp_path):
+def test_a_new_archive_stores_blake3_digests_and_compares_them_the_same_way(tmp_path):
     first, root = tmp_path / "first", tmp_path / "archive"
     shutil.copytree(SAMPLE, first)
     ingest([first], root, workers=1)
-    assert {digest_kind(d) for d in stored_digests(root).values()} == {"sha256"}
+    assert {digest_kind(d) for d in stored_digests(root).values()} == {"blake3"}
     shutil.rmtree(first)
     later = ingest([copies_of_the_sample(tmp_path / "later")], root, workers=1)
-    assert (later.runs_added, later.runs_already_archived, later.runs_conflicting) == (0, 14, 1)
+    assert (later.runs_added, later.runs_already_archived, later.runs_conflicting) == (1, 14, 1)
 
 
 # ── which copy of one recording is kept ────────────────────────────

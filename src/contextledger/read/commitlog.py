@@ -180,15 +180,11 @@ class ForwardFold:
         self._segments = {key: key.split(PATH_DELIM) for key in keys}
         self.values: dict[str, Any] = dict.fromkeys(self._segments, ABSENT)
 
-    def step(self, bundle: Bundle) -> set[str]:
-        """Apply one bundle; return the folded keys it wrote."""
-        written: set[str] = set()
+    def step(self, bundle: Bundle) -> None:
+        """Apply one bundle to the folded keys it writes."""
         for entry in bundle.trace:
             segments = self._segments.get(entry.path)
-            if segments is None:
-                continue
-            self.values[entry.path] = apply_verb(
-                self.values[entry.path], entry.verb, bundle, segments
-            )
-            written.add(entry.path)
-        return written
+            if segments is not None:
+                self.values[entry.path] = apply_verb(
+                    self.values[entry.path], entry.verb, bundle, segments
+                )

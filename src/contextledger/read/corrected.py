@@ -103,6 +103,17 @@ def _appended_this_run(log: Sequence[Bundle], key: str, index: LogIndex) -> list
     Only the bundles that write ``key`` are visited (``index``)."""
     added: list[tuple[int, Any]] = []
     fold = ForwardFold((key,))
+    # each element's repr once: a set's elements are the next set's ``before`` (the same
+    # objects), and their reprs were most of the time this took; each is held here, so
+    # its id is not reused by another object while it counts
+    reprs: dict[int, tuple[Any, str]] = {}
+
+    def repr_of(item: Any) -> str:
+        found = reprs.get(id(item))
+        if found is None:
+            found = reprs[id(item)] = (item, repr(item))
+        return found[1]
+
     for position in index.positions.get(key, ()):
         bundle = log[position]
         before = fold.values[key]
@@ -116,10 +127,11 @@ def _appended_this_run(log: Sequence[Bundle], key: str, index: LogIndex) -> list
                 added.extend((position, item) for item in tail)
         after = fold.values[key]
         if "set" in verbs and isinstance(after, list):
-            previous = Counter(map(repr, before)) if isinstance(before, list) else Counter()
+            previous = Counter(map(repr_of, before)) if isinstance(before, list) else Counter()
             for item in after:
-                if previous[repr(item)]:
-                    previous[repr(item)] -= 1
+                written = repr_of(item)
+                if previous[written]:
+                    previous[written] -= 1
                 else:
                     added.append((position, item))
     return added

@@ -30,7 +30,8 @@ DEFAULT_BACKEND = next(iter(BACKENDS))
 #: bomb (1,000:1) inflates a megabyte at a time, never all at once.
 _READ = 1 << 18
 _PIECE = 1 << 20
-_MAGIC = b"\x1f\x8b"
+#: The first two bytes of a gzip stream: gzip is told by content, whatever the name.
+GZIP_MAGIC = b"\x1f\x8b"
 _GZIP_WBITS = 16 + zlib.MAX_WBITS  # one gzip member: header, deflate, CRC-32 and length checked
 
 TRUNCATED = "Compressed file ended before the end-of-stream marker was reached"
@@ -85,14 +86,14 @@ def inflate(
                 yield piece
             pending = member.unused_data if member.eof else member.unconsumed_tail
         pending = pending.lstrip(b"\0")  # zero padding between or after members
-        while len(pending) < len(_MAGIC):
+        while len(pending) < len(GZIP_MAGIC):
             more = stream.read(_READ)
             if not more:
                 break
             pending = (pending + more).lstrip(b"\0")
         if not pending:
             return
-        if not pending.startswith(_MAGIC):
+        if not pending.startswith(GZIP_MAGIC):
             raise GzipError(f"Not a gzipped file ({pending[:2]!r})")
 
 

@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 import msgspec
 
+from contextledger.read.memo import LastSnapshot
 from contextledger.read.snapshot import Bundle, Snapshot
 
 #: The state key the final answer is written to.
@@ -137,19 +138,16 @@ class LogIndex:
         return found[cut - 1] if cut else None
 
 
-#: The logs of the snapshot indexed last, each with its index (by ``id()``; an index keeps
+#: The logs of the snapshot read last, each with its index (by ``id()``; an index keeps
 #: its log, so the id is not reused): a run's two accountings and its answer slice index
 #: the same root and inner logs in turn.
-_indexed: tuple[Snapshot | None, dict[int, LogIndex]] = (None, {})
+_INDEXES = LastSnapshot()
 
 
 def log_index(snapshot: Snapshot, log: Sequence[Bundle]) -> LogIndex:
     """The :class:`LogIndex` of ``log`` (the root or an inner log of ``snapshot``), built
     once however often the snapshot's readers ask for it."""
-    global _indexed
-    if _indexed[0] is not snapshot:
-        _indexed = (snapshot, {})
-    indexes = _indexed[1]
+    indexes = _INDEXES.of(snapshot)
     found = indexes.get(id(log))
     if found is None or found.log is not log:
         found = indexes[id(log)] = LogIndex(log)
@@ -361,9 +359,9 @@ def keys_read(snapshot: Snapshot) -> dict[str, list[str]] | None:
     return keys_read_from_execution_tree(tree) if js_truthy(tree) else None
 
 
-#: The snapshot last sliced and its slice: both accountings of a run ask in turn (ingest
+#: The slice of the snapshot read last: both accountings of a run ask in turn (ingest
 #: reads every run under both), and a slice is a fifth of an accounting's time.
-_last_sliced: tuple[Snapshot, AnswerSlice | None] | None = None
+_SLICES = LastSnapshot()
 
 
 def answer_slice(
@@ -377,13 +375,12 @@ def answer_slice(
     ``finalContent`` never written. Asked again for the same snapshot object, it
     answers the slice it gave last.
     """
-    global _last_sliced
     if isinstance(source, Snapshot):
-        if _last_sliced is not None and _last_sliced[0] is source:
-            return _last_sliced[1]
-        log = source.commit_log or []
-        found = _slice(log, keys_read(source), index or log_index(source, log))
-        _last_sliced = (source, found)
+        sliced = _SLICES.of(source)
+        if "slice" not in sliced:
+            log = source.commit_log or []
+            sliced["slice"] = _slice(log, keys_read(source), index or log_index(source, log))
+        found: AnswerSlice | None = sliced["slice"]
         return found
     return _slice(source, keys_read_from_execution_tree(tree) if js_truthy(tree) else None)
 

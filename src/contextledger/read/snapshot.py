@@ -33,7 +33,8 @@ import msgspec
 
 from contextledger.read import jsparse
 from contextledger.read.digest import file_digest
-from contextledger.read.gunzip import GzipError, inflate, open_inflated
+from contextledger.read.gunzip import GZIP_MAGIC, GzipError, inflate, open_inflated
+from contextledger.read.memo import LastSnapshot
 
 #: The names read from input folders (compared in lower case): gzip is detected by
 #: content, so the name only says JSON or JSON Lines. A bare ``.gz`` says neither, and
@@ -154,10 +155,7 @@ class Snapshot(msgspec.Struct, rename="camel"):
         """The inner commit log of subflow ``key`` (``treeContext.history``). Asked again
         for the same snapshot, as each accounting of a grouped run asks in turn, it
         answers the log it decoded last (a fifth of ingest's decoding of such a run)."""
-        global _last_histories
-        if _last_histories[0] is not self:
-            _last_histories = (self, {})
-        decoded = _last_histories[1]
+        decoded = _HISTORIES.of(self)
         if key not in decoded:
             decoded[key] = self._decode_subflow_history(key)
         return decoded[key]
@@ -178,8 +176,8 @@ class Snapshot(msgspec.Struct, rename="camel"):
         return decode_raw(self.execution_tree, Any)
 
 
-#: The snapshot whose inner logs were decoded last, and those logs by subflow key.
-_last_histories: tuple[Snapshot | None, dict[str, list[Bundle] | None]] = (None, {})
+#: The inner logs of the snapshot read last, by subflow key.
+_HISTORIES = LastSnapshot()
 
 
 def decode_raw(raw: msgspec.Raw | bytes, into: Any) -> Any:
@@ -488,21 +486,35 @@ class _TooLarge(Exception):
     """A document past the cap (its message is the reason)."""
 
 
-def _join_capped(pieces: Iterator[bytes], cap: int, what: str) -> bytes:
-    """All of ``pieces`` joined; raises _TooLarge as soon as they pass ``cap`` bytes."""
+def _document_bytes(pieces: Iterator[bytes], packed: bool, cap: int) -> bytes:
+    """All of a file's ``pieces`` (inflated, when it is ``packed``) joined; raises
+    _TooLarge as soon as they pass ``cap`` bytes."""
     chunks: list[bytes] = []
     total = 0
     for chunk in pieces:
         total += len(chunk)
         if total > cap:
-            raise _TooLarge(_too_large(cap, what))
+            raise _TooLarge(_too_large(cap, "decompressed, the file" if packed else "the file"))
         chunks.append(chunk)
     return b"".join(chunks)
 
 
+@contextlib.contextmanager
+def _refusals(source: RunSource) -> Iterator[None]:
+    """What goes wrong reading a file's bytes, raised as the :class:`ReadError` every
+    reader words the same way: a damaged gzip, a failed read, a document past the cap."""
+    try:
+        yield
+    except GzipError as error:
+        raise ReadError(source, f"corrupt or truncated gzip ({error})") from None
+    except OSError as error:
+        raise ReadError(source, f"cannot be read ({error.strerror or error})") from None
+    except _TooLarge as error:
+        raise ReadError(source, str(error)) from None
+
+
 #: A UTF-8 byte order mark, which some Windows tools write at the start of a file: not
 #: JSON, so it is dropped before a file's first document is read.
-#: A UTF-8 byte-order mark, which some writers put first: no JSON, so it is dropped.
 BOM = b"\xef\xbb\xbf"
 
 
@@ -568,26 +580,17 @@ def iter_documents(
     """
     cap = max_document_bytes() if max_bytes is None else max_bytes
     source = RunSource(display_path(path))
-    with _open_regular(path, source) as handle:
-        try:
-            packed = handle.read(2) == b"\x1f\x8b"
-            handle.seek(0)
-            if _is_json_lines(path) if lines is None else lines:
-                stream = open_inflated(handle) if packed else handle
-                yield from _json_lines(stream, source.path, cap)
-                return
-            if packed:
-                payload = _join_capped(inflate(handle), cap, "decompressed, the file")
-            elif os.fstat(handle.fileno()).st_size > cap:
-                raise _TooLarge(_too_large(cap, "the file"))
-            else:
-                payload = _join_capped(iter(lambda: handle.read(_MIB), b""), cap, "the file")
-        except GzipError as error:
-            raise ReadError(source, f"corrupt or truncated gzip ({error})") from None
-        except OSError as error:
-            raise ReadError(source, f"cannot be read ({error.strerror or error})") from None
-        except _TooLarge as error:
-            raise ReadError(source, str(error)) from None
+    with _open_regular(path, source) as handle, _refusals(source):
+        packed = handle.read(2) == GZIP_MAGIC
+        handle.seek(0)
+        if _is_json_lines(path) if lines is None else lines:
+            stream = open_inflated(handle) if packed else handle
+            yield from _json_lines(stream, source.path, cap)
+            return
+        if not packed and os.fstat(handle.fileno()).st_size > cap:  # refused unread
+            raise _TooLarge(_too_large(cap, "the file"))
+        pieces = inflate(handle) if packed else iter(lambda: handle.read(_MIB), b"")
+        payload = _document_bytes(pieces, packed, cap)
     yield Document(source, payload.removeprefix(BOM))
 
 
@@ -629,33 +632,20 @@ def read_whole_document(
         return None
     cap = max_document_bytes() if max_bytes is None else max_bytes
     source = RunSource(display_path(path))
-    with _open_regular(path, source) as handle:
-        try:
-            if os.fstat(handle.fileno()).st_size > WHOLE_FILE_BYTES:
-                return None
-            data = handle.read()
-        except OSError as error:
-            raise ReadError(source, f"cannot be read ({error.strerror or error})") from None
-    try:
-        if data[:2] != b"\x1f\x8b":
-            if not head_is_a_snapshot(data[:head_bytes]):
-                return None
-            if len(data) > cap:
-                raise _TooLarge(_too_large(cap, "the file"))
-            payload = data
-        else:
-            pieces = inflate(io.BytesIO(data), head_bytes=head_bytes)
-            head = [next(pieces, b"")]
-            while head[-1] and sum(map(len, head)) < head_bytes:
-                head.append(next(pieces, b""))
-            if not head_is_a_snapshot(b"".join(head)[:head_bytes]):
-                return None
-            everything = itertools.chain(head, pieces)
-            payload = _join_capped(everything, cap, "decompressed, the file")
-    except GzipError as error:
-        raise ReadError(source, f"corrupt or truncated gzip ({error})") from None
-    except _TooLarge as error:
-        raise ReadError(source, str(error)) from None
+    with _open_regular(path, source) as handle, _refusals(source):
+        if os.fstat(handle.fileno()).st_size > WHOLE_FILE_BYTES:
+            return None
+        data = handle.read()
+    with _refusals(source):
+        packed = data[:2] == GZIP_MAGIC
+        pieces = inflate(io.BytesIO(data), head_bytes=head_bytes) if packed else iter([data])
+        head = [next(pieces, b"")]
+        while head[-1] and sum(map(len, head)) < head_bytes:
+            head.append(next(pieces, b""))
+        opening = head[0] if len(head[0]) >= head_bytes else b"".join(head)
+        if not head_is_a_snapshot(opening[:head_bytes]):
+            return None
+        payload = _document_bytes(itertools.chain(head, pieces), packed, cap)
     document = Document(source, payload.removeprefix(BOM))
     return WholeFile(document, file_digest(data) if digest else None)
 

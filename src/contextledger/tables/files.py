@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from contextledger.read import jsparse
+from contextledger.read import jsparse, memo
 from contextledger.read.cycles import collector_paused
 from contextledger.read.digest import content_digest
 from contextledger.read.facts import RunFacts
@@ -164,7 +164,10 @@ def read_file(
     ([('s0003-loop', ['corrected', 'reference'])], [])
     """
     with collector_paused():  # a tenth of reading's CPU otherwise (read/cycles.py)
-        return _read_file(path, modes, sidecar, strict, digest, windows, streams, spill)
+        try:
+            return _read_file(path, modes, sidecar, strict, digest, windows, streams, spill)
+        finally:  # nothing of its snapshots left for the collector to walk (read/memo.py)
+            memo.forget()
 
 
 def _read_file(

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import msgspec
 
-from contextledger.read.gunzip import GzipError, inflated_head
+from contextledger.read.gunzip import GZIP_MAGIC, GzipError, inflated_head
 from contextledger.read.otel._otlp import decode_request
 from contextledger.read.otel._spans import SpanRecord, span_record
 from contextledger.read.otel._spill import (
@@ -252,7 +252,7 @@ def _head(path: Path, size: int) -> bytes:
         if not stat.S_ISREG(os.stat(path).st_mode):
             return b""
         with path.open("rb") as handle:
-            packed = handle.read(2) == b"\x1f\x8b"
+            packed = handle.read(2) == GZIP_MAGIC
             handle.seek(0)
             if not packed:
                 return handle.read(size)
