@@ -664,3 +664,31 @@ def test_policies_reading_tool_text_are_left_out_over_an_archive_and_named(tmp_p
     assert report.exit_code == 0, report.output
     assert "openai_trim" in report.stderr and "not replayed over an archive" in report.stderr
     assert "Left out: openai_trim" in (out / "report.html").read_text(encoding="utf-8")
+
+
+def test_a_batch_replay_leaves_no_cycle_behind_for_the_paused_collector():
+    """``replay_and_audit`` runs with the cyclic collector paused: that is safe only while
+    a batch's replay makes no reference cycle. The sample and synthetic runs (standings,
+    long runs) under every policy the report compares: nothing left for the collector."""
+    import gc
+
+    from contextledger.jobs.compare import parse_compared, replay_and_audit
+    from contextledger.report import COMPARE_POLICIES, DEFAULT_POLICIES
+    from contextledger.window.synthetic import script_streams, tool_batches
+    from contextledger.window.whatif import parse_policies
+
+    built = list(script_streams(tool_batches(runs=12, calls=70, seed=5)))
+    streams = read_inputs(SAMPLE).streams + [stream for stream, _ in built]
+    standings = [row for _, rows in built for row in rows]
+    policies, compared = parse_policies(DEFAULT_POLICIES), parse_compared(COMPARE_POLICIES)
+    gc.collect()
+    gc.disable()
+    try:
+        per_run, audit = replay_and_audit(streams, policies, compared, standings)
+        left = gc.collect()
+    finally:
+        gc.enable()
+    assert per_run.height == len(streams) * len(policies)
+    assert audit.height == len(streams) * len(compared)
+    assert left == 0
+    assert gc.isenabled()

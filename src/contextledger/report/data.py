@@ -304,12 +304,12 @@ def _drawn_early(
     from altair.utils._importers import vl_version_for_vl_convert
 
     from contextledger.drawing import start_drawing
-    from contextledger.report.figures import ledger_charts
+    from contextledger.report.figures import ledger_charts, spec_of
 
     built = ledger_charts(
         rows, association, gate_pieces, labels_read=labels_read, min_offers=min_offers
     )
-    specs = {name: chart.to_dict() for name, chart in built.items()}
+    specs = {name: spec_of(chart) for name, chart in built.items()}
     drawing = start_drawing(formats, vl_version=vl_version_for_vl_convert())
     drawing.add(specs)
     return specs, drawing

@@ -21,7 +21,12 @@ from contextledger.read.snapshot import SNAPSHOT_SUFFIXES
 from contextledger.report.advice import NEARLY_ALL_FACTS, findings
 from contextledger.report.data import Progress, _quiet, collect  # noqa: F401
 from contextledger.report.differences import DIFFERENCES, HEADERS
-from contextledger.report.figures import CHART_NAMES, build_charts, chart_specs  # noqa: F401
+from contextledger.report.figures import (  # noqa: F401
+    CHART_NAMES,
+    build_charts,
+    chart_specs,
+    spec_of,
+)
 from contextledger.report.frames import (
     accounting_comparison,
     gate_rows,
@@ -133,7 +138,7 @@ def render_html(data: ReportData, built: dict[str, alt.TopLevelMixin] | None = N
     (False, 6)
     """
     built = build_charts(data) if built is None else built
-    return _render(data, {name: chart.to_dict() for name, chart in built.items()})
+    return _render(data, {name: spec_of(chart) for name, chart in built.items()})
 
 
 def _render(
