@@ -16,8 +16,6 @@ import time
 import uuid
 from pathlib import Path
 
-import pytest
-
 from contextledger.jobs.ingest import ingest
 from contextledger.jobs.whatif import read_inputs
 from contextledger.read.otel import _spill
@@ -89,7 +87,6 @@ ingest_module.ingest([sys.argv[1]], sys.argv[2], reader=reader)
 """
 
 
-@pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs SIGKILL")
 def test_the_next_ingest_removes_what_a_killed_ingest_spilled(tmp_path: Path):
     """The failing case: an ingest of a trace file past the budget, killed while its
     records waited on disk, left its folder; an ingest afterwards removes it (once it has
