@@ -5,13 +5,16 @@ bit) against ``audit_table_exact``, which stays the reference, under every frame
 policies and agentfootprint's: on the sample, the OpenTelemetry traces, the corpus and
 synthetic runs (with standings, long runs, many tool names, wire problems of each kind);
 each check also asserts the rows hold what they are meant to test, so that an equality
-is not two empty columns agreeing.
+is not two empty columns agreeing. The framework policies whose replays answer from the
+run's shared history (``window_at``, which both audits read) are also held to the audit of
+the windows their own ``advance`` serves call by call, which shares none of that code.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
 
+import polars as pl
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -21,9 +24,12 @@ from contextledger.jobs.compare import FRAMEWORK_DEFAULTS, parse_compared
 from contextledger.jobs.synth_model import synth_streams
 from contextledger.jobs.whatif import read_inputs
 from contextledger.report import COMPARE_POLICIES
-from contextledger.window.audit import audit_table_exact
+from contextledger.window.audit import AUDIT_SCHEMA, RunFacts, audit_run, audit_table_exact
 from contextledger.window.audit_batch import audit_served
 from contextledger.window.cache_costs import CachePrices
+from contextledger.window.frameworks import parse_framework_policy
+from contextledger.window.frameworks._common import tokens_at_rate
+from contextledger.window.standings import timelines
 from contextledger.window.synthetic import (
     Batch,
     Result,
@@ -45,6 +51,47 @@ FRAMEWORKS = [
     "mastra_token_limit:limit=150",
     "langchain_trim:max_tokens=200,strategy=first",
 ]
+
+
+#: Policies replayed from the run's shared history, with the keys their fast paths branch on.
+SHARED = [
+    "autogen_buffered:buffer_size=8",
+    "autogen_buffered:buffer_size=1",
+    "autogen_head_tail:head_size=2,tail_size=8",
+    "autogen_head_tail:head_size=0,tail_size=2",
+    "autogen_head_tail:head_size=3,tail_size=1",
+    "langchain_trim:max_tokens=600",
+    "langchain_trim:max_tokens=600,start_on=human",
+    "langchain_trim:max_tokens=300,strategy=first,end_on=ai|human",
+    "langchain_trim:max_tokens=800,include_system=true,start_on=human",
+    "langchain_trim:max_tokens=1",
+    "mastra_token_limit:limit=600",
+    "mastra_token_limit:limit=150,trim_mode=contiguous",
+    "anthropic_clear:trigger=1000",
+    "anthropic_clear:trigger=200,keep=2,clear_at_least=50,exclude_tools=search",
+    "langchain_clear:trigger=1000",
+    "langchain_clear:trigger=tokens:300|messages:6,keep=messages:1",
+]
+
+
+def own_loop_audit(streams, specs, standings_rows=(), prices=None):
+    """:func:`audit_run` rows of the windows each framework policy's own ``advance`` serves,
+    the history rebuilt at every call (no shared history, no fast path)."""
+    by_run = timelines(standings_rows)
+    rows = []
+    for stream in streams:
+        timeline = by_run.get(stream.run_id)
+        facts = RunFacts.of(stream, timeline)
+        tokens_of = tokens_at_rate(facts.rate)
+        for spec in specs:
+            policy = parse_framework_policy(spec)
+            history, served = [], []
+            for call in stream.calls:
+                history = history + stream.entering_before(call.ordinal)
+                window, history = policy.advance(history, tokens_of=tokens_of)
+                served.append(window)
+            rows.append(audit_run(stream, spec, served, timeline, prices, facts))
+    return pl.DataFrame(rows, schema=AUDIT_SCHEMA, orient="row")
 
 
 def same_audit(streams, specs, standings_rows=(), prices=None):
@@ -175,3 +222,48 @@ def test_the_batch_audit_is_the_exact_audit_on_random_histories(runs, specs, fra
     streams = [stream for stream, _ in runs]
     rows = [row for _, filed in runs for row in filed]
     same_audit(streams, [*{p.spec: p.spec for p in specs}.values(), *frameworks], rows)
+
+
+def shared_runs():
+    """The sample, synthetic runs with standings and the bench's runs, and their standings."""
+    inputs = read_inputs(SAMPLE)
+    built = [
+        *synth_streams(seed=4, first=0, count=40),
+        *script_streams(tool_batches(runs=20, calls=12, seed=5)),
+    ]
+    streams = [*inputs.streams, *(stream for stream, _ in built)]
+    return streams, [*inputs.standings, *(row for _, held in built for row in held)]
+
+
+def test_the_batch_audit_is_the_audit_of_each_policys_own_loop():
+    streams, rows = shared_runs()
+    prices = CachePrices(write=2, read=0.3)
+    audited = audit_served(streams, parse_compared(SHARED), rows, prices)
+    assert_frame_equal(audited, own_loop_audit(streams, SHARED, rows, prices), check_exact=True)
+    assert audited["answer_placeholders"].sum() > 0 and audited["cache_invalidations"].sum() > 0
+    assert audited["facts_at_answer"].sum() > 0 and audited["wire_problems"].sum() > 0
+
+
+@pytest.mark.parametrize("broken", ["autogen buffer one short", "trim keeps one more"])
+def test_a_broken_shared_history_rule_is_found(broken, monkeypatch):
+    from contextledger.window.frameworks import autogen, langchain
+
+    cls = autogen.AutoGenBuffered if broken.startswith("autogen") else langchain.LangChainTrim
+    window_at = cls.window_at
+
+    def broken_window(self, run, call):
+        window = window_at(self, run, call)
+        history = run.histories[call]
+        if broken.startswith("autogen"):
+            return window[1:] if len(window) > 1 else window
+        return history[-len(window) - 1 :] if 0 < len(window) < len(history) else window
+
+    monkeypatch.setattr(cls, "window_at", broken_window)
+    specs = [SHARED[0] if cls is autogen.AutoGenBuffered else "langchain_trim:max_tokens=600"]
+    streams, rows = shared_runs()
+    with pytest.raises(AssertionError):
+        assert_frame_equal(
+            audit_served(streams, parse_compared(specs), rows),
+            own_loop_audit(streams, specs, rows),
+            check_exact=True,
+        )
