@@ -18,6 +18,7 @@ from polars.testing import assert_frame_equal
 from contextledger.jobs.compare import parse_compared
 from contextledger.jobs.synth_model import synth_streams
 from contextledger.jobs.whatif import read_inputs
+from contextledger.read.messages import RunMessages
 from contextledger.report import DEFAULT_POLICIES
 from contextledger.window.audit import audit_table_exact
 from contextledger.window.audit_arrays import KernelAudit, audit_table
@@ -98,7 +99,9 @@ def test_the_kernel_audit_is_the_exact_audit_on_synthetic_runs():
     assert audited["input_tokens_from"].n_unique() >= 2
 
 
-def test_every_wire_problem_is_found_turn_by_turn_and_named_first_as_the_replay_names_it():
+def wire_problem_runs() -> list[RunMessages]:
+    """Runs whose windows break each wire rule: a call never answered, a head that is
+    not the user's, a request that changes, a run with no call."""
     said = [Said("system", "rules"), Said("user", "go")]
     steps = [
         [Batch((Result("look", 900), Result("probe", 40)))],
@@ -108,7 +111,7 @@ def test_every_wire_problem_is_found_turn_by_turn_and_named_first_as_the_replay_
         [Batch((Result("fetch", 700),))],
         [],
     ]
-    runs = [
+    return [
         build_stream("envelope", said, steps),
         build_stream("bare", [Said("assistant", "hi"), Said("user", "go")], steps),
         build_stream("head", [Said("assistant", "hi"), *said], steps),
@@ -117,6 +120,10 @@ def test_every_wire_problem_is_found_turn_by_turn_and_named_first_as_the_replay_
         ),
         build_stream("no call", [Said("user", "go")], []),
     ]
+
+
+def test_every_wire_problem_is_found_turn_by_turn_and_named_first_as_the_replay_names_it():
+    runs = wire_problem_runs()
     assert sorted(turn_arrays(runs).fallback) == [3]  # audited exactly, in its place
     specs = ["none", "sliding:keep=1", "sliding:keep=2,ledger_facts=1", "token_budget:threshold=50"]
     assert kernel_rows(runs, specs) == 4 * len(specs)

@@ -40,6 +40,7 @@ from contextledger.window.synthetic import (
 )
 
 from .conftest import REPO, SAMPLE, corpus_dir, require_corpus
+from .test_audit_arrays import wire_problem_runs
 from .test_whatif_kernel import labelled_rows, mixed_runs
 from .test_whatif_properties import policies as random_policies
 
@@ -169,23 +170,8 @@ def test_the_batch_audit_is_the_exact_audit_on_long_runs_with_many_tools():
 
 
 def test_every_wire_problem_is_counted_and_the_first_named_as_the_window_by_window_audit():
-    said = [Said("system", "rules"), Said("user", "go")]
-    steps = [
-        [Batch((Result("look", 900), Result("probe", 40)))],
-        [Batch((Result("look", None),))],  # never answered
-        [Said("assistant", "x")],
-        [Batch((Result("probe", 2),))],
-        [Batch((Result("fetch", 700),))],
-        [],
-    ]
     runs = [
-        build_stream("envelope", said, steps),
-        build_stream("bare", [Said("assistant", "hi"), Said("user", "go")], steps),
-        build_stream("head", [Said("assistant", "hi"), *said], steps),
-        build_stream(
-            "changes", said, [*steps[:2], [Said("user", "then")], *steps[2:]], request="?"
-        ),
-        build_stream("no call", [Said("user", "go")], []),
+        *wire_problem_runs(),
         build_stream(
             "moved on",
             [Said("user", "go")],
