@@ -22,6 +22,7 @@ Pure functions, no I/O.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -260,8 +261,8 @@ class RunFacts:
     final: Mapping[str, str]
     #: Tool results in the run's stream whose last standing is ``fact``.
     facts_declared: int
-    #: The window each model call was sent, as recorded (what ``recorded`` tokens need).
-    sent: list[list[Message]] = field(default_factory=list)
+    #: The run the facts are of.
+    stream: RunMessages
     #: :class:`WindowFacts` already measured, by call and window (policies often serve
     #: the same window at a call: every policy before it engages).
     measured: dict[tuple[int, ...], WindowFacts] = field(default_factory=dict)
@@ -276,11 +277,7 @@ class RunFacts:
     steps: dict[tuple[int, int], CallCost] = field(default_factory=dict)
 
     @classmethod
-    def of(
-        cls, stream: RunMessages, timeline: StandingsTimeline | None, *, sent: bool = True
-    ) -> RunFacts:
-        """The run's facts; ``sent`` False leaves out the windows sent (a caller that reads
-        them from the stream's indices)."""
+    def of(cls, stream: RunMessages, timeline: StandingsTimeline | None) -> RunFacts:
         final = timeline.final() if timeline else {}
         results = {m.tool_call_id for m in stream.messages if is_result(m) and m.tool_call_id}
         return cls(
@@ -288,8 +285,14 @@ class RunFacts:
             rate=stream.tokens_per_char(),
             final=final,
             facts_declared=sum(final.get(call_id) == "fact" for call_id in results),
-            sent=[stream.window(call.window_served) for call in stream.calls] if sent else [],
+            stream=stream,
         )
+
+    @functools.cached_property
+    def sent(self) -> list[list[Message]]:
+        """The window each model call was sent, as recorded (what ``recorded`` tokens
+        need): made when first read (the batch audit reads them from the calls' indices)."""
+        return [self.stream.window(call.window_served) for call in self.stream.calls]
 
     def window_facts(self, position: int, call: ModelCall, window: list[Message]) -> WindowFacts:
         """:class:`WindowFacts` of ``window`` served at the call at ``position``, measured

@@ -65,7 +65,7 @@ def audit_served(
     which: list[int] = []  # per output row, its replay
     for stream in streams:
         timeline = by_run.get(stream.run_id)
-        laid.start_run(stream, RunFacts.of(stream, timeline, sent=False))
+        laid.start_run(stream, RunFacts.of(stream, timeline))
         tokens_of = tokens_at_rate(laid.facts[-1].rate)
         replayed: dict[AnyPolicy, int] = {}
         for _, policy in policies:
@@ -306,7 +306,9 @@ class _Measured:
         window_starts = np.cumsum(sizes) - sizes
         window = np.asarray(laid.window_of_row, dtype=np.int64)
         lengths, starts = sizes[window], window_starts[window]
-        chars = _sums(message["chars"][flat], sizes)[window]
+        # chars of every prefix of the laid-out windows: a window's, and the part it shares
+        running = np.concatenate([[0], np.cumsum(message["chars"][flat], dtype=np.int64)])
+        chars = running[starts + lengths] - running[starts]
         replay_of_row = np.asarray(laid.replay_of_row, dtype=np.int64)
         call_of_row = np.asarray(laid.call_of_row, dtype=np.int64)
         run_of_row = np.asarray(laid.run_of_replay, dtype=np.int64)[replay_of_row]
@@ -343,7 +345,6 @@ class _Measured:
         shared[other] = _pairs_differ(
             message["wire"][flat], starts[other], window_starts[previous[other]], shared[other]
         )
-        running = np.concatenate([[0], np.cumsum(message["chars"][flat])])
         shared_chars = running[starts + shared] - running[starts]
         invalidated = has_previous & (shared < previous_lengths)
         shared_tokens = np.round(rate * shared_chars).astype(np.int64)
