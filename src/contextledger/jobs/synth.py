@@ -51,6 +51,7 @@ from contextledger.jobs.synth_model import (
 from contextledger.processes import worker_pool
 from contextledger.progress import Progress
 from contextledger.read.cycles import collector_paused
+from contextledger.read.gunzip import GZIP_MAGIC
 from contextledger.read.messages import RunMessages
 from contextledger.tables import schema
 from contextledger.tables.build import ACCOUNTING_MODES, RunTables
@@ -383,7 +384,7 @@ def _holds(path: Path, data: bytes) -> bool:
 
 def _read(path: Path) -> bytes:
     data = path.read_bytes()
-    return gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data
+    return gzip.decompress(data) if data[:2] == GZIP_MAGIC else data
 
 
 def _fill(parts: list[bytes | None], run_id: str) -> bytes:
