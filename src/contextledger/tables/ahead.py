@@ -44,18 +44,17 @@ class Reading:
     results: Iterator[FileRead]
     #: Where the readers write span records past the budget (a folder made by the
     #: first that does).
-    spill: SpillTo | None = None
+    spill: SpillTo
 
     def __post_init__(self) -> None:
-        self._remove = None if self.spill is None else removed_with(self, self.spill.folder)
+        self._remove = removed_with(self, self.spill.folder)
 
     def close(self) -> None:
         """Stop reading (the workers finish what they hold) and remove what they wrote."""
         close = getattr(self.results, "close", None)
         if close is not None:
             close()
-        if self._remove is not None:
-            self._remove()
+        self._remove()
 
 
 def start_reading(

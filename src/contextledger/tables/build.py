@@ -265,8 +265,7 @@ def read_accountings(
     builders = {mode: TableBuilder(mode) for mode in modes}
     identities = {mode: RunIdentity() for mode in modes}
     counted: dict[str, list[RunRead]] = {mode: [] for mode in modes}  # by slot
-    spill_folder = reading.spill.folder if reading.spill is not None else None
-    traces = TraceInputs(modes, messages=each_file is not None, spill_folder=spill_folder)
+    traces = TraceInputs(modes, messages=each_file is not None, spill_folder=reading.spill.folder)
     try:
         for result in traces.after(reading.results):
             if strict and result.problems and result.traces is None:
