@@ -11,9 +11,9 @@ from contextledger.archive.store import (
     ArchiveDamaged,
     ArchiveError,
     ArchiveProblem,
-    verify_archive,
 )
 from contextledger.archive.tables import ArchiveTables, Selection, archive_tables
+from contextledger.archive.verify import verify_archive
 
 __all__ = [
     "Archive",

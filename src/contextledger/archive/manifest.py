@@ -14,6 +14,7 @@ import polars as pl
 import pyarrow as pa
 
 from contextledger.archive import store
+from contextledger.archive.durable import write_atomically
 from contextledger.archive.store import Archive
 
 
@@ -166,7 +167,7 @@ def write_quarantine_listing(archive: Archive) -> None:
 
     rows = current_quarantine(archive).to_dicts()
     text = json.dumps({"quarantined": rows}, indent=1, ensure_ascii=False) + "\n"
-    store.write_atomically(archive.root / "quarantine.json", text.encode())
+    write_atomically(archive.root / "quarantine.json", text.encode())
 
 
 # ── progress ───────────────────────────────────────────────────────

@@ -12,7 +12,7 @@ and file sizes alone: commits are numbered 1, 2, ... with no gap up to the head 
 latest commit's number, written after it), and each commit records its files' rows
 and bytes; each commit's runs continue the run orders of the one before. A commit
 with a damaged file, or out of that chain, is left out whole, and named
-(:attr:`Archive.damage`); :func:`verify_archive` also reads every row.
+(:attr:`Archive.damage`); :func:`.verify.verify_archive` also reads every row.
 
 Layout (``run_order`` is the ingest order: a run's place among all runs ever
 committed, counted from 0)::
@@ -69,13 +69,10 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime as dt
-import errno
-import fcntl
 import json
 import os
 import re
 import secrets
-import threading
 import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -86,6 +83,7 @@ from urllib.parse import quote
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from contextledger.archive.durable import fsync, locked, write_atomically
 from contextledger.archive.location import ArchiveError, Location, local_root, locate
 from contextledger.archive.verified import VerifiedParts
 from contextledger.tables import schema
@@ -101,6 +99,8 @@ PER_MODE_TABLES = ("runs", "offers", "uses", "piece_totals", "run_totals", "labe
 WINDOW_TABLES = ("streams", "messages", "standings")
 #: Tables stored once per trace run: its span records, to merge spans arriving later.
 SPAN_TABLES = ("spans",)
+#: Where the commit files are, under the archive.
+COMMITS_DIR = "_manifest/commits"
 
 #: A trace run's span records (``read.otel``'s ``SpanRecord`` list, deflated JSON),
 #: one row per run: what it takes to assemble the run again with spans that arrive in a
@@ -355,7 +355,7 @@ class Archive:
                 raise ArchiveError(
                     f"{root} exists and is not an archive; choose an empty directory"
                 )
-            with _locked(root):  # another process may be creating it too
+            with locked(root):  # another process may be creating it too
                 if not cls.is_archive(root):
                     meta = {"format": FORMAT, "version": VERSION, "partition_by": key}
                     write_atomically(root / "archive.json", json.dumps(meta, indent=2).encode())
@@ -381,7 +381,7 @@ class Archive:
         parsed: list[Commit] = []
         numbered: dict[int, str] = {}  # every commit file's number, readable or not
         lost: list[tuple[int, str, str]] = []  # (number, commit file, why)
-        for relative in self.location.find(_COMMITS, "*.json"):
+        for relative in self.location.find(COMMITS_DIR, "*.json"):
             path = self.location.name(relative)
             try:
                 commit = _read_commit(self.location.read_bytes(relative))
@@ -481,7 +481,7 @@ class Archive:
 
         Not part of :meth:`reload`: it reads every byte, so readers check the files they
         are about to read (:class:`~contextledger.archive.tables.ArchiveTables`),
-        ``ingest`` and :func:`verify_archive` every file. Each file is read once per
+        ``ingest`` and :func:`.verify.verify_archive` every file. Each file is read once per
         opening; a file written before checksums were recorded is passed over (a
         damaged one is found by its reader, and named then). ``remembered``: a part an
         earlier ingest checked and that is unchanged since, by its size and mtime, is not
@@ -536,7 +536,7 @@ class Archive:
         orphans = self.location.find("", f"part-{seq:08d}-*.parquet", recursive=True)
         name = orphans[0].rpartition("/")[2] if orphans else ""
         token = name.removesuffix(".parquet").split("-")[-1] if orphans else "*"
-        path = self.location.name(f"{_COMMITS}/{seq:08d}-{token}.json")
+        path = self.location.name(f"{COMMITS_DIR}/{seq:08d}-{token}.json")
         left = f" ({len(orphans)} of its data files remain, uncounted)" if orphans else ""
         return path, f"missing{left}"
 
@@ -583,7 +583,7 @@ class Archive:
         (naming the damage) before touching anything when the archive is damaged: the
         files of a lost commit must not be taken for leftovers and deleted.
         """
-        with _locked(self.root):
+        with locked(self.root):
             self.reload()
             listed = [file for commit in self.commits for file in commit.files]
             self.verify_content(listed)  # reads only what no earlier ingest checked
@@ -630,11 +630,7 @@ class Archive:
         return self._commit_dir() / f"{commit.seq:08d}-{commit.token}.json"
 
     def _commit_dir(self) -> Path:
-        return self.root / _COMMITS
-
-
-#: Where the commit files are, under the archive.
-_COMMITS = "_manifest/commits"
+        return self.root / COMMITS_DIR
 
 
 @dataclass
@@ -696,7 +692,7 @@ class Batch:
         target.parent.mkdir(parents=True, exist_ok=True)
         temporary = target.with_name(f".{target.name}.tmp")
         pq.write_table(table, temporary, compression="zstd", row_group_size=1 << 20)
-        _fsync(temporary)
+        fsync(temporary)
         checksum = zlib.crc32(temporary.read_bytes())
         os.replace(temporary, target)
         written = DataFile(
@@ -798,80 +794,6 @@ def _read_commit(data: bytes) -> Commit:
     )
 
 
-def verify_archive(root: str | Path | Location | Archive) -> list[ArchiveProblem]:
-    """Everything found wrong with the archive at ``root``, each naming its file (empty:
-    nothing). Reads every committed file through.
-
-    Beyond what opening an archive checks (:attr:`Archive.damage`: every commit file
-    readable and numbered without a gap up to the head, every file it lists there, with
-    the size it was written with), it checks that every file reads to its last row and
-    holds the rows its commit says, and that each commit's run index, and its runs
-    table under each accounting, hold exactly the runs its commit counts (run orders
-    ``first_run_order`` on, with no gap from the commit before): a run the manifest holds
-    that no commit counts, or the reverse, is named.
-
-    >>> import tempfile
-    >>> from contextledger.jobs.ingest import ingest
-    >>> with tempfile.TemporaryDirectory() as folder:
-    ...     _ = ingest(["data/sample"], folder, workers=1)
-    ...     verify_archive(folder)
-    []
-    """
-    location = root.location if isinstance(root, Archive) else root
-    try:
-        archive = Archive.open(location)
-    except ArchiveError as error:
-        named = location if isinstance(location, Location) else locate(location)
-        return [ArchiveProblem(named.name("archive.json"), str(error))]
-    every_file = [file for commit in archive.commits for file in commit.files]
-    archive.verify_content(every_file, remembered=False)
-    problems = list(archive.damage)
-    modes = {file.accounting for file in archive.files("runs")}
-    where = archive.location
-    for commit in archive.commits:
-        for file in commit.files:
-            why = _unreadable_rows(where, where.path(file.path), file.rows)
-            if why is not None:
-                problems.append(ArchiveProblem(where.name(file.path), why, commit.ingest_date))
-        expected = list(range(commit.first_run_order, commit.next_run_order))
-        for table, accounting in [("run_index", None), *(("runs", mode) for mode in modes)]:
-            files = [f for f in archive.files(table, [commit]) if f.accounting == accounting]
-            orders = _run_orders(where, archive.paths(files))
-            if orders is not None and orders != expected:
-                held = f"{table}" + (f" ({accounting})" if accounting else "")
-                reason = (
-                    f"its {held} holds {len(orders)} run(s) ({_span(orders)}), but the commit "
-                    f"counts {commit.run_count} ({_span(expected)})"
-                )
-                listed = where.name(f"{_COMMITS}/{commit.seq:08d}-{commit.token}.json")
-                problems.append(ArchiveProblem(listed, reason, commit.ingest_date))
-    return problems
-
-
-def _unreadable_rows(location: Location, path: str, rows: int) -> str | None:
-    """Why ``path`` does not read through to ``rows`` rows (None: it does)."""
-    try:
-        batches = location.parquet_file(path).iter_batches(1 << 16)
-        found = sum(batch.num_rows for batch in batches)
-    except (OSError, pa.ArrowException) as error:
-        return f"not a readable Parquet file ({error})"
-    return None if found == rows else f"{found} rows, its commit says {rows}"
-
-
-def _run_orders(location: Location, paths: Sequence[str]) -> list[int] | None:
-    """The sorted run orders ``paths`` hold (None: one cannot be read; named elsewhere)."""
-    try:
-        columns = [location.read_table(path, columns=["run_order"])["run_order"] for path in paths]
-    except (OSError, pa.ArrowException, KeyError):
-        return None
-    return sorted(value for column in columns for value in column.to_pylist())
-
-
-def _span(orders: Sequence[int]) -> str:
-    """``run_order A-B``, or ``none``."""
-    return f"run_order {orders[0]}-{orders[-1]}" if orders else "none"
-
-
 def _number_of(name: str) -> int:
     """A commit file's number, from its name ``NNNNNNNN-TOKEN.json`` (0: not so named)."""
     digits = name.partition("-")[0]
@@ -913,68 +835,6 @@ def runs_left_out(problems: Sequence[ArchiveProblem]) -> tuple[int, bool]:
             commits[problem.commit] = problem.runs
     known = [runs for runs in commits.values() if runs is not None]
     return sum(known), len(known) == len(commits)
-
-
-#: The archives this process holds the write lock of (by ``.lock`` file identity).
-_HELD: set[tuple[int, int]] = set()
-_HELD_GUARD = threading.Lock()
-
-
-@contextlib.contextmanager
-def _locked(root: Path) -> Iterator[None]:
-    """Hold ``root``'s write lock, or say another process holds it.
-
-    A POSIX record lock (``lockf``), not ``flock``: a forked child (a reading worker)
-    does not inherit it, so a worker that outlives a killed ingest cannot keep the
-    archive locked. Record locks are per process, so a set of held locks keeps two
-    writers in this process apart too.
-    """
-    root.mkdir(parents=True, exist_ok=True)
-    busy = ArchiveError(f"{root} is being written by another process")
-    with (root / ".lock").open("a+") as handle:
-        status = os.fstat(handle.fileno())
-        key = (status.st_dev, status.st_ino)
-        with _HELD_GUARD:
-            if key in _HELD:
-                raise busy
-            try:
-                fcntl.lockf(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError as error:
-                if error.errno in (errno.EACCES, errno.EAGAIN):
-                    raise busy from None
-                raise
-            _HELD.add(key)
-        try:
-            yield
-        finally:
-            with _HELD_GUARD:
-                _HELD.discard(key)
-                fcntl.lockf(handle, fcntl.LOCK_UN)
-
-
-def write_atomically(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` through a temporary file and a rename."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f".{path.name}.tmp")
-    with temporary.open("wb") as handle:
-        handle.write(data)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(temporary, path)
-    _fsync_directory(path.parent)
-
-
-def _fsync(path: Path) -> None:
-    descriptor = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(descriptor)
-    finally:
-        os.close(descriptor)
-
-
-def _fsync_directory(path: Path) -> None:
-    with contextlib.suppress(OSError):
-        _fsync(path)
 
 
 #: ``YYYY-MM-DD``, or a full ISO timestamp (``YYYY-MM-DDTHH:MM[:SS[.f]][Z|+HH:MM]``).
