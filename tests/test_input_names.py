@@ -16,7 +16,7 @@ from contextledger.cli import main
 from contextledger.cli.common import EXIT_UNREADABLE_INPUT
 from contextledger.jobs.whatif import read_inputs
 from contextledger.ledger.compute import compute_ledger
-from contextledger.read.snapshot import describe_skipped, find_snapshot_files
+from contextledger.read.snapshot_files import describe_skipped, find_snapshot_files
 from contextledger.tables.build import read_runs
 
 from .conftest import SAMPLE, as_new_run

@@ -11,7 +11,8 @@ from contextledger.read import reference
 from contextledger.read.corrected import meter_run
 from contextledger.read.jsjson import approx_tokens, approx_tokens_of_json
 from contextledger.read.reference import _TokenCache
-from contextledger.read.snapshot import decode_run, find_snapshot_files, iter_documents
+from contextledger.read.snapshot import decode_run, iter_documents
+from contextledger.read.snapshot_files import find_snapshot_files
 
 from .conftest import SAMPLE
 

@@ -10,7 +10,8 @@ from contextledger.read import slice as slice_module
 from contextledger.read import snapshot
 from contextledger.read.corrected import meter_run
 from contextledger.read.reference import llm_call_mount_keys, record_run
-from contextledger.read.snapshot import decode_run, find_snapshot_files, iter_documents
+from contextledger.read.snapshot import decode_run, iter_documents
+from contextledger.read.snapshot_files import find_snapshot_files
 from contextledger.tables import ACCOUNTING_MODES
 
 from .conftest import SAMPLE

@@ -20,9 +20,8 @@ from contextledger.read.snapshot import (
     MAX_DOCUMENT_MB_ENV,
     ReadError,
     ReadProblem,
-    describe_empty,
-    describe_skipped,
 )
+from contextledger.read.snapshot_files import describe_empty, describe_skipped
 from contextledger.tables import ACCOUNTING_MODES
 
 if TYPE_CHECKING:

@@ -53,7 +53,7 @@ from contextledger.processes import worker_pool
 from contextledger.progress import Progress
 from contextledger.read.cycles import collector_paused
 from contextledger.read.otel import SpillTo, TraceFileRead, spill_folder
-from contextledger.read.snapshot import display_path, find_snapshot_files
+from contextledger.read.snapshot_files import display_path, find_snapshot_files
 from contextledger.tables import schema
 from contextledger.tables.build import ACCOUNTING_MODES, TraceInputs
 from contextledger.tables.files import FileRead, read_chunk

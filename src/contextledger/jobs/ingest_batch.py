@@ -26,7 +26,8 @@ from contextledger.archive.tables import latest_outcome_files
 from contextledger.jobs.ingest_report import IngestReport, Source
 from contextledger.ledger.compute import LedgerInputs, SplitRows, label_credit, piece_totals
 from contextledger.read.identity import RunIdentity, put_in_slot
-from contextledger.read.snapshot import ReadProblem, display_path
+from contextledger.read.snapshot import ReadProblem
+from contextledger.read.snapshot_files import display_path
 from contextledger.tables import schema
 from contextledger.tables.build import ACCOUNTING_MODES, RunTables, TableBuilder
 from contextledger.tables.files import FileRead, RunRead

@@ -34,7 +34,7 @@ from contextledger.jobs.ingest_batch import (
 from contextledger.read.otel import TraceFileRead, decode_spans
 from contextledger.read.otel._spans import SpanRecord
 from contextledger.read.otel._spill import spans_held
-from contextledger.read.snapshot import display_path
+from contextledger.read.snapshot_files import display_path
 from contextledger.tables import schema
 from contextledger.tables.build import ACCOUNTING_MODES, TableBuilder
 from contextledger.tables.files import FileRead, RunRead

@@ -345,7 +345,7 @@ def synth_snapshots(
     ['synth-1-000000000.json.gz', 'synth-1-000000001.json.gz', 'synth-1-000000002.json.gz']
     """
     from contextledger.read.bundled import sample
-    from contextledger.read.snapshot import find_snapshot_files
+    from contextledger.read.snapshot_files import find_snapshot_files
 
     if templates is None:
         templates = sample().runs

@@ -24,11 +24,8 @@ from contextledger.read.findings import standings_from_snapshot
 from contextledger.read.identity import DUPLICATES, RunIdentity
 from contextledger.read.messages import RunMessages, rebuild_messages
 from contextledger.read.otel import OwnFolder, SpillTo, spill_folder
-from contextledger.read.snapshot import (
-    ReadProblem,
-    Run,
-    find_snapshot_files,
-)
+from contextledger.read.snapshot import ReadProblem, Run
+from contextledger.read.snapshot_files import find_snapshot_files
 from contextledger.tables import schema
 from contextledger.tables.build import ACCOUNTING_MODES, RunTables, TraceInputs, read_accountings
 from contextledger.tables.files import FileRead, RunStream, read_file

@@ -44,7 +44,7 @@ from contextledger.ledger.stats import (
 from contextledger.processes import map_ahead
 from contextledger.read.bundled import sample
 from contextledger.read.messages import RunMessages
-from contextledger.read.snapshot import display_path
+from contextledger.read.snapshot_files import display_path
 from contextledger.report.frames import TIMELINE_SCHEMA, timeline_frame
 from contextledger.report.model import ReportData
 from contextledger.report.script import _bundle_soon

@@ -17,7 +17,7 @@ import polars as pl
 
 from contextledger.ledger.stats import ledger_csv_rows, outcomes_text, used_via_text
 from contextledger.read.otel import RUNNER_KIND as TRACE_RUNNER
-from contextledger.read.snapshot import SNAPSHOT_SUFFIXES
+from contextledger.read.snapshot_files import SNAPSHOT_SUFFIXES
 from contextledger.report.advice import NEARLY_ALL_FACTS, findings
 from contextledger.report.data import Progress, _quiet, collect  # noqa: F401
 from contextledger.report.differences import DIFFERENCES, HEADERS

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from contextledger.processes import worker_pool
 from contextledger.read.otel import SpillTo, removed_with, spill_folder
-from contextledger.read.snapshot import SnapshotFiles, find_snapshot_files
+from contextledger.read.snapshot_files import SnapshotFiles, find_snapshot_files
 from contextledger.tables.files import FileRead, read_for_tables
 
 if TYPE_CHECKING:

@@ -22,7 +22,8 @@ from contextledger.read.cycles import collector_paused
 from contextledger.read.facts import RunFacts
 from contextledger.read.identity import RunIdentity, put_in_slot, unmatched_ids
 from contextledger.read.otel import RUNNER_KIND, Assembled, TraceRuns
-from contextledger.read.snapshot import BOM, ReadError, ReadProblem, RunSource, describe_empty
+from contextledger.read.snapshot import BOM, ReadError, ReadProblem, RunSource
+from contextledger.read.snapshot_files import describe_empty
 from contextledger.tables import ACCOUNTING_MODES as ACCOUNTING_MODES  # re-exported
 from contextledger.tables import columns
 from contextledger.tables.ahead import Reading, start_reading

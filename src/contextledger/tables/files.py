@@ -32,10 +32,10 @@ from contextledger.read.snapshot import (
     Run,
     RunSource,
     decode_run,
-    display_path,
     iter_documents,
     read_whole_document,
 )
+from contextledger.read.snapshot_files import display_path
 from contextledger.tables import ACCOUNTING_MODES
 
 

@@ -32,7 +32,8 @@ from contextledger.read.otel._spill import (
     spans_held,
     write_parts,
 )
-from contextledger.read.snapshot import BOM, ReadError, ReadProblem, display_path, iter_documents
+from contextledger.read.snapshot import BOM, ReadError, ReadProblem, iter_documents
+from contextledger.read.snapshot_files import display_path
 
 #: Bytes of a file (decompressed) looked at to tell its format.
 SNIFF_BYTES = 1 << 16
