@@ -24,7 +24,8 @@ from contextledger.cli.common import EXIT_UNREADABLE_INPUT, EXIT_USAGE
 from contextledger.jobs.ingest import ingest
 from contextledger.ledger.compute import compute_ledger, ledger_inputs
 from contextledger.ledger.duckdb_views import ledger_rows_sql
-from contextledger.tables.build import ACCOUNTING_MODES, load_outcomes, read_runs
+from contextledger.tables.build import ACCOUNTING_MODES, read_runs
+from contextledger.tables.sidecars import load_outcomes
 
 from .conftest import REPO, SAMPLE, as_new_run, require_corpus, written_without
 from .test_duckdb_ledger import corpus_outcomes

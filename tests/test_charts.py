@@ -16,7 +16,8 @@ from contextledger.ledger.compute import compute_ledger
 from contextledger.ledger.gates import gate_what_if
 from contextledger.ledger.stats import outcome_association, with_uncertainty
 from contextledger.report.frames import timeline_frame
-from contextledger.tables.build import RunTables, load_outcomes, read_runs
+from contextledger.tables.build import RunTables, read_runs
+from contextledger.tables.sidecars import load_outcomes
 
 from .conftest import REPO, SAMPLE
 

@@ -121,7 +121,7 @@ def test_a_labels_file_of_ids_or_free_text_is_refused_at_the_first_label_past_th
 ):
     """1,000,000 distinct labels over the sample went past 8 GB; the file is refused at
     label 2,001 (line 2,002), before the rest is even parsed (the broken row after it)."""
-    from contextledger.tables.build import MAX_DISTINCT_LABELS
+    from contextledger.tables.sidecars import MAX_DISTINCT_LABELS
 
     assert MAX_DISTINCT_LABELS == 2_000
     ids = [f"ticket-{number}" for number in range(MAX_DISTINCT_LABELS + 1)]
@@ -137,7 +137,7 @@ def test_a_labels_file_of_ids_or_free_text_is_refused_at_the_first_label_past_th
 
 def test_a_labels_file_at_the_cap_is_read_with_every_row(tmp_path):
     """2,000 distinct labels, each given twice: 4,000 rows, all read."""
-    from contextledger.tables.build import MAX_DISTINCT_LABELS, load_outcomes
+    from contextledger.tables.sidecars import MAX_DISTINCT_LABELS, load_outcomes
 
     labels = [f"cohort-{number % MAX_DISTINCT_LABELS}" for number in range(2 * MAX_DISTINCT_LABELS)]
     table = load_outcomes(labels_file(tmp_path, labels))
@@ -302,7 +302,7 @@ def test_a_whole_number_written_with_a_point_is_the_same_count(tmp_path):
 @pytest.mark.parametrize("suffix", [".json", ".jsonl"])
 def test_a_static_tools_sidecar_may_start_with_a_bom(tmp_path, suffix):
     """Notepad's UTF-8 starts with U+FEFF, which is not JSON: the sidecar was refused."""
-    from contextledger.tables.build import load_static_tools
+    from contextledger.tables.sidecars import load_static_tools
 
     sidecar = tmp_path / f"static{suffix}"
     names = {"s0001-fact-bench": ["extra_tool"], "s0003-loop": []}

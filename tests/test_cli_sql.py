@@ -14,7 +14,8 @@ from click.testing import CliRunner
 from contextledger.cli import main
 from contextledger.cli.common import EXIT_UNREADABLE_INPUT, EXIT_USAGE
 from contextledger.ledger.compute import compute_ledger
-from contextledger.tables.build import load_outcomes, read_runs
+from contextledger.tables.build import read_runs
+from contextledger.tables.sidecars import load_outcomes
 
 from .conftest import REPO, SAMPLE
 

@@ -13,7 +13,8 @@ from contextledger.archive import archive_tables
 from contextledger.jobs.ingest import ingest
 from contextledger.jobs.whatif import whatif_archive
 from contextledger.ledger.compute import compute_ledger
-from contextledger.tables.build import load_outcomes, read_runs
+from contextledger.tables.build import read_runs
+from contextledger.tables.sidecars import load_outcomes
 from contextledger.window.whatif import parse_policies
 
 from .conftest import REPO, SAMPLE

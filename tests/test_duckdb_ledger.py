@@ -17,7 +17,8 @@ from polars.testing import assert_frame_equal
 from contextledger.ledger.compute import compute_ledger
 from contextledger.ledger.duckdb_views import connect, ledger_rows_sql, views_sql
 from contextledger.tables import schema
-from contextledger.tables.build import ACCOUNTING_MODES, RunTables, load_outcomes, read_runs
+from contextledger.tables.build import ACCOUNTING_MODES, RunTables, read_runs
+from contextledger.tables.sidecars import load_outcomes
 
 from .conftest import REPO, SAMPLE, oracle_runs, require_corpus
 

@@ -22,7 +22,8 @@ from contextledger.jobs.whatif import whatif
 from contextledger.ledger.compute import compute_ledger
 from contextledger.ledger.duckdb_views import ledger_rows_sql
 from contextledger.ledger.invariants import check_invariants
-from contextledger.tables.build import ACCOUNTING_MODES, load_outcomes, read_runs
+from contextledger.tables.build import ACCOUNTING_MODES, read_runs
+from contextledger.tables.sidecars import load_outcomes
 
 from .test_otel_read import TRACES, _trace
 

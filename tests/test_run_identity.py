@@ -33,7 +33,8 @@ from contextledger.read.digest import DIGEST_KIND, digest_kind
 from contextledger.read.identity import RunIdentity, content_digest
 from contextledger.read.snapshot import ReadError, RunSource
 from contextledger.report import collect, render_html
-from contextledger.tables.build import ACCOUNTING_MODES, load_outcomes, read_runs
+from contextledger.tables.build import ACCOUNTING_MODES, read_runs
+from contextledger.tables.sidecars import load_outcomes
 from contextledger.window.whatif import parse_policies, whatif_table
 
 from .conftest import SAMPLE, as_new_run, written_without

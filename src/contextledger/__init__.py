@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 _EXPORTS = {
     "read_runs": "contextledger.tables.build",
-    "load_outcomes": "contextledger.tables.build",
-    "load_static_tools": "contextledger.tables.build",
+    "load_outcomes": "contextledger.tables.sidecars",
+    "load_static_tools": "contextledger.tables.sidecars",
     "RunTables": "contextledger.tables.build",
     "compute_ledger": "contextledger.ledger.compute",
     "merge_ledgers": "contextledger.ledger.compute",
@@ -56,7 +56,8 @@ if TYPE_CHECKING:
     from contextledger.ledger.duckdb_views import connect
     from contextledger.ledger.gates import gate_what_if
     from contextledger.ledger.stats import outcome_association, with_uncertainty
-    from contextledger.tables.build import RunTables, load_outcomes, load_static_tools, read_runs
+    from contextledger.tables.build import RunTables, read_runs
+    from contextledger.tables.sidecars import load_outcomes, load_static_tools
 
 
 def __dir__() -> list[str]:

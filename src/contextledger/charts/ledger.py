@@ -246,7 +246,8 @@ def outcome_chart(
     subtitle says how many are left out; ``label_count``, when ``association`` holds
     only those, says how many there were).
 
-    >>> from contextledger.tables.build import read_runs, load_outcomes
+    >>> from contextledger.tables.build import read_runs
+    >>> from contextledger.tables.sidecars import load_outcomes
     >>> from contextledger.ledger.stats import outcome_association
     >>> tables = read_runs("data/sample").with_outcomes(load_outcomes("data/sample-outcomes.csv"))
     >>> outcome_chart(outcome_association(tables)).to_dict()["facet"]["field"]

@@ -121,7 +121,7 @@ def ingest_command(
     from contextledger.archive import ArchiveError
     from contextledger.jobs.ingest import ingest
     from contextledger.progress import chosen_stream
-    from contextledger.tables.build import load_static_tools
+    from contextledger.tables.sidecars import load_static_tools
 
     missing = [path for path in paths if not os.path.lexists(path)]
     if len(missing) == len(paths):  # nothing to read: the archive is not made or touched

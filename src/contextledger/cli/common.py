@@ -315,7 +315,7 @@ def _read_inputs(
     try:
         sidecar = outcomes = None
         if static_tools_file or outcomes_file:
-            from contextledger.tables.build import load_outcomes, load_static_tools
+            from contextledger.tables.sidecars import load_outcomes, load_static_tools
 
             sidecar = load_static_tools(static_tools_file) if static_tools_file else None
             outcomes = load_outcomes(outcomes_file) if outcomes_file else None

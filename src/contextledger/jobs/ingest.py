@@ -459,7 +459,7 @@ class _Pending:
 def _labels_from(path: Path) -> pa.Table:
     """The labels in ``path``; an ``OSError`` naming it, or an ``ArchiveError`` saying which
     row is bad."""
-    from contextledger.tables.build import load_outcomes
+    from contextledger.tables.sidecars import load_outcomes
 
     try:
         return load_outcomes(path)

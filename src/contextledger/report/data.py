@@ -49,7 +49,8 @@ from contextledger.report.frames import TIMELINE_SCHEMA, timeline_frame
 from contextledger.report.model import ReportData
 from contextledger.report.script import _bundle_soon
 from contextledger.tables import schema
-from contextledger.tables.build import RunTables, load_outcomes
+from contextledger.tables.build import RunTables
+from contextledger.tables.sidecars import load_outcomes
 from contextledger.tables.standings import load_standings
 from contextledger.window.audit import AnyPolicy, without_tool_text
 from contextledger.window.frameworks import framework_name
@@ -341,7 +342,8 @@ def shown_association(tables: RunTables, labels: int = charts.LABELS_SHOWN) -> p
     and label (10,000 pieces by 1,000 labels: ten million rows, for six drawn); the other
     labels are read as one, so every labelled run keeps its place in the denominators.
 
-    >>> from contextledger.tables.build import read_runs, load_outcomes
+    >>> from contextledger.tables.build import read_runs
+    >>> from contextledger.tables.sidecars import load_outcomes
     >>> tables = read_runs("data/sample").with_outcomes(load_outcomes("data/sample-outcomes.csv"))
     >>> shown = shown_association(tables, labels=1)
     >>> shown["label"].unique().to_list(), shown.equals(

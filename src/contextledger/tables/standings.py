@@ -14,7 +14,7 @@ import pyarrow as pa
 
 from contextledger.read.findings import STANDINGS as STANDING_VALUES
 from contextledger.tables import schema
-from contextledger.tables.build import read_rows
+from contextledger.tables.sidecars import read_rows
 
 _FILE_COLUMNS = ("run_id", "tool_call_id", "standing", "iteration")
 
