@@ -26,7 +26,6 @@ them.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -36,6 +35,13 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from contextledger.jobs.synth_population import (
+    INJECTION,
+    KIND_NAMES,
+    Population,
+    piece_names,
+    population,
+)
 from contextledger.read.messages import RunMessages
 from contextledger.tables import schema
 from contextledger.tables.build import ACCOUNTING_MODES, RunTables
@@ -59,223 +65,11 @@ DRAWS = 1
 #: alone, whatever range of runs is asked for (and so however ``synth`` batches them).
 BLOCK_RUNS = 2000
 
-_VERBS = (
-    "get",
-    "fetch",
-    "lookup",
-    "search",
-    "list",
-    "create",
-    "update",
-    "delete",
-    "send",
-    "read",
-    "write",
-    "run",
-    "sync",
-    "rotate",
-    "page",
-    "translate",
-    "geo",
-    "diff",
-    "build",
-    "shred",
-    "archive",
-    "approve",
-    "refund",
-    "notify",
-    "score",
-)
-_NOUNS = (
-    "order",
-    "invoice",
-    "user",
-    "account",
-    "email",
-    "log",
-    "sql",
-    "host",
-    "config",
-    "report",
-    "file",
-    "key",
-    "ticket",
-    "customer",
-    "payment",
-    "refund",
-    "shipment",
-    "calendar",
-    "doc",
-    "page",
-    "metric",
-    "alert",
-    "incident",
-    "policy",
-    "quote",
-    "contract",
-    "asset",
-    "vendor",
-    "lead",
-    "invoice_line",
-    "inventory",
-)
-_TOPICS = (
-    "tone",
-    "safety",
-    "pii",
-    "format",
-    "citations",
-    "escalation",
-    "billing",
-    "onboarding",
-    "security",
-    "reporting",
-    "triage",
-    "legacy",
-    "latency",
-    "style",
-    "brevity",
-    "refunds",
-    "compliance",
-    "locale",
-)
 _CALL_BUCKETS = ((1, 1, 0.05), (2, 5, 0.38), (6, 12, 0.39), (13, 20, 0.13), (21, 30, 0.05))
 _REFUSED = (
     "no call marker: no bundle wrote totalInputTokens without userMessage "
     "(an LLMCall runner, or a provider that reported zero input tokens on every call)"
 )
-_KIND_NAMES = np.array(["injection", "skill", "tool"])
-_INJECTION, _SKILL, _TOOL = 0, 1, 2
-
-
-@dataclass
-class _Population:
-    """The agents every synthetic run is drawn from."""
-
-    names: np.ndarray  # piece names (object array), by piece code
-    kinds: np.ndarray  # kind code per piece
-    tokens: np.ndarray  # approx tokens per piece
-    agent_ptr: np.ndarray  # CSR: agent a's offered pieces are [ptr[a], ptr[a+1])
-    piece: np.ndarray  # piece code per agent slot, in offer order within a call
-    start: np.ndarray  # first call (0-based) the slot is offered at
-    tool_ptr: np.ndarray  # CSR: agent a's callable tools (slots into piece/start)
-    tool_slot: np.ndarray
-    tool_cum: np.ndarray  # cumulative call weight within the agent
-    skill_count: np.ndarray  # skills per agent
-    injection_count: np.ndarray
-    grouped: np.ndarray
-    llm_call: np.ndarray
-    window_keep: np.ndarray  # turns a window keeps (0: no window)
-    quality: np.ndarray
-    translator: np.ndarray
-    static_tools: np.ndarray
-    callable_tools: np.ndarray
-    weights: np.ndarray  # how often each agent runs
-
-
-@functools.cache
-def _population(seed: int, agents: int = 400) -> _Population:
-    rng = np.random.default_rng([seed, DRAWS, 0])
-    tools = [f"{v}_{n}" for v in _VERBS for n in _NOUNS]
-    rng.shuffle(tools)
-    injections = [
-        f"{family}-{topic}-{n}"
-        for family in ("always", "rule", "fact", "steering", "on")
-        for topic in _TOPICS
-        for n in range(1, 9)
-    ]
-    rng.shuffle(injections)
-    skills = [f"{topic}-{n}" for topic in _TOPICS for n in range(1, 7)]
-    names = np.array([*injections, *skills, *tools], dtype=object)
-    kinds = np.repeat([_INJECTION, _SKILL, _TOOL], [len(injections), len(skills), len(tools)])
-    tokens = np.concatenate(
-        [
-            np.clip(rng.lognormal(np.log(75), 0.5, len(injections)), 8, 600),
-            np.clip(rng.lognormal(np.log(180), 0.4, len(skills)), 30, 900),
-            np.clip(rng.lognormal(np.log(85), 0.45, len(tools)), 15, 500),
-        ]
-    ).astype(np.int64)
-    base_skill, base_tool = len(injections), len(injections) + len(skills)
-    popularity = 1.0 / np.arange(1, len(tools) + 1) ** 0.8
-    popularity /= popularity.sum()
-
-    ptr, piece, start = [0], [], []
-    tool_ptr, tool_slot, tool_cum = [0], [], []
-    skill_count, injection_count, static_counts = [], [], []
-    llm_call = rng.random(agents) < 0.013
-    grouped = (rng.random(agents) < 0.2) | llm_call
-    for agent in range(agents):
-        slots: list[tuple[int, int]] = []
-        always = int(rng.integers(0, 4 if not llm_call[agent] else 3))
-        rules = int(rng.integers(0, 3)) if not llm_call[agent] else 0
-        picks = rng.choice(len(injections), always + rules, replace=False)
-        slots += [(int(p), 0) for p in picks[:always]]
-        slots += [(int(p), int(rng.integers(1, 6))) for p in picks[always:]]
-        injection_count.append(len(picks))
-        n_skills = int(rng.integers(1, 4)) if rng.random() < 0.25 and not llm_call[agent] else 0
-        slots += [(base_skill + int(p), 0) for p in rng.choice(len(skills), n_skills, False)]
-        skill_count.append(n_skills)
-        n_static = 0 if llm_call[agent] else int(rng.choice(9, p=_STATIC_TOOL_SHARE))
-        static = rng.choice(len(tools), n_static, replace=False, p=popularity)
-        static_counts.append(n_static)
-        dynamic = (
-            rng.choice(len(tools), int(rng.integers(1, 4)), replace=False)
-            if rng.random() < 0.19 and not llm_call[agent]
-            else np.array([], dtype=np.int64)
-        )
-        first_tool = len(slots)
-        slots += [(base_tool + int(p), 0) for p in static]
-        slots += [(base_tool + int(p), int(rng.integers(1, 5))) for p in dynamic]
-        for p, s in slots:
-            piece.append(p)
-            start.append(s)
-        # About half the static tools are ever called; called ones are skewed.
-        weights = rng.pareto(1.2, len(slots) - first_tool) * (
-            rng.random(len(slots) - first_tool) < 0.55
-        )
-        if len(weights) and weights.sum() == 0:
-            weights[0] = 1.0
-        for offset, weight in enumerate(weights):
-            if weight > 0:
-                tool_slot.append(ptr[-1] + first_tool + offset)
-                tool_cum.append(weight)
-        called = len(tool_slot) - tool_ptr[-1]
-        if called:
-            block = np.array(tool_cum[-called:])
-            tool_cum[-called:] = list(np.cumsum(block) / block.sum())
-        tool_ptr.append(len(tool_slot))
-        ptr.append(len(piece))
-    window = rng.choice(3, agents, p=[0.37, 0.46, 0.17])
-    keep = np.where(window == 0, 0, rng.integers(2, 9, agents))
-    return _Population(
-        names=names,
-        kinds=kinds,
-        tokens=tokens,
-        agent_ptr=np.array(ptr),
-        piece=np.array(piece, dtype=np.int64),
-        start=np.array(start, dtype=np.int64),
-        tool_ptr=np.array(tool_ptr),
-        tool_slot=np.array(tool_slot, dtype=np.int64),
-        tool_cum=np.array(tool_cum),
-        skill_count=np.array(skill_count),
-        injection_count=np.array(injection_count),
-        grouped=grouped,
-        llm_call=llm_call,
-        window_keep=keep,
-        quality=rng.beta(5, 2, agents),
-        translator=rng.random(agents) < 0.5,
-        static_tools=np.array(static_counts),
-        callable_tools=np.diff(np.array(tool_ptr)),
-        weights=(w := 1.0 / np.arange(1, agents + 1) ** 1.1) / w.sum(),
-    )
-
-
-#: Static tools per agent, 0..8 (the corpus: 999 static tools over 297 Agent runs).
-_STATIC_TOOL_SHARE = np.array([0.10, 0.12, 0.16, 0.18, 0.16, 0.12, 0.08, 0.05, 0.03])
-
-
-def _names(pop: _Population) -> pa.Array:
-    return pa.array(pop.names.tolist(), pa.string())
 
 
 def _cumcount(groups: np.ndarray) -> np.ndarray:
@@ -366,7 +160,7 @@ def synth_tables(seed: int, first: int, count: int) -> tuple[dict[str, RunTables
 def _draw_block(seed: int, first: int, count: int) -> tuple[dict[str, RunTables], pa.Table]:
     """Runs ``first .. first+count-1`` drawn together (a block: see :data:`BLOCK_RUNS`),
     in both accountings, and their outcome labels; ``run_order`` counts from 0."""
-    pop = _population(seed)
+    pop = population(seed, DRAWS)
     rng = np.random.default_rng([seed, DRAWS, 1, first])
     run_ids = np.array([f"synth-{seed}-{first + i:09d}" for i in range(count)], dtype=object)
     agent = rng.choice(len(pop.weights), count, p=pop.weights)
@@ -465,7 +259,7 @@ def _draw_block(seed: int, first: int, count: int) -> tuple[dict[str, RunTables]
 
 
 def _offered_injection(
-    pop: _Population,
+    pop: Population,
     agent: np.ndarray,
     calls: np.ndarray,
     runs: np.ndarray,
@@ -495,7 +289,7 @@ def _offered_injection(
 
 def _mode_tables(
     mode: str,
-    pop: _Population,
+    pop: Population,
     rng: np.random.Generator,
     run_ids: np.ndarray,
     agent: np.ndarray,
@@ -534,7 +328,7 @@ def _mode_tables(
         )
     else:
         # Grouped injections are left unmetered by the corrected accounting.
-        offers = offers.filter(~(pl.Series(grouped[offer_run]) & (pl.col("kind") == _INJECTION)))
+        offers = offers.filter(~(pl.Series(grouped[offer_run]) & (pl.col("kind") == INJECTION)))
         uses = uses.with_columns(
             call=pl.when(pl.col("signal") == 2).then(None).otherwise(pl.col("call"))
         )
@@ -569,7 +363,7 @@ def _mode_tables(
         },
         schema=schema.RUNS,
     )
-    ids, names, kinds = pa.array(run_ids, pa.string()), _names(pop), pa.array(_KIND_NAMES)
+    ids, names, kinds = pa.array(run_ids, pa.string()), piece_names(pop), pa.array(KIND_NAMES)
     offer_runs = offers["run"].to_numpy()
     offer_table = pa.table(
         {
