@@ -618,7 +618,7 @@ def test_the_report_on_traces_only_says_the_reference_does_not_apply():
 def test_each_replayed_call_is_served_exactly_the_messages_its_span_says_it_sent():
     """The stream rebuilt from the calls' inputs gives back every call's input, in order."""
     from contextledger.read.otel import read_trace_file
-    from contextledger.read.otel._runs import model_calls
+    from contextledger.read.otel._calls import model_calls
 
     by_trace: dict[str, list] = {}
     for path in TRACES:

@@ -6,13 +6,15 @@ runs (their ledger facts and, for a what-if, their message streams). The mapping
 the semantic conventions is written down in ``docs/opentelemetry.md``.
 """
 
-from contextledger.read.otel._runs import (
+from contextledger.read.otel._calls import (
     CALLED,
     DEFINITIONS_NOT_RECORDED,
     EXECUTED,
     NO_DEFINITIONS,
     NO_MODEL_CALL,
     NO_TOOLS_OFFERED,
+)
+from contextledger.read.otel._runs import (
     RUNNER_KIND,
     Assembled,
     TraceRun,
