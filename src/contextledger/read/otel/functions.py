@@ -22,14 +22,12 @@ import msgspec
 from contextledger.read.gunzip import GZIP_MAGIC, GzipError, inflated_head
 from contextledger.read.otel._otlp import decode_request
 from contextledger.read.otel._spans import SpanRecord, span_record
-from contextledger.read.otel._spill import (
+from contextledger.read.otel._spill import SpillTo, made, spans_held
+from contextledger.read.otel._spill_files import (
     PARTITIONS,
     UNPLACED,
     Spilled,
-    SpillTo,
-    made,
     new_token,
-    spans_held,
     write_parts,
 )
 from contextledger.read.snapshot import BOM, ReadError, ReadProblem, iter_documents
