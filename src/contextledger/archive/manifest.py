@@ -1,5 +1,5 @@
-"""The archive's manifest, read back: which sources were read, which runs are held,
-and what is quarantined now.
+"""The archive's manifest: the schemas of its tables (the sources read, the runs held,
+what is quarantined), and the readers that answer from them.
 
 Every ingest (and ``synth``) appends manifest rows in its commit; these readers
 answer from them without reading any run's tables.
@@ -13,9 +13,50 @@ from dataclasses import dataclass
 import polars as pl
 import pyarrow as pa
 
-from contextledger.archive import store
 from contextledger.archive.durable import write_atomically
 from contextledger.archive.store import Archive
+from contextledger.tables import schema
+
+#: The manifest: every source read (a file, an outcomes file, a synthetic batch).
+SOURCES = pa.schema(
+    [
+        pa.field("path", pa.string(), nullable=False),
+        pa.field("kind", pa.string(), nullable=False),  # snapshots / outcomes / synth
+        pa.field("size", pa.int64()),  # bytes; null: could not be opened
+        pa.field("mtime_ns", pa.int64()),
+        pa.field("content_hash", pa.string()),  # blake2b-128 of the file's bytes
+        pa.field("status", pa.string(), nullable=False),  # read / unreadable / deleted
+        pa.field("run_ids", pa.list_(pa.string()), nullable=False),  # runs it added
+        pa.field("runs_read", pa.int64(), nullable=False),
+        pa.field("runs_already_archived", pa.int64(), nullable=False),  # same id, same content
+        pa.field("runs_conflicting", pa.int64(), nullable=False),  # same id, other content
+        pa.field("problem_count", pa.int64(), nullable=False),
+    ]
+)
+
+#: The manifest's run index: one row per run the archive holds.
+RUN_INDEX = pa.schema(
+    [
+        pa.field("run_id", pa.string(), nullable=False),
+        pa.field("digest", pa.string(), nullable=False),  # read.digest.content_digest
+        pa.field("run_order", pa.int64(), nullable=False),
+        pa.field("partition", pa.string(), nullable=False),
+        pa.field("source_path", pa.string(), nullable=False),
+        pa.field("source_line", pa.int32()),
+        # the snapshot's footprintjs runId (read.identity: one recording under two ids);
+        # null in archives written before it was stored, and for a snapshot without one
+        pa.field("execution_id", pa.string()),
+    ]
+)
+
+#: What a batch could not take in: schema.PROBLEMS, plus the mode it is confined to.
+QUARANTINE = pa.schema(
+    [
+        *schema.PROBLEMS,
+        pa.field("accounting", pa.string()),  # null: every mode
+        pa.field("ingest_date", pa.string(), nullable=False),
+    ]
+)
 
 
 @dataclass(frozen=True)
@@ -71,7 +112,7 @@ def _run_index(
     wanted = pl.Series(key, given, dtype=pl.String).drop_nulls().unique()
     if not files or wanted.is_empty():
         return pl.DataFrame(schema={name: pl.String for name in columns})
-    found = archive.location.scan(files, store.RUN_INDEX)
+    found = archive.location.scan(files, RUN_INDEX)
     found = found.join(wanted.to_frame().lazy(), on=key, how="semi")
     return (found.sort("run_order") if ordered else found).select(columns).collect()
 
@@ -139,7 +180,7 @@ def commits_of(archive: Archive, run_orders: Iterable[int] | pl.Series) -> set[i
 
 def current_quarantine(archive: Archive) -> pl.DataFrame:
     """What is quarantined now: the problems of each source's latest ingest."""
-    empty = pl.DataFrame(pa.Table.from_pylist([], schema=store.QUARANTINE))
+    empty = pl.DataFrame(pa.Table.from_pylist([], schema=QUARANTINE))
     rows = []
     latest: dict[str, int] = {}
     for commit in archive.commits:

@@ -86,7 +86,6 @@ import pyarrow.parquet as pq
 from contextledger.archive.durable import fsync, locked, write_atomically
 from contextledger.archive.location import ArchiveError, Location, local_root, locate
 from contextledger.archive.verified import VerifiedParts
-from contextledger.tables import schema
 
 FORMAT = "contextledger-archive"
 VERSION = 1
@@ -111,47 +110,6 @@ TRACE_SPANS = pa.schema(
         pa.field("run_order", pa.int64(), nullable=False),
         pa.field("trace_ids", pa.list_(pa.string()), nullable=False),  # the traces it holds
         pa.field("records", pa.binary(), nullable=False),
-    ]
-)
-
-#: The manifest: every source read (a file, an outcomes file, a synthetic batch).
-SOURCES = pa.schema(
-    [
-        pa.field("path", pa.string(), nullable=False),
-        pa.field("kind", pa.string(), nullable=False),  # snapshots / outcomes / synth
-        pa.field("size", pa.int64()),  # bytes; null: could not be opened
-        pa.field("mtime_ns", pa.int64()),
-        pa.field("content_hash", pa.string()),  # blake2b-128 of the file's bytes
-        pa.field("status", pa.string(), nullable=False),  # read / unreadable / deleted
-        pa.field("run_ids", pa.list_(pa.string()), nullable=False),  # runs it added
-        pa.field("runs_read", pa.int64(), nullable=False),
-        pa.field("runs_already_archived", pa.int64(), nullable=False),  # same id, same content
-        pa.field("runs_conflicting", pa.int64(), nullable=False),  # same id, other content
-        pa.field("problem_count", pa.int64(), nullable=False),
-    ]
-)
-
-#: The manifest's run index: one row per run the archive holds.
-RUN_INDEX = pa.schema(
-    [
-        pa.field("run_id", pa.string(), nullable=False),
-        pa.field("digest", pa.string(), nullable=False),  # read.digest.content_digest
-        pa.field("run_order", pa.int64(), nullable=False),
-        pa.field("partition", pa.string(), nullable=False),
-        pa.field("source_path", pa.string(), nullable=False),
-        pa.field("source_line", pa.int32()),
-        # the snapshot's footprintjs runId (read.identity: one recording under two ids);
-        # null in archives written before it was stored, and for a snapshot without one
-        pa.field("execution_id", pa.string()),
-    ]
-)
-
-#: What a batch could not take in: schema.PROBLEMS, plus the mode it is confined to.
-QUARANTINE = pa.schema(
-    [
-        *schema.PROBLEMS,
-        pa.field("accounting", pa.string()),  # null: every mode
-        pa.field("ingest_date", pa.string(), nullable=False),
     ]
 )
 

@@ -34,6 +34,7 @@ import pyarrow as pa
 
 from contextledger.archive import store
 from contextledger.archive.manifest import (
+    SOURCES,
     KnownSource,
     committed_sources,
     write_quarantine_listing,
@@ -321,12 +322,12 @@ def retire_deleted_sources(
     ]
     if not gone:
         return 0
-    rows: dict[str, list[Any]] = {name: [] for name in store.SOURCES.names}
+    rows: dict[str, list[Any]] = {name: [] for name in SOURCES.names}
     for path in gone:
         _append_source(rows, Source(path, None, None, None), "snapshots", [], 0, 0, 0)
     rows["status"] = ["deleted"] * len(gone)
     batch = archive.new_batch(date)
-    batch.write("sources", pa.table(rows, schema=store.SOURCES), directory="_manifest/sources")
+    batch.write("sources", pa.table(rows, schema=SOURCES), directory="_manifest/sources")
     batch.commit()
     return len(gone)
 

@@ -17,6 +17,9 @@ import pyarrow as pa
 
 from contextledger.archive import store
 from contextledger.archive.manifest import (
+    QUARANTINE,
+    RUN_INDEX,
+    SOURCES,
     archived_digests,
     archived_executions,
     commits_holding,
@@ -103,8 +106,8 @@ def write_batch(
         known_executions=archived_executions(archive, (run.execution_id for run in runs)),
     )
     builders = {mode: TableBuilder(mode) for mode in ACCOUNTING_MODES}
-    index: dict[str, list[Any]] = {name: [] for name in store.RUN_INDEX.names}
-    sources: dict[str, list[Any]] = {name: [] for name in store.SOURCES.names}
+    index: dict[str, list[Any]] = {name: [] for name in RUN_INDEX.names}
+    sources: dict[str, list[Any]] = {name: [] for name in SOURCES.names}
     quarantine: list[dict[str, Any]] = []
     partitions: list[str] = []
     windows: dict[str, _WindowRows] = {}  # by partition
@@ -212,11 +215,11 @@ def write_batch(
     for partition, span_rows in spans.items():
         table = pa.Table.from_pylist(span_rows, schema=store.TRACE_SPANS)
         batch.write("spans", table, partition=partition)
-    batch.write("run_index", pa.table(index, schema=store.RUN_INDEX), directory="_manifest/runs")
-    batch.write("sources", pa.table(sources, schema=store.SOURCES), directory="_manifest/sources")
+    batch.write("run_index", pa.table(index, schema=RUN_INDEX), directory="_manifest/runs")
+    batch.write("sources", pa.table(sources, schema=SOURCES), directory="_manifest/sources")
     batch.write(
         "quarantine",
-        pa.Table.from_pylist(quarantine, schema=store.QUARANTINE),
+        pa.Table.from_pylist(quarantine, schema=QUARANTINE),
         directory="_manifest/quarantine",
     )
     return extended

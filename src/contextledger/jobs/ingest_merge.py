@@ -21,7 +21,7 @@ import polars as pl
 import pyarrow as pa
 
 from contextledger.archive import store
-from contextledger.archive.manifest import commits_of, indexed_runs
+from contextledger.archive.manifest import RUN_INDEX, commits_of, indexed_runs
 from contextledger.archive.store import Archive, Batch, Commit, DataFile
 from contextledger.jobs.ingest_batch import (
     ArchivedTrace,
@@ -221,7 +221,7 @@ def _replace_in_commit(
     builders = {mode: TableBuilder(mode) for mode in ACCOUNTING_MODES}
     windows: dict[str, _WindowRows] = {}
     spans: dict[str, list[dict[str, Any]]] = {}
-    index: dict[str, list[Any]] = {name: [] for name in store.RUN_INDEX.names}
+    index: dict[str, list[Any]] = {name: [] for name in RUN_INDEX.names}
     for run, old in items:
         for mode in run.facts:
             builders[mode].add_run(run, old.run_order)
@@ -277,7 +277,7 @@ def _replace_in_commit(
             spliced = _spliced_table(frame, new[table], orders, old_ids, order_of)
             batch.write(table, spliced, partition=partition, replacing=commit.seq)
     _, run_index = current("run_index")
-    new_index = pa.table(index, schema=store.RUN_INDEX)
+    new_index = pa.table(index, schema=RUN_INDEX)
     spliced_index = _spliced_table(run_index, new_index, orders, old_ids)
     batch.write("run_index", spliced_index, directory="_manifest/runs", replacing=commit.seq)
     batch.retire(commit.seq, [file.path for file in retired])
@@ -352,5 +352,5 @@ _SCHEMAS = {
     "messages": schema.MESSAGES,
     "standings": schema.STANDINGS,
     "spans": store.TRACE_SPANS,
-    "run_index": store.RUN_INDEX,
+    "run_index": RUN_INDEX,
 }

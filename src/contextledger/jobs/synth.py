@@ -29,6 +29,8 @@ import pyarrow.compute as pc
 
 from contextledger.archive import store
 from contextledger.archive.manifest import (
+    RUN_INDEX,
+    SOURCES,
     archived_digests,
     committed_sources,
     write_quarantine_listing,
@@ -212,12 +214,12 @@ def _synth_batch(
             "source_line": pa.nulls(len(added), pa.int32()),
             "execution_id": pa.nulls(len(added), pa.string()),  # no snapshot behind them
         },
-        schema=store.RUN_INDEX,
+        schema=RUN_INDEX,
     )
     batch.write("run_index", index, directory="_manifest/runs")
-    sources: dict[str, list[object]] = {name: [] for name in store.SOURCES.names}
+    sources: dict[str, list[object]] = {name: [] for name in SOURCES.names}
     _append_source(sources, source, "synth", added, count, count - len(added), 0)
-    batch.write("sources", pa.table(sources, schema=store.SOURCES), directory="_manifest/sources")
+    batch.write("sources", pa.table(sources, schema=SOURCES), directory="_manifest/sources")
     batch.commit()
     report.commits += 1
     report.runs_read += count
