@@ -411,6 +411,35 @@ def test_compare_over_an_archive_gives_the_rows_it_gives_over_the_snapshots(tmp_
     assert selected.per_run["run_id"].unique().to_list() == ["s0001-fact-bench"]
 
 
+def test_compare_spread_over_worker_processes_gives_the_rows_of_one(tmp_path, monkeypatch):
+    """From POOL_FROM_RUNS runs the batches (snapshots' streams, an archive's window
+    tables) are audited in workers: none here, and the rows, run ids and notes are those
+    of one process auditing them all, in order."""
+    import io
+
+    import contextledger.jobs.compare as compare_job
+    from contextledger.progress import Progress
+
+    archive = tmp_path / "archive"
+    ingest([SAMPLE], archive, workers=1, batch_runs=5)
+    policies = ["none", "sliding:keep=3", "mastra_tool_filter", "autogen_buffered:buffer_size=4"]
+    alone = compare(SAMPLE, policies, standings=STANDINGS, workers=1)
+    archived_alone = compare(str(archive), policies, standings=STANDINGS, workers=1)
+    monkeypatch.setattr(compare_job, "POOL_FROM_RUNS", 1)
+    monkeypatch.setattr(compare_job, "REPLAY_BATCH_RUNS", 4)
+    monkeypatch.setattr(compare_job, "audit_table", lambda *_: pytest.fail("audited here"))
+    meter = Progress(io.StringIO(), command="compare")
+    for found, expected in [
+        (compare(SAMPLE, policies, standings=STANDINGS, workers=2, meter=meter), alone),
+        (compare(str(archive), policies, standings=STANDINGS, workers=2), archived_alone),
+    ]:
+        assert_frame_equal(found.per_run, expected.per_run, check_exact=True)
+        assert_frame_equal(found.table, expected.table, check_exact=True)
+        assert (found.run_ids, found.notes) == (expected.run_ids, expected.notes)
+    assert_frame_equal(archived_alone.per_run, alone.per_run, check_exact=True)
+    assert "compare: audited 14 runs" in meter.stream.getvalue()
+
+
 def test_compare_over_the_corpus_archive_gives_every_row_it_gives_over_the_snapshots(tmp_path):
     # The archive once kept no text of an assistant's message, so a problem at one was
     # named without its preview over the archive (s0207-conv-t3, s0210-conv-t2 and

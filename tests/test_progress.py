@@ -103,7 +103,7 @@ def test_synth_draws_its_line_on_a_terminal(tmp_path):
 
 
 def test_whatif_shows_the_files_read_and_the_runs_replayed():
-    meter = Progress(Terminal(), clock=clock())
+    meter = Progress(Terminal(), clock=clock(), command="whatif")
     inputs = sourced.read_inputs(SAMPLE, meter=meter)
     assert f"whatif: reading 0/{SAMPLE_RUNS} files" in meter.stream.getvalue()
     replayed = sourced.replay_streams(inputs.streams, POLICIES, inputs.standings, meter=meter)
@@ -131,7 +131,7 @@ def test_whatif_replayed_in_chunks_gives_the_rows_of_one_replay():
 def test_whatif_over_an_archive_shows_each_batch(tmp_path):
     archive = tmp_path / "archive"
     ingest([SAMPLE], archive, workers=1)
-    meter = Progress(Terminal(), clock=clock())
+    meter = Progress(Terminal(), clock=clock(), command="whatif")
     replay = sourced.whatif_archive(archive, POLICIES, batch_runs=5, meter=meter)
     assert replay is not None and replay.runs == SAMPLE_RUNS
     shown = meter.stream.getvalue()

@@ -261,7 +261,7 @@ def test_the_replay_spread_over_worker_processes_gives_the_rows_of_one(tmp_path:
     root = tmp_path / "archive"
     ingest([SAMPLE], root, workers=1, batch_runs=5)
     monkeypatch.setattr(report_module, "POOL_FROM_RUNS", 1)
-    monkeypatch.setattr(report_module, "REPLAY_BATCH_RUNS", 4)
+    monkeypatch.setattr(compare_job, "REPLAY_BATCH_RUNS", 4)
     monkeypatch.setattr(compare_job, "whatif_and_audit", lambda *_: pytest.fail("replayed here"))
     spread = collect(**chosen, workers=2)
     assert_frame_equal(spread.per_run, direct.per_run, check_exact=True)

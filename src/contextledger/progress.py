@@ -53,8 +53,11 @@ class Progress:
         delay: float = 0.0,
         started: float | None = None,
         clock: Callable[[], float] = time.perf_counter,
+        command: str = "contextledger",
     ) -> None:
         self.stream = stream
+        #: What the lines it is shown begin with (the command whose work they count).
+        self.command = command
         self.delay = delay
         self.clock = clock
         self.started = clock() if started is None else started

@@ -147,7 +147,9 @@ def whatif_command(
     from contextledger import progress as meters
     from contextledger.archive import ArchiveError
 
-    meter = meters.Progress(meters.chosen_stream(progress), delay=meters.SLOW_SECONDS)
+    meter = meters.Progress(
+        meters.chosen_stream(progress), delay=meters.SLOW_SECONDS, command="whatif"
+    )
     archived = None
     try:
         if on_spark:
@@ -435,6 +437,7 @@ def report_command(
 @output_option
 @csv_safe_option
 @max_document_option
+@progress_option
 def compare_command(
     paths: tuple[str, ...],
     policies: tuple[str, ...],
@@ -444,6 +447,7 @@ def compare_command(
     output_format: str,
     output: str | None,
     csv_safe: bool,
+    progress: bool | None,
 ) -> None:
     """Compare window policies over the runs under PATHS, at every model call: wire
     problems a provider would reject, facts reaching the answer, input tokens,
@@ -453,6 +457,7 @@ def compare_command(
     OpenTelemetry trace files (OTLP JSON Lines, plain or gzip; told by content),
     folders of either, or one archive that ingest wrote.
     """
+    from contextledger import progress as meters
     from contextledger.archive import ArchiveError
     from contextledger.jobs import compare as compared
     from contextledger.report import COMPARE_POLICIES
@@ -464,9 +469,15 @@ def compare_command(
         prices = CachePrices(write=cache_write, read=cache_read)
         compared.parse_compared(policies or COMPARE_POLICIES)  # a bad spec: before any work
         standings = load_standings(standings_file) if standings_file else None
-        found = compared.compare(
-            paths, policies or COMPARE_POLICIES, standings=standings, prices=prices
+        meter = meters.Progress(
+            meters.chosen_stream(progress), delay=meters.SLOW_SECONDS, command="compare"
         )
+        try:
+            found = compared.compare(
+                paths, policies or COMPARE_POLICIES, standings=standings, prices=prices, meter=meter
+            )
+        finally:
+            meter.close()
     except (PolicySpecError, StandingsFileError, ArchiveError) as error:
         _fail(_error_lines(error))
         raise  # unreachable: _fail exits

@@ -11,13 +11,15 @@ A batch is replayed and audited with the cyclic collector paused: what it alloca
 2,000-run batch of the synthetic archive leaves no cycle behind (``gc.collect()`` finds
 none after it) while the collector's passes over its live objects were a tenth to a
 quarter of its CPU (docs/benchmarks.md: the report against ``ledger`` + ``whatif``).
+From :data:`POOL_FROM_RUNS` runs the batches go to worker processes, as the report's do.
 """
 
 from __future__ import annotations
 
 import math
+import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,6 +28,8 @@ import polars as pl
 import pyarrow as pa
 
 from contextledger.jobs.whatif import ArchiveReplay, _standing_rows, read_inputs, with_problems
+from contextledger.processes import map_ahead
+from contextledger.progress import Progress
 from contextledger.read.cycles import collector_paused
 from contextledger.read.identity import DUPLICATES
 from contextledger.read.messages import RunMessages
@@ -62,6 +66,12 @@ FRAMEWORK_DEFAULTS = (
     "mastra_tool_filter",
     "mastra_token_limit:limit=600",
 )
+#: From this many runs, :func:`compare` and the report replay and audit them in worker
+#: processes, a batch at a time: a worker's start (its imports, about 1 s of CPU) pays
+#: back from about a thousand runs (the audit: 2-5 ms of CPU a run).
+POOL_FROM_RUNS = 1000
+#: Runs a worker replays at once from snapshots (an archive's batches are its own).
+REPLAY_BATCH_RUNS = 250
 
 
 @dataclass
@@ -116,6 +126,8 @@ def compare(
     *,
     standings: Any = None,
     prices: CachePrices | None = None,
+    workers: int | None = None,
+    meter: Progress | None = None,
 ) -> Comparison:
     """Audit every run under every policy: per-run rows and the side-by-side table.
 
@@ -123,6 +135,9 @@ def compare(
     archive (``DIR``, ``DIR?since=..&label=..``), read a batch of runs at a time.
     ``standings`` (a CSV / JSON Lines file, or a frame of ``run_id, tool_call_id,
     standing, iteration``) adds to the standings the snapshots or the archive hold.
+    From :data:`POOL_FROM_RUNS` runs the batches are audited on ``workers`` processes
+    (default: one per core); the rows are the same either way. ``meter`` is shown the
+    runs audited.
 
     >>> found = compare("data/sample/s0001-fact-bench.json.gz", ["none", "sliding:keep=6"],
     ...                 standings="data/sample-standings.csv")
@@ -132,11 +147,20 @@ def compare(
     parsed = parse_compared(policies)
     prices = prices or CachePrices()
     given = _standing_rows(standings)
-    archived = _compare_archive(paths, parsed, given, prices)
+    workers = workers if workers is not None else os.cpu_count() or 1
+    archived = _compare_archive(paths, parsed, given, prices, workers, meter)
     if archived is not None:
         return archived
-    inputs = read_inputs(paths)
-    per_run = audit_table(inputs.streams, parsed, [*inputs.standings, *given], prices)
+    inputs = read_inputs(paths, meter=meter)
+    rows = [*inputs.standings, *given]
+    if workers > 1 and len(inputs.streams) >= POOL_FROM_RUNS:
+        calls: Iterator[tuple[Any, ...]] = (
+            (streams, parsed, held, prices)
+            for streams, held in spread_batches(inputs.streams, rows, workers)
+        )
+        per_run, _, _ = _gathered(map_ahead(audit_streams, calls, workers), meter)
+    else:
+        per_run, _, _ = audit_streams(inputs.streams, parsed, rows, prices)
     return Comparison(
         per_run=per_run,
         table=comparison_table(per_run, [label for label, _ in parsed]),
@@ -156,11 +180,13 @@ def _compare_archive(
     parsed: list[tuple[str, AnyPolicy]],
     given: list[dict[str, Any]],
     prices: CachePrices,
+    workers: int,
+    meter: Progress | None,
 ) -> Comparison | None:
     """:func:`compare` over an archive, a batch of runs at a time; None when ``paths``
     names none."""
     from contextledger.archive.tables import archive_tables
-    from contextledger.archive.windows import stream_batches
+    from contextledger.archive.windows import window_batches
 
     named = [paths] if isinstance(paths, str | Path) else paths
     if not all(isinstance(path, str | Path) for path in named):
@@ -170,14 +196,15 @@ def _compare_archive(
         return None
     parsed, policies_left_out = without_tool_text(parsed)
     started = time.perf_counter()
-    parts = [pl.DataFrame(schema=AUDIT_SCHEMA)]
-    run_ids: list[str] = []
-    notes: list[str] = []
-    for streams, held in stream_batches(tables.archive, tables.selection):
-        parts.append(audit_table(streams, parsed, [*held, *given], prices))
-        run_ids += [stream.run_id for stream in streams]
-        notes += [note for stream in streams for note in stream.notes]
-    per_run = pl.concat(parts)
+    calls = (
+        (streams, messages, [*held.to_pylist(), *given], parsed, prices)
+        for streams, messages, held in window_batches(tables.archive, tables.selection)
+    )
+    if workers > 1 and tables.runs.num_rows >= POOL_FROM_RUNS:
+        audited = map_ahead(audit_window_tables, calls, workers)
+    else:
+        audited = (audit_window_tables(*call) for call in calls)
+    per_run, run_ids, notes = _gathered(audited, meter)
     seconds = time.perf_counter() - started
     replayed = with_problems(ArchiveReplay(per_run.lazy(), len(run_ids), seconds), tables)
     return Comparison(
@@ -193,6 +220,68 @@ def _compare_archive(
         unmatched_run_ids=replayed.unmatched_run_ids,
         notes=notes,
     )
+
+
+#: A batch audited: its rows (:data:`AUDIT_SCHEMA`), its run ids and their notes.
+Audited = tuple[pl.DataFrame, list[str], list[str]]
+
+
+def audit_streams(
+    streams: Sequence[RunMessages],
+    policies: Sequence[tuple[str, AnyPolicy]],
+    standings_rows: Sequence[Mapping[str, Any]],
+    prices: CachePrices,
+) -> Audited:
+    """A batch of runs audited (:func:`~contextledger.window.audit_arrays.audit_table`),
+    here or in a worker, with the collector paused (module header)."""
+    with collector_paused():
+        per_run = audit_table(streams, policies, standings_rows, prices)
+    return per_run, [s.run_id for s in streams], [n for s in streams for n in s.notes]
+
+
+def audit_window_tables(
+    streams: pa.Table,
+    messages: pa.Table,
+    standings_rows: Sequence[Mapping[str, Any]],
+    policies: Sequence[tuple[str, AnyPolicy]],
+    prices: CachePrices,
+) -> Audited:
+    """:func:`audit_streams` of an archive's batch of window tables (``schema.STREAMS``
+    and ``schema.MESSAGES`` rows), the streams rebuilt where this runs."""
+    from contextledger.tables.windows import streams_from_tables
+
+    with collector_paused():
+        rebuilt = streams_from_tables(streams, messages)
+    return audit_streams(rebuilt, policies, standings_rows, prices)
+
+
+def spread_batches(
+    streams: Sequence[RunMessages], standings_rows: Sequence[Mapping[str, Any]], workers: int
+) -> Iterator[tuple[Sequence[RunMessages], list[Mapping[str, Any]]]]:
+    """Runs read from snapshots cut into batches for ``workers`` processes (at least
+    :data:`REPLAY_BATCH_RUNS` runs, about four batches a worker), each with its runs'
+    standings rows."""
+    size = max(REPLAY_BATCH_RUNS, math.ceil(len(streams) / (workers * 4)))
+    for first in range(0, len(streams), size):
+        chosen = streams[first : first + size]
+        ids = {stream.run_id for stream in chosen}
+        yield chosen, [row for row in standings_rows if row["run_id"] in ids]
+
+
+def _gathered(batches: Iterator[Audited], meter: Progress | None) -> Audited:
+    """The batches' rows, run ids and notes, in order, the meter told the runs so far."""
+    parts = [pl.DataFrame(schema=AUDIT_SCHEMA)]
+    run_ids: list[str] = []
+    notes: list[str] = []
+    for per_run, ids, noted in batches:
+        parts.append(per_run)
+        run_ids += ids
+        notes += noted
+        if meter is not None:
+            meter.show(f"{meter.command}: audited {len(run_ids):,} runs  {meter.elapsed:.0f} s")
+    if meter is not None and run_ids:  # the last count, whenever the one before was drawn
+        meter.show(f"{meter.command}: audited {len(run_ids):,} runs", force=True)
+    return pl.concat(parts), run_ids, notes
 
 
 def replay_and_audit(

@@ -195,12 +195,14 @@ _OURS = (None, "whatif")
 
 
 def _reading_line(runs: int, done: int, files: int, meter: Progress) -> str:
-    return f"whatif: reading {done:,}/{files:,} files  {runs:,} runs  {meter.elapsed:.0f} s"
+    counts = f"{done:,}/{files:,} files  {runs:,} runs  {meter.elapsed:.0f} s"
+    return f"{meter.command}: reading {counts}"
 
 
-def _replaying_line(done: int, runs: int | None, elapsed: float) -> str:
-    total = f"/{runs:,}" if runs is not None else ""
-    return f"whatif: replayed {done:,}{total} runs  {done / elapsed:,.0f} runs/s  {elapsed:.0f} s"
+def _replaying_line(done: int, runs: int | None, meter: Progress) -> str:
+    total, elapsed = f"/{runs:,}" if runs is not None else "", meter.elapsed
+    counts = f"{done:,}{total} runs  {done / elapsed:,.0f} runs/s  {elapsed:.0f} s"
+    return f"{meter.command}: replayed {counts}"
 
 
 def replay_streams(
@@ -220,7 +222,7 @@ def replay_streams(
     for first in range(0, len(streams), chunk_runs):
         frames.append(whatif_table(streams[first : first + chunk_runs], policies, standings_rows))
         done = min(first + chunk_runs, len(streams))
-        meter.show(_replaying_line(done, len(streams), meter.elapsed))
+        meter.show(_replaying_line(done, len(streams), meter))
     return pl.concat(frames) if frames else whatif_table(streams, policies, standings_rows)
 
 
@@ -395,7 +397,7 @@ def whatif_archive(
         frame.write_parquet(parts[-1])
         runs += streams.num_rows
         if meter is not None:
-            meter.show(_replaying_line(runs, None, meter.elapsed))
+            meter.show(_replaying_line(runs, None, meter))
     rows = (
         pl.scan_parquet(parts, glob=False)
         if parts

@@ -2,13 +2,13 @@
 :class:`~contextledger.report.model.ReportData`.
 
 The ledger and the gates from the tables; the window policies replayed and audited
-(spread over worker processes from :data:`POOL_FROM_RUNS` runs); one run's timeline.
+(spread over worker processes from
+:data:`~contextledger.jobs.compare.POOL_FROM_RUNS` runs); one run's timeline.
 """
 
 from __future__ import annotations
 
 import itertools
-import math
 import os
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -29,9 +29,11 @@ from contextledger.archive.windows import (
 from contextledger.drawing import Drawing
 from contextledger.jobs.compare import (
     FRAMEWORK_DEFAULTS,
+    POOL_FROM_RUNS,
     parse_compared,
     replay_and_audit,
     replay_and_audit_tables,
+    spread_batches,
 )
 from contextledger.jobs.whatif import WhatIfInputs, read_with_tables
 from contextledger.ledger.compute import compute_ledger
@@ -71,12 +73,6 @@ DEFAULT_POLICIES = (
 #: What ``contextledger compare`` and the report's cost chart compare unless told
 #: otherwise: agentfootprint's policies above, then one spec per other framework's.
 COMPARE_POLICIES = (*DEFAULT_POLICIES, *FRAMEWORK_DEFAULTS)
-#: From this many runs read, the replay and the audit are spread over worker processes
-#: (:func:`collect`'s ``workers``): a worker's start (its imports, about 1 s of CPU)
-#: pays back from about a thousand runs (the audit: 2-5 ms of CPU a run).
-POOL_FROM_RUNS = 1000
-#: Runs a worker replays at once from snapshots (an archive's batches are its own).
-REPLAY_BATCH_RUNS = 250
 
 
 class Progress(progress.Progress):
@@ -145,10 +141,11 @@ def collect(
     frameworks' policy specs) are audited beside ``policies`` for the cost chart only.
     ``progress`` is told each stage (:class:`Progress`). The replay and the audit are
     spread over ``workers`` processes (default: one per core) from
-    :data:`POOL_FROM_RUNS` runs; the rows are the same either way. ``draw`` (chart
-    formats, as :func:`~contextledger.report.write_report` will be given them): the
-    ledger's charts are built as soon as the gates are known and drawn, in a worker
-    process, while the runs are replayed (``write_report`` hands that worker the rest).
+    :data:`~contextledger.jobs.compare.POOL_FROM_RUNS` runs; the rows are the same
+    either way. ``draw`` (chart formats, as :func:`~contextledger.report.write_report`
+    will be given them): the ledger's charts are built as soon as the gates are known
+    and drawn, in a worker process, while the runs are replayed (``write_report`` hands
+    that worker the rest).
 
     >>> data = collect(policies=["none", "sliding:keep=3"])
     >>> data.per_policy["policy"].to_list(), data.timeline["run_id"][0]
@@ -390,8 +387,9 @@ def _replayed_in_workers(
 ) -> list[tuple[pl.DataFrame, pl.DataFrame]]:
     """:func:`~contextledger.jobs.compare.replay_and_audit` of every run, spread over
     ``workers`` processes a batch at a time: an archive's batches of window tables (each
-    worker rebuilds its streams), or the snapshots' streams in :data:`REPLAY_BATCH_RUNS`.
-    The rows are those of one process replaying them all (each run is replayed alone)."""
+    worker rebuilds its streams), or the snapshots' streams
+    (:func:`~contextledger.jobs.compare.spread_batches`). The rows are those of one
+    process replaying them all (each run is replayed alone)."""
     calls: Iterator[tuple[Any, ...]]
     if archived is not None:
         function: Callable[..., tuple[pl.DataFrame, pl.DataFrame]] = replay_and_audit_tables
@@ -402,17 +400,11 @@ def _replayed_in_workers(
     else:
         assert inputs is not None
         function = replay_and_audit
-        streams = inputs.streams
-        size = max(REPLAY_BATCH_RUNS, math.ceil(len(streams) / (workers * 4)))
         standing_rows = [*inputs.standings, *given]
-
-        def batch(first: int) -> tuple[Any, ...]:
-            chosen = streams[first : first + size]
-            ids = {stream.run_id for stream in chosen}
-            held = [row for row in standing_rows if row["run_id"] in ids]
-            return chosen, parsed, audited, held
-
-        calls = (batch(first) for first in range(0, len(streams), size))
+        calls = (
+            (streams, parsed, audited, held)
+            for streams, held in spread_batches(inputs.streams, standing_rows, workers)
+        )
     parts = []
     replayed = 0
     for part in map_ahead(function, calls, workers):
