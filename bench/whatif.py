@@ -48,9 +48,9 @@ from contextledger.window.kernel import (
     VISIT_FIELDS,
     KernelResult,
     advance,
-    drop_notice_length,
 )
 from contextledger.window.notice import MAX_NAMED_TOOLS
+from contextledger.window.notice_length import drop_notice_length
 from contextledger.window.policies import Policy, parse_policy
 from contextledger.window.standings import StandingsTimeline
 from contextledger.window.synthetic import (
