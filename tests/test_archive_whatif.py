@@ -428,7 +428,8 @@ def column_built_and_message_built(archive_dir: Path, batch_runs: int):
     ``Message`` streams rebuilt from them, with the batch's standings."""
     from contextledger.archive.windows import window_batches
     from contextledger.window.standings import timelines
-    from contextledger.window.turn_arrays import turn_arrays, turn_arrays_from_tables
+    from contextledger.window.turn_arrays import turn_arrays
+    from contextledger.window.turn_tables import turn_arrays_from_tables
 
     for streams, messages, standings in window_batches(Archive.open(archive_dir), None, batch_runs):
         by_run = timelines(standings.to_pylist())
@@ -460,7 +461,8 @@ def test_turn_arrays_from_the_stored_columns_are_those_of_the_rebuilt_streams(
 def test_runs_the_kernel_sets_aside_are_laid_out_alike_from_columns_and_replayed_exactly():
     from contextledger.jobs.whatif import _replay_tables
     from contextledger.window.synthetic import Batch, Result, Said, build_stream
-    from contextledger.window.turn_arrays import turn_arrays, turn_arrays_from_tables
+    from contextledger.window.turn_arrays import turn_arrays
+    from contextledger.window.turn_tables import turn_arrays_from_tables
 
     steps = [[Batch((Result("look", 300),))] for _ in range(6)]
     long = [[Batch((Result("look", 30),))] for _ in range(66)]  # more than a word of turns
@@ -492,7 +494,8 @@ def test_runs_the_kernel_sets_aside_are_laid_out_alike_from_columns_and_replayed
 
 
 def test_turn_arrays_from_columns_read_rows_out_of_order_and_refuse_missing_ones(corpus_archive):
-    from contextledger.window.turn_arrays import turn_arrays, turn_arrays_from_tables
+    from contextledger.window.turn_arrays import turn_arrays
+    from contextledger.window.turn_tables import turn_arrays_from_tables
 
     archive = Archive.open(corpus_archive)
     read = [pa.concat_tables(pq_read(archive, table)) for table in ("streams", "messages")]

@@ -435,7 +435,7 @@ def test_turn_arrays_from_stored_columns_equal_the_streams_on_random_histories(r
     from contextledger.tables import schema
     from contextledger.tables.window_rows import stream_row
     from contextledger.tables.windows import messages_table
-    from contextledger.window.turn_arrays import turn_arrays_from_tables
+    from contextledger.window.turn_tables import turn_arrays_from_tables
 
     from .test_archive_whatif import assert_same_arrays
 

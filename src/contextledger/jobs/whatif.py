@@ -33,7 +33,7 @@ from contextledger.tables.standings import load_standings
 from contextledger.tables.windows import streams_from_tables
 from contextledger.window.policies import Policy
 from contextledger.window.standings import timelines
-from contextledger.window.turn_arrays import turn_arrays_from_tables
+from contextledger.window.turn_tables import turn_arrays_from_tables
 from contextledger.window.whatif import parse_policies, per_policy, whatif_arrays, whatif_table
 
 if TYPE_CHECKING:
