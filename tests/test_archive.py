@@ -18,7 +18,7 @@ from click.testing import CliRunner
 from polars.testing import assert_frame_equal
 
 from contextledger.archive import Archive, ArchiveError, ArchiveTables
-from contextledger.archive.tables import parse_archive_path
+from contextledger.archive.selection import parse_archive_path
 from contextledger.cli import main
 from contextledger.cli.common import EXIT_UNREADABLE_INPUT, EXIT_USAGE
 from contextledger.jobs.ingest import ingest

@@ -19,7 +19,7 @@ from polars.testing import assert_frame_equal
 
 from contextledger.archive import Archive, ArchiveError, ArchiveTables, Selection, verify_archive
 from contextledger.archive.location import Location, locate
-from contextledger.archive.tables import parse_archive_path
+from contextledger.archive.selection import parse_archive_path
 from contextledger.archive.windows import stream_batches, unreplayable_runs
 from contextledger.cli import main
 from contextledger.cli.common import EXIT_UNREADABLE_INPUT, EXIT_USAGE

@@ -556,7 +556,7 @@ def test_an_archive_holding_a_stream_for_every_run_names_none_without_reading_a_
 def test_a_run_level_selection_reads_exactly_its_runs_window_rows(sample_archive):
     """The window tables of the selected runs, kept as they are read, are the rows of
     every run's that name them, in the same order."""
-    from contextledger.archive.tables import Selection
+    from contextledger.archive.selection import Selection
     from contextledger.archive.windows import window_batches
 
     archive = Archive.open(sample_archive)

@@ -17,7 +17,7 @@ import pytest
 from polars.testing import assert_frame_equal
 
 from contextledger.archive import Archive, ArchiveTables, Selection, verify_archive
-from contextledger.archive.tables import parse_archive_path
+from contextledger.archive.selection import parse_archive_path
 from contextledger.jobs.ingest import ingest
 from contextledger.ledger.compute import compute_ledger, ledger_inputs
 from contextledger.ledger.duckdb_views import connect, ledger_rows_sql

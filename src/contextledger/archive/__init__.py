@@ -6,13 +6,14 @@ and the DuckDB views; ``verify_archive`` names what is damaged. See ``store`` fo
 the layout.
 """
 
+from contextledger.archive.selection import Selection
 from contextledger.archive.store import (
     Archive,
     ArchiveDamaged,
     ArchiveError,
     ArchiveProblem,
 )
-from contextledger.archive.tables import ArchiveTables, Selection, archive_tables
+from contextledger.archive.tables import ArchiveTables, archive_tables
 from contextledger.archive.verify import verify_archive
 
 __all__ = [

@@ -12,8 +12,9 @@ from typing import Any
 
 import pyarrow as pa
 
+from contextledger.archive.selection import Selection
 from contextledger.archive.store import Archive, ArchiveError, Commit
-from contextledger.archive.tables import ArchiveTables, Selection
+from contextledger.archive.tables import ArchiveTables
 from contextledger.read.messages import RunMessages
 from contextledger.tables import schema
 from contextledger.tables.build import ACCOUNTING_MODES

@@ -274,7 +274,7 @@ def _spark_engine(engine: str, paths: Sequence[str], *, reads_archive: bool = Tr
         return None
     import contextledger.jobs.spark as on_spark
     from contextledger.archive import ArchiveError
-    from contextledger.archive.tables import parse_archive_path
+    from contextledger.archive.selection import parse_archive_path
 
     missing = on_spark.available()
     if missing:
