@@ -6,13 +6,9 @@ and the DuckDB views; ``verify_archive`` names what is damaged. See ``store`` fo
 the layout.
 """
 
+from contextledger.archive.damage import ArchiveDamaged, ArchiveProblem
 from contextledger.archive.selection import Selection
-from contextledger.archive.store import (
-    Archive,
-    ArchiveDamaged,
-    ArchiveError,
-    ArchiveProblem,
-)
+from contextledger.archive.store import Archive, ArchiveError
 from contextledger.archive.tables import ArchiveTables, archive_tables
 from contextledger.archive.verify import verify_archive
 

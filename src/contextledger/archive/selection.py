@@ -13,7 +13,8 @@ from pathlib import Path
 from urllib.parse import unquote
 
 from contextledger.archive.location import Location, locate, uri_scheme
-from contextledger.archive.store import Archive, ArchiveError, Commit, ingest_date_text
+from contextledger.archive.partitions import ingest_date_text
+from contextledger.archive.store import Archive, ArchiveError, Commit
 
 
 @dataclass(frozen=True)

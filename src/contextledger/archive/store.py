@@ -71,18 +71,17 @@ import dataclasses
 import datetime as dt
 import json
 import os
-import re
 import secrets
 import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from contextledger.archive.damage import ArchiveDamaged, ArchiveProblem
 from contextledger.archive.durable import fsync, locked, write_atomically
 from contextledger.archive.location import ArchiveError, Location, local_root, locate
 from contextledger.archive.verified import VerifiedParts
@@ -112,69 +111,6 @@ TRACE_SPANS = pa.schema(
         pa.field("records", pa.binary(), nullable=False),
     ]
 )
-
-
-@dataclass(frozen=True)
-class ArchiveProblem:
-    """Damage found in an archive: the file, and what is wrong with it (and what it costs).
-
-    ``ingest_date`` is the ingest date of the commit it takes out; None when unknown
-    (a commit file missing or unreadable). ``commit`` is the number of the commit it
-    takes out and ``runs`` how many runs that commit added (None: not known), so that
-    several damaged files of one commit count its runs once (:func:`runs_left_out`).
-
-    >>> str(ArchiveProblem("DIR/runs/part-1.parquet", "missing"))
-    'DIR/runs/part-1.parquet: missing'
-    """
-
-    path: str
-    reason: str
-    ingest_date: str | None = None
-    commit: int | None = None
-    runs: int | None = None
-    #: What is wrong with the file alone, without what leaving its commit out costs
-    #: (None: ``reason`` says no more): what a refusal says, having left nothing out.
-    cause: str | None = field(default=None, compare=False)
-
-    def __str__(self) -> str:
-        return f"{self.path}: {self.reason}"
-
-    def unanswered(self) -> str:
-        """The problem as a refusal says it: the file, why, and the commit holding it;
-        no commit was left out of an answer, since none was given.
-
-        >>> problem = ArchiveProblem("p", "changed: commit 2 is left out", "2026-11-02", 2, 5,
-        ...                          cause="changed")
-        >>> problem.unanswered()
-        'p: changed (in commit 2, ingest date 2026-11-02, with 5 run(s))'
-        """
-        if self.cause is None or self.commit is None:
-            return str(self)
-        runs = f", with {self.runs} run(s)" if self.runs is not None else ""
-        held = f"in commit {self.commit}, ingest date {self.ingest_date}{runs}"
-        return f"{self.path}: {self.cause} ({held})"
-
-
-class ArchiveDamaged(ArchiveError):
-    """A damaged archive asked to take more: writing would hide or deepen the damage."""
-
-    def __init__(
-        self, root: Path, problems: Sequence[ArchiveProblem], *, written: bool = True
-    ) -> None:
-        self.problems = list(problems)
-        self.written = written
-        said = (
-            "so nothing was written to it"
-            if written
-            else "found only once part of it had been read, so nothing was answered"
-        )
-        #: The message a line at a time (a name in a line may hold a newline of its own).
-        self.lines = [
-            f"{root} is damaged, {said} (restore these files from a "
-            "backup, or ingest the snapshots into a new archive):",
-            *(f"  {problem if written else problem.unanswered()}" for problem in self.problems),
-        ]
-        super().__init__("\n".join(self.lines))
 
 
 @dataclass(frozen=True)
@@ -778,72 +714,3 @@ def _lost(seq: int, parsed: Sequence[Commit]) -> tuple[str, int | None]:
     if end <= first:
         return "it added no runs (its outcome labels and manifest rows are left out)", 0
     return f"its {end - first} run(s) (run_order {first}-{end - 1}) are left out", end - first
-
-
-def runs_left_out(problems: Sequence[ArchiveProblem]) -> tuple[int, bool]:
-    """How many runs ``problems`` leave out, each commit they take out counted once, and
-    whether that is all (False: a lost commit's count is unknown, so at least this many).
-
-    >>> runs_left_out([ArchiveProblem("a", "", None, 2, 7), ArchiveProblem("b", "", None, 2, 7)])
-    (7, True)
-    """
-    commits: dict[int, int | None] = {}
-    for problem in problems:
-        if problem.commit is not None:
-            commits[problem.commit] = problem.runs
-    known = [runs for runs in commits.values() if runs is not None]
-    return sum(known), len(known) == len(commits)
-
-
-#: ``YYYY-MM-DD``, or a full ISO timestamp (``YYYY-MM-DDTHH:MM[:SS[.f]][Z|+HH:MM]``).
-_ISO_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
-_ISO_TIMESTAMP = re.compile(
-    _ISO_DATE.pattern
-    + r"[T ][0-9]{2}:[0-9]{2}(:[0-9]{2}(\.[0-9]{1,6})?)?(Z|[+-][0-9]{2}:?[0-9]{2})?"
-)
-
-
-def ingest_date_or_today(value: str | None) -> str:
-    """The ingest date a batch is recorded under: ``value`` checked by
-    :func:`ingest_date_text`, or today's UTC date when none is given."""
-    return ingest_date_text(value or dt.datetime.now(dt.UTC).date().isoformat())
-
-
-def ingest_date_text(value: str, name: str = "date", shown: str | None = None) -> str:
-    """``value`` as the ``YYYY-MM-DD`` ingest date an archive stores and filters by.
-
-    A full ISO timestamp is taken as its UTC date (one without an offset as UTC
-    already). Anything else, the compact ``20261101`` included (stored dates are
-    compared as text, so it would select nothing), raises ``ValueError`` naming
-    ``name`` and the value (``shown``, when the user wrote it otherwise: escaped in a URL).
-
-    >>> ingest_date_text("2026-11-01"), ingest_date_text("2026-11-01T23:30:00-02:00")
-    ('2026-11-01', '2026-11-02')
-    """
-    text = value.strip()
-    try:
-        if _ISO_DATE.fullmatch(text):
-            return dt.date.fromisoformat(text).isoformat()
-        if _ISO_TIMESTAMP.fullmatch(text):
-            moment = dt.datetime.fromisoformat(text)
-            if moment.tzinfo is not None:
-                moment = moment.astimezone(dt.UTC)
-            return moment.date().isoformat()
-    except ValueError:
-        pass
-    given = value if shown is None else shown
-    msg = f"{name} {given!r} is not a date: give YYYY-MM-DD (or a full ISO timestamp)"
-    raise ValueError(msg)
-
-
-def partition_value(key: str, ingest_date: str, runner_kind: str | None, source_path: str) -> str:
-    """The hive value of partition ``key`` for one run, escaped for a directory name."""
-    if key == "ingest_date":
-        value = ingest_date
-    elif key == "ingest_month":
-        value = ingest_date[:7]
-    elif key == "runner_kind":
-        value = runner_kind or "unknown"
-    else:
-        value = Path(source_path).parent.name or "."
-    return quote(value, safe="-_.")

@@ -16,16 +16,10 @@ from typing import Any, ClassVar
 import polars as pl
 import pyarrow as pa
 
+from contextledger.archive.damage import ArchiveDamaged, ArchiveProblem
 from contextledger.archive.duckdb_sql import SELECTED_RUNS, read_parquet_sql
 from contextledger.archive.selection import Selection, parse_archive_path
-from contextledger.archive.store import (
-    Archive,
-    ArchiveDamaged,
-    ArchiveError,
-    ArchiveProblem,
-    Commit,
-    DataFile,
-)
+from contextledger.archive.store import Archive, ArchiveError, Commit, DataFile
 from contextledger.read.identity import DUPLICATES
 from contextledger.tables import schema
 from contextledger.tables.build import ACCOUNTING_MODES, RunTables

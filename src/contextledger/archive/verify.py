@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from contextledger.archive.damage import ArchiveProblem
 from contextledger.archive.location import ArchiveError, Location, locate
-from contextledger.archive.store import COMMITS_DIR, Archive, ArchiveProblem
+from contextledger.archive.store import COMMITS_DIR, Archive
 
 
 def verify_archive(root: str | Path | Location | Archive) -> list[ArchiveProblem]:

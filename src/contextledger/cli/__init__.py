@@ -55,8 +55,12 @@ class _Commands(click.Group):
         except Exception as error:
             from contextledger.cli.common import EXIT_UNREADABLE_INPUT, _warn
 
-            store = sys.modules.get("contextledger.archive.store")  # not imported by --help
-            if store is not None and isinstance(error, store.ArchiveDamaged) and not error.written:
+            damage = sys.modules.get("contextledger.archive.damage")  # not imported by --help
+            if (
+                damage is not None
+                and isinstance(error, damage.ArchiveDamaged)
+                and not error.written
+            ):
                 _warn(error.lines)
             elif _undecodable_parquet(error):
                 first = " ".join(str(error).split())[:300]

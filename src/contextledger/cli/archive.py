@@ -43,7 +43,7 @@ MAX_WORKERS = 256
 
 def _ingest_date(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
     """``--ingest-date`` as the YYYY-MM-DD an archive stores (a usage error otherwise)."""
-    from contextledger.archive.store import ingest_date_text
+    from contextledger.archive.partitions import ingest_date_text
 
     try:
         return None if value is None else ingest_date_text(value, "ingest date")

@@ -39,6 +39,7 @@ from contextledger.archive.manifest import (
     committed_sources,
     write_quarantine_listing,
 )
+from contextledger.archive.partitions import ingest_date_or_today
 from contextledger.archive.store import Archive
 from contextledger.archive.tables import ArchiveTables
 from contextledger.jobs.ingest_batch import (
@@ -116,7 +117,7 @@ def ingest(
     (14, 0, 14)
     """
     started = time.perf_counter()
-    date = store.ingest_date_or_today(ingest_date)
+    date = ingest_date_or_today(ingest_date)
     if outcomes is not None:  # a missing or bad labels file leaves no archive behind
         _labels_from(Path(outcomes))
     archive = Archive.create(archive_dir, partition_by)

@@ -24,6 +24,7 @@ from contextledger.archive.manifest import (
     archived_executions,
     commits_holding,
 )
+from contextledger.archive.partitions import partition_value
 from contextledger.archive.store import Batch
 from contextledger.archive.tables import latest_outcome_files
 from contextledger.jobs.ingest_report import IngestReport, Source
@@ -144,7 +145,7 @@ def write_batch(
     for run in counted:
         order = batch.first_run_order + batch.run_count
         batch.run_count += 1
-        partition = store.partition_value(
+        partition = partition_value(
             archive.partition_by, batch.ingest_date, run.runner_kind, run.source.path
         )
         partitions.append(partition)

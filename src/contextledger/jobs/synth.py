@@ -35,6 +35,7 @@ from contextledger.archive.manifest import (
     committed_sources,
     write_quarantine_listing,
 )
+from contextledger.archive.partitions import ingest_date_or_today, partition_value
 from contextledger.archive.store import Archive
 from contextledger.jobs.ingest import IngestReport, Source
 from contextledger.jobs.ingest_batch import (
@@ -103,7 +104,7 @@ def synth_archive(
     (300, 2, 0)
     """
     started = time.perf_counter()
-    date = store.ingest_date_or_today(ingest_date)
+    date = ingest_date_or_today(ingest_date)
     archive = Archive.create(archive_dir, partition_by)
     report = IngestReport(str(archive_dir))
     processes = workers if workers is not None else (os.cpu_count() or 1)
@@ -171,7 +172,7 @@ def _synth_batch(
                 numbers,
                 [order[part_ids[number]] for number in numbers],
                 [
-                    store.partition_value(archive.partition_by, date, kinds[number], source.path)
+                    partition_value(archive.partition_by, date, kinds[number], source.path)
                     for number in numbers
                 ],
             )
@@ -191,7 +192,7 @@ def _synth_batch(
         )
         kinds = runs["runner_kind"].to_pylist()
         for position, run_order in enumerate(runs["run_order"].to_pylist()):
-            partitions[run_order] = store.partition_value(
+            partitions[run_order] = partition_value(
                 archive.partition_by, date, kinds[position], source.path
             )
         offers = pa.concat_tables(part.tables[mode].offers for part in parts)

@@ -448,7 +448,7 @@ def with_problems(replay: ArchiveReplay, tables: ArchiveTables) -> ArchiveReplay
     the folder's what-if names), then the selected runs without a stored stream; and
     how many runs that leaves out (a whole file unread: an unknown number); and the
     ``run_id`` filter's ids that name no run the archive holds."""
-    from contextledger.archive.store import runs_left_out
+    from contextledger.archive.damage import runs_left_out
     from contextledger.archive.windows import unreplayable_runs
 
     unread = tables.unreadable(None).to_pylist()[len(tables.damage) :]
