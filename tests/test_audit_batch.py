@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import numpy as np
 import polars as pl
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -249,7 +250,77 @@ def test_a_broken_shared_history_rule_is_found(broken, monkeypatch):
     streams, rows = shared_runs()
     with pytest.raises(AssertionError):
         assert_frame_equal(
-            audit_served(streams, parse_compared(specs), rows),
+            audit_table_exact(streams, parse_compared(specs), rows),
             own_loop_audit(streams, specs, rows),
             check_exact=True,
         )
+
+
+@pytest.mark.parametrize(
+    "broken", ["buffer one short", "head ends one later", "trim keeps one more", "no notice"]
+)
+def test_a_broken_rule_over_the_batchs_histories_is_found(broken, monkeypatch):
+    """Each rule of :mod:`~contextledger.window.framework_ranges`, put one message off,
+    gives rows the window-by-window audit does not."""
+    from contextledger.window import framework_ranges as ranges
+
+    spec = {
+        "buffer one short": "autogen_buffered:buffer_size=2",
+        "head ends one later": "autogen_head_tail:head_size=2,tail_size=3",
+        "trim keeps one more": "langchain_trim:max_tokens=600",
+        "no notice": "autogen_head_tail:head_size=0,tail_size=2",
+    }[broken]
+    pieces = ranges._pieces
+
+    def broken_pieces(ids, bounds):
+        (begin, end), *rest = bounds
+        if broken == "buffer one short":
+            rest = [(rest[0][0] + (rest[0][0] < rest[0][1]), rest[0][1])]
+        elif broken == "head ends one later":
+            end = end + (rest[0][1] > rest[0][0])
+        elif broken == "trim keeps one more":
+            begin = np.maximum(begin - 1, 0)
+        else:
+            rest = [(rest[0][0], rest[0][0]), rest[1]]
+        return pieces(ids, [(begin, end), *rest])
+
+    assert ranges.ranged(parse_framework_policy(spec))
+    monkeypatch.setattr(ranges, "_pieces", broken_pieces)
+    streams, rows = shared_runs()
+    with pytest.raises(AssertionError):
+        same_audit(streams, [spec], rows)
+
+
+#: Specs of every policy laid out as ranges of the batch's histories, their keys drawn.
+ranged_specs = st.one_of(
+    st.integers(1, 6).map(lambda n: f"autogen_buffered:buffer_size={n}"),
+    st.tuples(st.integers(0, 4), st.integers(1, 4)).map(
+        lambda ht: f"autogen_head_tail:head_size={ht[0]},tail_size={ht[1]}"
+    ),
+    st.tuples(
+        st.integers(0, 400), st.sampled_from(["", ",start_on=human", ",start_on=ai|tool"])
+    ).map(lambda ms: f"langchain_trim:max_tokens={ms[0]}{ms[1]}"),
+    st.tuples(st.integers(1, 300), st.integers(0, 3)).map(
+        lambda tk: f"anthropic_clear:trigger={tk[0]},keep={tk[1]}"
+    ),
+    st.tuples(
+        st.sampled_from(["{}", "tokens:{}", "messages:{}", "tokens:{}|messages:4"]),
+        st.integers(1, 300),
+        st.integers(0, 3),
+    ).map(lambda tk: f"langchain_clear:trigger={tk[0].format(tk[1])},keep=messages:{tk[2]}"),
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    runs=st.lists(st.integers(0, 1), min_size=1, max_size=4).flatmap(
+        lambda kinds: st.tuples(*(mixed_runs(f"run-{n}") for n in range(len(kinds))))
+    ),
+    specs=st.lists(ranged_specs, min_size=1, max_size=4, unique=True),
+)
+def test_the_ranges_are_the_exact_audit_on_random_histories(runs, specs):
+    from contextledger.window.framework_ranges import ranged
+
+    assert all(ranged(parse_framework_policy(spec)) for spec in specs)
+    streams = [stream for stream, _ in runs]
+    same_audit(streams, specs, [row for _, filed in runs for row in filed])

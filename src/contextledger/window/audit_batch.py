@@ -33,7 +33,12 @@ from contextledger.window.audit import (
     serving_alike,
 )
 from contextledger.window.cache_costs import priced_totals, wire_key
+from contextledger.window.framework_ranges import BatchHistories, ranged, windows
 from contextledger.window.frameworks._common import tokens_at_rate
+from contextledger.window.frameworks._history import run_history
+from contextledger.window.frameworks.anthropic import AnthropicClearToolUses
+from contextledger.window.frameworks.autogen import AutoGenHeadTail
+from contextledger.window.frameworks.langchain import LangChainClearToolUses
 from contextledger.window.refusals import is_result
 from contextledger.window.replay import window_key
 from contextledger.window.standings import timelines
@@ -62,12 +67,19 @@ def audit_served(
         return pl.DataFrame(schema=AUDIT_SCHEMA)
     laid = _Layout()
     by_run = timelines(standings_rows)
-    which: list[int] = []  # per output row, its replay
+    # the policies laid out for the whole batch at once: a replay each, numbered after
+    ranges = list(dict.fromkeys(p for _, p in policies if ranged(p)))
+    head_tails = [p for p in ranges if isinstance(p, AutoGenHeadTail)]
+    clears = [p for p in ranges if isinstance(p, (AnthropicClearToolUses, LangChainClearToolUses))]
+    histories = BatchHistories()
+    which: list[int] = []  # per output row, its replay (-1 - n: the nth of ``ranges``)
     for stream in streams:
         timeline = by_run.get(stream.run_id)
         laid.start_run(stream, RunFacts.of(stream, timeline))
         tokens_of = tokens_at_rate(laid.facts[-1].rate)
-        replayed: dict[AnyPolicy, int] = {}
+        if ranges:
+            histories.add_run(run_history(stream, tokens_of), laid.message_id, head_tails, clears)
+        replayed: dict[AnyPolicy, int] = {p: -1 - n for n, p in enumerate(ranges)}
         for _, policy in policies:
             alike = serving_alike(policy, armed=timeline is not None)
             at = replayed.get(alike)
@@ -78,8 +90,17 @@ def audit_served(
                 )
             which.append(at)
         laid.end_run()
+    first_replays = []
+    for policy in ranges:
+        first_replays.append(len(laid.run_of_replay))
+        laid.add_ranges(*windows(policy, histories), histories.calls_of_run)
+    numbered = np.asarray(which, dtype=np.int64)
+    if ranges:  # the replays laid out together: the nth policy's at its first + the run
+        run = np.repeat(np.arange(len(streams)), len(policies))
+        later = numbered < 0
+        numbered[later] = np.asarray(first_replays)[-1 - numbered[later]] + run[later]
     rows = _Measured.of(laid).rows(laid, prices)
-    out = rows[np.asarray(which, dtype=np.int64)]
+    out = rows[numbered]
     labels = [label for _ in streams for label, _ in policies]
     return out.with_columns(policy=pl.Series(labels, dtype=pl.String))
 
@@ -142,13 +163,13 @@ class _Layout:
         self.streams.append(stream)
         self.facts.append(facts)
         self._ids, self._lists, self._keys = {}, {}, {}
-        numbered = [self._message_id(message) for message in stream.messages]
+        numbered = [self.message_id(message) for message in stream.messages]
         self.first_call.append(len(self.input_tokens))
         for call, request in zip(stream.calls, facts.requests, strict=True):
             # the window the call was sent: stream messages, so ids by their index
             self.sent_flat += map(numbered.__getitem__, call.window_served)
             self.sent_lengths.append(len(call.window_served))
-            self.request.append(-1 if request is None else self._message_id(request))
+            self.request.append(-1 if request is None else self.message_id(request))
             self.input_tokens.append(call.input_tokens)
 
     def end_run(self) -> None:
@@ -168,6 +189,18 @@ class _Layout:
         self.call_of_row += range(len(served))
         return replay
 
+    def add_ranges(self, flat: np.ndarray, lengths: np.ndarray, calls: Sequence[int]) -> None:
+        """Lay out one replay of every run of the batch (once every run is started): each
+        call's window as ``lengths[row]`` ids of ``flat``, ``calls`` a run."""
+        replay = len(self.run_of_replay)
+        self.run_of_replay += range(len(self.streams))
+        window = len(self.lengths)
+        self.flat += flat.tolist()
+        self.lengths += lengths.tolist()
+        self.window_of_row += range(window, window + len(lengths))
+        self.replay_of_row += np.repeat(np.arange(replay, replay + len(calls)), calls).tolist()
+        self.call_of_row += _spans(np.asarray(calls, dtype=np.int64))[1].tolist()
+
     def _window(self, window: Sequence[Message]) -> int:
         """The number of ``window`` (a list several calls or policies may serve)."""
         held = self._lists.get(id(window))
@@ -176,7 +209,7 @@ class _Layout:
         try:
             ids = list(map(self._ids.__getitem__, window))
         except KeyError:  # messages a policy wrote: numbered as they are met
-            known, number_of = self._ids.get, self._message_id
+            known, number_of = self._ids.get, self.message_id
             ids = [n if (n := known(m)) is not None else number_of(m) for m in window]
         number = len(self.lengths)
         self.flat += ids
@@ -184,7 +217,9 @@ class _Layout:
         self._lists[id(window)] = (window, number)  # the window held: its id stays its own
         return number
 
-    def _message_id(self, message: Message) -> int:
+    def message_id(self, message: Message) -> int:
+        """The id of ``message`` (a message of the current run's windows), numbered when
+        first met."""
         found = self._ids.get(message)
         if found is not None:
             return found
