@@ -270,20 +270,25 @@ def test_a_broken_rule_over_the_batchs_histories_is_found(broken, monkeypatch):
         "trim keeps one more": "langchain_trim:max_tokens=600",
         "no notice": "autogen_head_tail:head_size=0,tail_size=2",
     }[broken]
-    pieces = ranges._pieces
+    pieces, trimmed = ranges._pieces, ranges._trimmed
 
-    def broken_pieces(ids, bounds):
+    def broken_pieces(ids, bounds):  # two ranges: the buffer's; three: head, notice, tail
+        if len(bounds) == 1:  # a whole history, or the trim's tail
+            return pieces(ids, bounds)
         (begin, end), *rest = bounds
         if broken == "buffer one short":
             rest = [(rest[0][0] + (rest[0][0] < rest[0][1]), rest[0][1])]
         elif broken == "head ends one later":
             end = end + (rest[0][1] > rest[0][0])
-        elif broken == "trim keeps one more":
-            begin = np.maximum(begin - 1, 0)
         else:
             rest = [(rest[0][0], rest[0][0]), rest[1]]
         return pieces(ids, [(begin, end), *rest])
 
+    def broken_trim(policy, batch, rows):
+        ((begin, end),) = trimmed(policy, batch, rows)
+        return [(np.maximum(begin - 1, rows.base), end)]
+
+    monkeypatch.setattr(ranges, "_trimmed", broken_trim)
     assert ranges.ranged(parse_framework_policy(spec))
     monkeypatch.setattr(ranges, "_pieces", broken_pieces)
     streams, rows = shared_runs()

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from contextledger.read.jsjson import utf16_length
 from contextledger.read.messages import Message, RunMessages
 from contextledger.window.audit import (
     AUDIT_SCHEMA,
@@ -32,9 +33,9 @@ from contextledger.window.audit import (
     served_windows,
     serving_alike,
 )
-from contextledger.window.cache_costs import priced_totals, wire_key
+from contextledger.window.cache_costs import priced_totals, rewritten_wire_key, wire_key
 from contextledger.window.framework_ranges import BatchHistories, ranged, windows
-from contextledger.window.frameworks._common import tokens_at_rate
+from contextledger.window.frameworks._common import rewritten, tokens_at_rate
 from contextledger.window.frameworks._history import run_history
 from contextledger.window.frameworks.anthropic import AnthropicClearToolUses
 from contextledger.window.frameworks.autogen import AutoGenHeadTail
@@ -78,7 +79,9 @@ def audit_served(
         laid.start_run(stream, RunFacts.of(stream, timeline))
         tokens_of = tokens_at_rate(laid.facts[-1].rate)
         if ranges:
-            histories.add_run(run_history(stream, tokens_of), laid.message_id, head_tails, clears)
+            histories.add_run(
+                run_history(stream, tokens_of), laid.message_id, laid.rewrite_id, head_tails, clears
+            )
         replayed: dict[AnyPolicy, int] = {p: -1 - n for n, p in enumerate(ranges)}
         for _, policy in policies:
             alike = serving_alike(policy, armed=timeline is not None)
@@ -91,9 +94,12 @@ def audit_served(
             which.append(at)
         laid.end_run()
     first_replays = []
+    if ranges:
+        whole = histories.whole()
+        laid_out = (*whole, laid.add_windows(*whole))
     for policy in ranges:
         first_replays.append(len(laid.run_of_replay))
-        laid.add_ranges(*windows(policy, histories), histories.calls_of_run)
+        laid.add_ranges(windows(policy, histories), laid_out, histories.calls_of_run)
     numbered = np.asarray(which, dtype=np.int64)
     if ranges:  # the replays laid out together: the nth policy's at its first + the run
         run = np.repeat(np.arange(len(streams)), len(policies))
@@ -135,7 +141,7 @@ class _Layout:
 
     facts: list[RunFacts] = field(default_factory=list)
     streams: list[RunMessages] = field(default_factory=list)
-    messages: list[Message] = field(default_factory=list)
+    messages: list[Message | None] = field(default_factory=list)  # None: a rewrite unbuilt
     properties: list[int] = field(default_factory=list)  # _PROPERTIES of each, in a row
     call_ids: list[int] = field(default_factory=list)  # the calls each message makes, flat
     # per distinct window of a run (by the list served): its message ids, laid end to end
@@ -158,11 +164,13 @@ class _Layout:
     _keys: dict[Any, int] = field(default_factory=dict)
     _ids: dict[Message, int] = field(default_factory=dict)  # (a message hashes by identity)
     _lists: dict[int, tuple[Sequence[Message], int]] = field(default_factory=dict)
+    _rewrites: dict[tuple[Message, str, str | None], int] = field(default_factory=dict)
+    _unbuilt: dict[int, tuple[Message, str, str | None]] = field(default_factory=dict)
 
     def start_run(self, stream: RunMessages, facts: RunFacts) -> None:
         self.streams.append(stream)
         self.facts.append(facts)
-        self._ids, self._lists, self._keys = {}, {}, {}
+        self._ids, self._lists, self._keys, self._rewrites = {}, {}, {}, {}
         numbered = [self.message_id(message) for message in stream.messages]
         self.first_call.append(len(self.input_tokens))
         for call, request in zip(stream.calls, facts.requests, strict=True):
@@ -173,7 +181,7 @@ class _Layout:
             self.input_tokens.append(call.input_tokens)
 
     def end_run(self) -> None:
-        self._ids, self._lists, self._keys = {}, {}, {}
+        self._ids, self._lists, self._keys, self._rewrites = {}, {}, {}, {}
 
     def add_replay(self, served: Sequence[Sequence[Message]]) -> int:
         """Lay out one replay's windows (one per call of the current run); its number."""
@@ -189,15 +197,44 @@ class _Layout:
         self.call_of_row += range(len(served))
         return replay
 
-    def add_ranges(self, flat: np.ndarray, lengths: np.ndarray, calls: Sequence[int]) -> None:
-        """Lay out one replay of every run of the batch (once every run is started): each
-        call's window as ``lengths[row]`` ids of ``flat``, ``calls`` a run."""
-        replay = len(self.run_of_replay)
-        self.run_of_replay += range(len(self.streams))
+    def add_windows(self, flat: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+        """Lay out windows (``lengths[n]`` ids of ``flat`` each, no replay's yet); their
+        numbers."""
         window = len(self.lengths)
         self.flat += flat.tolist()
         self.lengths += lengths.tolist()
-        self.window_of_row += range(window, window + len(lengths))
+        return np.arange(window, window + len(lengths))
+
+    def add_ranges(
+        self,
+        served: tuple[np.ndarray, np.ndarray],
+        histories: tuple[np.ndarray, np.ndarray, np.ndarray],
+        calls: Sequence[int],
+    ) -> None:
+        """Lay out one replay of every run of the batch (once every run is started), a
+        window each call (``served``: ids laid end to end, and their lengths), ``calls``
+        a run. A window that is the call's whole history, id for id, is the history's
+        (``histories``: as ``served``, and their numbers from :meth:`add_windows`): laid
+        out once for every policy that serves it, as the replays' shared lists are."""
+        flat, lengths = served
+        history_flat, history_lengths, history_windows = histories
+        starts = np.cumsum(lengths) - lengths
+        history_starts = np.cumsum(history_lengths) - history_lengths
+        alike = np.flatnonzero(lengths == history_lengths)
+        differ = _pairs_differ(
+            np.concatenate([flat, history_flat]),
+            starts[alike],
+            history_starts[alike] + len(flat),
+            lengths[alike],
+        )
+        whole = np.zeros(len(lengths), dtype=bool)
+        whole[alike] = differ == lengths[alike]
+        own = self.add_windows(flat[np.repeat(~whole, lengths)], lengths[~whole])
+        window = np.empty(len(lengths), dtype=np.int64)
+        window[whole], window[~whole] = history_windows[whole], own
+        replay = len(self.run_of_replay)
+        self.run_of_replay += range(len(self.streams))
+        self.window_of_row += window.tolist()
         self.replay_of_row += np.repeat(np.arange(replay, replay + len(calls)), calls).tolist()
         self.call_of_row += _spans(np.asarray(calls, dtype=np.int64))[1].tolist()
 
@@ -247,6 +284,43 @@ class _Layout:
         for call in message.tool_calls:
             self.call_ids.append(calls.setdefault(call.id, len(calls)))
         return number
+
+    def rewrite_id(self, message: Message, content: str, edit: str | None) -> int:
+        """The id of ``rewritten(message, content, edit)`` (a result cleared, or a notice
+        from a template), its properties those of ``message`` with the content and edit
+        replaced; the copy is built only if a row names it (:meth:`message`)."""
+        key = (message, content, edit)
+        found = self._rewrites.get(key)
+        if found is not None:
+            return found
+        base = self.message_id(message) * len(_PROPERTIES)
+        row = self.properties[base : base + len(_PROPERTIES)]
+        number = self._rewrites[key] = len(self.messages)
+        self.messages.append(None)
+        self._unbuilt[number] = key
+        chars = utf16_length(content)
+        keys = self._keys
+        row[0] = chars
+        verbatim = row[3] and is_result(message) and not edit  # (row[3]: a call id given)
+        row[4] = verbatim
+        row[5] = verbatim and self.facts[-1].final.get(message.tool_call_id or "") == "fact"
+        row[6] = _EDITS.get(edit, 0)
+        row[7] = keys.setdefault(rewritten_wire_key(message, content, chars, edit), len(keys))
+        if message.window_authored:  # window_key: an authored message is its text
+            row[8] = keys.setdefault(("sent", ("authored", content)), len(keys))
+        self.properties += row
+        calls = self.call_numbers
+        for call in message.tool_calls:
+            self.call_ids.append(calls.setdefault(call.id, len(calls)))
+        return number
+
+    def message(self, number: int) -> Message:
+        """The message of id ``number`` (a rewrite built now: the same copy the policy's
+        own replay makes)."""
+        found = self.messages[number]
+        if found is None:
+            found = self.messages[number] = rewritten(*self._unbuilt.pop(number))
+        return found
 
     def columns(self) -> dict[str, np.ndarray]:
         """:data:`_PROPERTIES` of every message, a column each."""
@@ -429,7 +503,7 @@ class _Measured:
                 continue
             stream = laid.streams[runs[replay]]
             call = stream.calls[laid.call_of_row[row]]
-            message = laid.messages[int(self.first_message[row])]
+            message = laid.message(int(self.first_message[row]))
             kind = WIRE_KINDS[int(self.first_kind[row])]
             firsts.append((call.ordinal, kind, describe_message(message)))
         for n, name in enumerate(("call", "kind", "message")):

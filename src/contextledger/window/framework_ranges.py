@@ -15,12 +15,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from itertools import accumulate
 from typing import Any, TypeGuard
 
 import numpy as np
 
 from contextledger.read.messages import Message
-from contextledger.window.frameworks._common import FrameworkPolicy, rewritten
+from contextledger.window.frameworks._common import FrameworkPolicy
 from contextledger.window.frameworks._history import RunHistory
 from contextledger.window.frameworks.anthropic import (
     ANTHROPIC_PLACEHOLDER,
@@ -37,6 +38,9 @@ from contextledger.window.frameworks.langchain import (
 #: LangChain's message types, coded as the roles are below.
 _TYPES = {"system": 1, "human": 2, "tool": 3, "ai": 4}
 
+
+#: What AutoGen's "Skipped k messages." notice is, but its text.
+_NOTICE = Message("user", "", window_authored=True)
 
 #: The clears: their placeholder copies are made per run (:meth:`BatchHistories.add_run`).
 Clear = AnthropicClearToolUses | LangChainClearToolUses
@@ -82,11 +86,13 @@ class BatchHistories:
         self,
         run: RunHistory,
         message_id: Callable[[Message], int],
+        rewrite_id: Callable[[Message, str, str | None], int],
         head_tails: list[AutoGenHeadTail],
         clears: list[Clear],
     ) -> None:
         """One run's history (``message_id``: its messages' ids in the layout, asked while
-        the run is the layout's current one); the notices its head-and-tail views may hold."""
+        the run is the layout's current one), the notices its head-and-tail views hold and
+        the clears' copies (``rewrite_id``: the id of a rewrite, unbuilt)."""
         last = run.histories[-1] if run.histories else []
         self.run_base.append(len(self.ids))
         self.run_size.append(len(last))
@@ -106,15 +112,16 @@ class BatchHistories:
             and not (position > system and types[position] == 3 and types[position - 1] == 3)
             for position in range(len(last))
         ]
-        units = sum(self.starts[len(self.starts) - len(last) :])
+        # AutoGen's units in each call's history (a unit's count up to its start)
+        counted = list(accumulate(self.starts[len(self.starts) - len(last) :], initial=0))
+        units = [counted[len(history)] for history in run.histories]
         for policy in head_tails:
-            most = max(0, units - policy.head_size - policy.tail_size)
-            self.notices.setdefault(policy, []).append(
-                [
-                    message_id(Message("user", f"Skipped {k} messages.", window_authored=True))
-                    for k in range(1, most + 1)
-                ]
-            )
+            skipped = sorted({n - policy.head_size - policy.tail_size for n in units})
+            notices = [-1] * (skipped[-1] if skipped and skipped[-1] > 0 else 0)
+            for k in skipped:
+                if k > 0:
+                    notices[k - 1] = rewrite_id(_NOTICE, f"Skipped {k} messages.", None)
+            self.notices.setdefault(policy, []).append(notices)
         for clear in clears:
             copies = [-1] * len(last)
             if run.histories and self._fires(clear, len(last), run.running[-1]):
@@ -129,11 +136,15 @@ class BatchHistories:
                     positions[: max(0, len(positions) - keep)], eligible, strict=False
                 ):
                     if clearable:
-                        copy = rewritten(last[position], placeholder, "placeholder")
-                        copies[position] = message_id(copy)
+                        copies[position] = rewrite_id(last[position], placeholder, "placeholder")
             self.copies.setdefault(clear, []).extend(copies)
         self.history_lengths += map(len, run.histories)
         self.calls_of_run.append(len(run.histories))
+
+    def whole(self) -> tuple[np.ndarray, np.ndarray]:
+        """Every call's whole history, as :func:`windows` lays out a window."""
+        rows = _Rows.of(self)
+        return _pieces(np.asarray(self.ids, dtype=np.int64), [(rows.base, rows.end)])
 
     @staticmethod
     def _fires(clear: Clear, messages: int | np.ndarray, tokens: int | np.ndarray) -> Any:
