@@ -35,7 +35,7 @@ from contextledger.window.frameworks.langchain import (
     message_type,
 )
 
-#: LangChain's message types, coded as the roles are below.
+#: LangChain's message types as codes (0: any other role).
 _TYPES = {"system": 1, "human": 2, "tool": 3, "ai": 4}
 
 
