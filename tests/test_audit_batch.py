@@ -24,12 +24,14 @@ from polars.testing import assert_frame_equal
 from contextledger.jobs.compare import FRAMEWORK_DEFAULTS, parse_compared
 from contextledger.jobs.synth_model import synth_streams
 from contextledger.jobs.whatif import read_inputs
+from contextledger.read.messages import ToolCall
 from contextledger.report import COMPARE_POLICIES
 from contextledger.window.audit import AUDIT_SCHEMA, RunFacts, audit_run, audit_table_exact
 from contextledger.window.audit_batch import audit_served
 from contextledger.window.cache_costs import CachePrices
 from contextledger.window.frameworks import parse_framework_policy
 from contextledger.window.frameworks._common import tokens_at_rate
+from contextledger.window.frameworks._history import run_history
 from contextledger.window.standings import timelines
 from contextledger.window.synthetic import (
     Batch,
@@ -257,7 +259,14 @@ def test_a_broken_shared_history_rule_is_found(broken, monkeypatch):
 
 
 @pytest.mark.parametrize(
-    "broken", ["buffer one short", "head ends one later", "trim keeps one more", "no notice"]
+    "broken",
+    [
+        "buffer one short",
+        "head ends one later",
+        "trim keeps one more",
+        "no notice",
+        "filter drops what a step said",
+    ],
 )
 def test_a_broken_rule_over_the_batchs_histories_is_found(broken, monkeypatch):
     """Each rule of :mod:`~contextledger.window.framework_ranges`, put one message off,
@@ -269,7 +278,14 @@ def test_a_broken_rule_over_the_batchs_histories_is_found(broken, monkeypatch):
         "head ends one later": "autogen_head_tail:head_size=2,tail_size=3",
         "trim keeps one more": "langchain_trim:max_tokens=600",
         "no notice": "autogen_head_tail:head_size=0,tail_size=2",
+        "filter drops what a step said": "mastra_tool_filter",
     }[broken]
+    add_steps = ranges.BatchHistories._add_steps
+
+    def broken_steps(self, last, message_id):
+        add_steps(self, last, message_id)
+        self.uncalled[len(self.uncalled) - len(last) :] = [-1] * len(last)
+
     pieces, trimmed = ranges._pieces, ranges._trimmed
 
     def broken_pieces(ids, bounds):  # two ranges: the buffer's; three: head, notice, tail
@@ -289,6 +305,7 @@ def test_a_broken_rule_over_the_batchs_histories_is_found(broken, monkeypatch):
         return [(np.maximum(begin - 1, rows.base), end)]
 
     monkeypatch.setattr(ranges, "_trimmed", broken_trim)
+    monkeypatch.setattr(ranges.BatchHistories, "_add_steps", broken_steps)
     assert ranges.ranged(parse_framework_policy(spec))
     monkeypatch.setattr(ranges, "_pieces", broken_pieces)
     streams, rows = shared_runs()
@@ -313,6 +330,7 @@ ranged_specs = st.one_of(
         st.integers(1, 300),
         st.integers(0, 3),
     ).map(lambda tk: f"langchain_clear:trigger={tk[0].format(tk[1])},keep=messages:{tk[2]}"),
+    st.just("mastra_tool_filter"),
 )
 
 
@@ -329,3 +347,39 @@ def test_the_ranges_are_the_exact_audit_on_random_histories(runs, specs):
     assert all(ranged(parse_framework_policy(spec)) for spec in specs)
     streams = [stream for stream, _ in runs]
     same_audit(streams, specs, [row for _, filed in runs for row in filed])
+
+
+def test_runs_whose_calls_are_not_plain_are_replayed_under_mastras_filter():
+    """A call id made twice, or a call with no name: Mastra's filter reads the history
+    there (:meth:`BatchHistories._add_steps`), so those runs are replayed, the others
+    laid out as ranges, in one batch."""
+    from contextledger.window.framework_ranges import BatchHistories
+
+    said = [Said("user", "go")]
+    steps = [
+        [Batch((Result(f"tool_{n}", 40 + n), Result("other", 30)), f"step {n}")] for n in range(6)
+    ]
+    plain = build_stream("plain", said, steps)
+
+    def renamed(stream, rename):
+        def changed(message):
+            calls = tuple(ToolCall(*rename(call.id, call.name)) for call in message.tool_calls)
+            call_id = rename(message.tool_call_id, None)[0] if message.tool_call_id else None
+            return replace(message, tool_calls=calls, tool_call_id=call_id)
+
+        return replace(
+            stream,
+            run_id=f"{stream.run_id}, renamed",
+            messages=[changed(m) for m in stream.messages],
+        )
+
+    twice = renamed(plain, lambda i, name: ("c2.0.0" if i == "c4.0.0" else i, name))
+    unnamed = renamed(plain, lambda i, name: (i, "" if i == "c3.0.1" else name))
+    runs = [plain, twice, unnamed]
+    batch = BatchHistories()
+    for stream in runs:
+        run = run_history(stream, tokens_at_rate(None))
+        batch.add_run(run, lambda m: 0, lambda *a: 0, [], [], filtered=True)
+    assert batch.plain == [True, False, False]
+    audited = same_audit(runs, ["mastra_tool_filter", "autogen_buffered:buffer_size=3"])
+    assert audited["answer_placeholders"].sum() > 0

@@ -40,6 +40,7 @@ from contextledger.window.frameworks._history import run_history
 from contextledger.window.frameworks.anthropic import AnthropicClearToolUses
 from contextledger.window.frameworks.autogen import AutoGenHeadTail
 from contextledger.window.frameworks.langchain import LangChainClearToolUses
+from contextledger.window.frameworks.mastra import MastraToolCallFilter
 from contextledger.window.refusals import is_result
 from contextledger.window.replay import window_key
 from contextledger.window.standings import timelines
@@ -72,6 +73,7 @@ def audit_served(
     ranges = list(dict.fromkeys(p for _, p in policies if ranged(p)))
     head_tails = [p for p in ranges if isinstance(p, AutoGenHeadTail)]
     clears = [p for p in ranges if isinstance(p, (AnthropicClearToolUses, LangChainClearToolUses))]
+    filtered = any(isinstance(p, MastraToolCallFilter) for p in ranges)
     histories = BatchHistories()
     which: list[int] = []  # per output row, its replay (-1 - n: the nth of ``ranges``)
     for stream in streams:
@@ -79,10 +81,11 @@ def audit_served(
         laid.start_run(stream, RunFacts.of(stream, timeline))
         tokens_of = tokens_at_rate(laid.facts[-1].rate)
         if ranges:
-            histories.add_run(
-                run_history(stream, tokens_of), laid.message_id, laid.rewrite_id, head_tails, clears
-            )
-        replayed: dict[AnyPolicy, int] = {p: -1 - n for n, p in enumerate(ranges)}
+            run = run_history(stream, tokens_of)
+            histories.add_run(run, laid.message_id, laid.rewrite_id, head_tails, clears, filtered)
+        replayed: dict[AnyPolicy, int] = {
+            p: -1 - n for n, p in enumerate(ranges) if histories.laid(p)
+        }
         for _, policy in policies:
             alike = serving_alike(policy, armed=timeline is not None)
             at = replayed.get(alike)
@@ -93,18 +96,19 @@ def audit_served(
                 )
             which.append(at)
         laid.end_run()
-    first_replays = []
+    replays = []  # per policy of ``ranges``, its replay of each run
     if ranges:
         whole = histories.whole()
         laid_out = (*whole, laid.add_windows(*whole))
     for policy in ranges:
-        first_replays.append(len(laid.run_of_replay))
-        laid.add_ranges(windows(policy, histories), laid_out, histories.calls_of_run)
+        runs = histories.laid_runs(policy)
+        served = windows(policy, histories)
+        replays.append(laid.add_ranges(served, laid_out, histories.calls_of_run, runs))
     numbered = np.asarray(which, dtype=np.int64)
-    if ranges:  # the replays laid out together: the nth policy's at its first + the run
-        run = np.repeat(np.arange(len(streams)), len(policies))
+    if ranges:  # the replays laid out together: the nth policy's of the run
+        run_of = np.repeat(np.arange(len(streams)), len(policies))
         later = numbered < 0
-        numbered[later] = np.asarray(first_replays)[-1 - numbered[later]] + run[later]
+        numbered[later] = np.stack(replays)[-1 - numbered[later], run_of[later]]
     rows = _Measured.of(laid).rows(laid, prices)
     out = rows[numbered]
     labels = [label for _ in streams for label, _ in policies]
@@ -210,14 +214,21 @@ class _Layout:
         served: tuple[np.ndarray, np.ndarray],
         histories: tuple[np.ndarray, np.ndarray, np.ndarray],
         calls: Sequence[int],
-    ) -> None:
-        """Lay out one replay of every run of the batch (once every run is started), a
-        window each call (``served``: ids laid end to end, and their lengths), ``calls``
-        a run. A window that is the call's whole history, id for id, is the history's
+        runs: np.ndarray,
+    ) -> np.ndarray:
+        """Lay out one replay of each run of the batch where ``runs`` holds (once every run
+        is started), a window each call (``served``: every run's, ids laid end to end, and
+        their lengths), ``calls`` a run; the replay of each run (-1: not laid out). A
+        window that is the call's whole history, id for id, is the history's
         (``histories``: as ``served``, and their numbers from :meth:`add_windows`): laid
         out once for every policy that serves it, as the replays' shared lists are."""
         flat, lengths = served
         history_flat, history_lengths, history_windows = histories
+        counts = np.asarray(calls, dtype=np.int64)
+        taken = np.repeat(runs, counts)  # per row
+        flat, lengths = flat[np.repeat(taken, lengths)], lengths[taken]
+        history_flat = history_flat[np.repeat(taken, history_lengths)]
+        history_lengths, history_windows = history_lengths[taken], history_windows[taken]
         starts = np.cumsum(lengths) - lengths
         history_starts = np.cumsum(history_lengths) - history_lengths
         alike = np.flatnonzero(lengths == history_lengths)
@@ -232,11 +243,14 @@ class _Layout:
         own = self.add_windows(flat[np.repeat(~whole, lengths)], lengths[~whole])
         window = np.empty(len(lengths), dtype=np.int64)
         window[whole], window[~whole] = history_windows[whole], own
-        replay = len(self.run_of_replay)
-        self.run_of_replay += range(len(self.streams))
+        laid = np.flatnonzero(runs)
+        replay = np.full(len(runs), -1, dtype=np.int64)
+        replay[laid] = np.arange(len(laid)) + len(self.run_of_replay)
+        self.run_of_replay += laid.tolist()
         self.window_of_row += window.tolist()
-        self.replay_of_row += np.repeat(np.arange(replay, replay + len(calls)), calls).tolist()
-        self.call_of_row += _spans(np.asarray(calls, dtype=np.int64))[1].tolist()
+        self.replay_of_row += np.repeat(replay[laid], counts[laid]).tolist()
+        self.call_of_row += _spans(counts[laid])[1].tolist()
+        return replay
 
     def _window(self, window: Sequence[Message]) -> int:
         """The number of ``window`` (a list several calls or policies may serve)."""

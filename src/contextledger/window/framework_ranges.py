@@ -34,6 +34,7 @@ from contextledger.window.frameworks.langchain import (
     LangChainTrim,
     message_type,
 )
+from contextledger.window.frameworks.mastra import MastraToolCallFilter, _calls_removed
 
 #: LangChain's message types as codes (0: any other role).
 _TYPES = {"system": 1, "human": 2, "tool": 3, "ai": 4}
@@ -56,6 +57,8 @@ def ranged(policy: object) -> TypeGuard[FrameworkPolicy]:
         return plain and (
             isinstance(policy, AnthropicClearToolUses) or policy.keep[0][0] != "tokens"
         )
+    if isinstance(policy, MastraToolCallFilter):
+        return not policy.exclude and policy.preserve_latest_step
     return (
         isinstance(policy, LangChainTrim)
         and policy.strategy == "last"
@@ -81,6 +84,12 @@ class BatchHistories:
     notices: dict[AutoGenHeadTail, list[list[int]]] = field(default_factory=dict)
     #: Per clear: per position, the id of its cleared copy (-1: never cleared)
     copies: dict[Clear, list[int]] = field(default_factory=dict)
+    #: For Mastra's filter: per position, the position of the message making the call a
+    #: result answers (-1: none), and the id of a calling message without its calls (-1:
+    #: left with nothing); per run, whether its calls are plain (else it is replayed)
+    caller: list[int] = field(default_factory=list)
+    uncalled: list[int] = field(default_factory=list)
+    plain: list[bool] = field(default_factory=list)
 
     def add_run(
         self,
@@ -89,6 +98,7 @@ class BatchHistories:
         rewrite_id: Callable[[Message, str, str | None], int],
         head_tails: list[AutoGenHeadTail],
         clears: list[Clear],
+        filtered: bool = False,
     ) -> None:
         """One run's history (``message_id``: its messages' ids in the layout, asked while
         the run is the layout's current one), the notices its head-and-tail views hold and
@@ -138,8 +148,51 @@ class BatchHistories:
                     if clearable:
                         copies[position] = rewrite_id(last[position], placeholder, "placeholder")
             self.copies.setdefault(clear, []).extend(copies)
+        if filtered:
+            self._add_steps(last, message_id)
         self.history_lengths += map(len, run.histories)
         self.calls_of_run.append(len(run.histories))
+
+    def _add_steps(self, last: list[Message], message_id: Callable[[Message], int]) -> None:
+        """What Mastra's filter (every tool, the latest step kept) reads of a run. Where
+        every call has an id and a name, no id is made twice and a recorded call list
+        names no other, a result stays exactly while its call's message is the latest
+        step, and a calling message before that step loses all its calls (removed when
+        it says nothing else); other runs are replayed."""
+        base = len(self.caller)
+        caller: dict[str, int] = {}
+        plain = True
+        for position, message in enumerate(last):
+            if message.role == "assistant" and message.tool_calls:
+                ids = [call.id for call in message.tool_calls]
+                recorded = message.raw.get("toolCalls") if message.raw is not None else None
+                plain = plain and all(call.id and call.name for call in message.tool_calls)
+                plain = plain and len(set(ids)) == len(ids) and not caller.keys() & set(ids)
+                plain = plain and not (
+                    isinstance(recorded, list)
+                    and any(isinstance(c, dict) and c.get("id") not in ids for c in recorded)
+                )
+                caller.update((call_id, base + position) for call_id in ids)
+        self.plain.append(plain)
+        self.caller += [
+            caller.get(m.tool_call_id or "", -1) if m.role == "tool" else -1 for m in last
+        ]
+        self.uncalled += [
+            message_id(_calls_removed(m, frozenset(c.id for c in m.tool_calls)))
+            if plain and m.role == "assistant" and m.tool_calls and m.content.strip()
+            else -1
+            for m in last
+        ]
+
+    def laid(self, policy: object) -> bool:
+        """Whether ``policy``'s windows of the run just added are laid out as ranges."""
+        return not isinstance(policy, MastraToolCallFilter) or self.plain[-1]
+
+    def laid_runs(self, policy: object) -> np.ndarray:
+        """Per run, whether ``policy``'s windows are laid out as ranges."""
+        if isinstance(policy, MastraToolCallFilter):
+            return np.asarray(self.plain, dtype=bool)
+        return np.ones(len(self.calls_of_run), dtype=bool)
 
     def whole(self) -> tuple[np.ndarray, np.ndarray]:
         """Every call's whole history, as :func:`windows` lays out a window."""
@@ -187,6 +240,8 @@ def windows(policy: FrameworkPolicy, batch: BatchHistories) -> tuple[np.ndarray,
         return _pieces(ids, _trimmed(policy, batch, rows))
     if isinstance(policy, (AnthropicClearToolUses, LangChainClearToolUses)):
         return _cleared(policy, batch, rows, ids)
+    if isinstance(policy, MastraToolCallFilter):
+        return _filtered(batch, rows, ids)
     raise TypeError(f"{policy}: not laid out as ranges")
 
 
@@ -332,3 +387,26 @@ def _cleared(
     copies = np.asarray(batch.copies[policy], dtype=np.int64)[flat]
     swapped = fires[row] & (copies >= 0) & (later >= keep)
     return np.where(swapped, copies, ids[flat]), lengths
+
+
+def _filtered(batch: BatchHistories, rows: _Rows, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:class:`MastraToolCallFilter` (every tool, the latest step kept) of a plain run
+    (:meth:`BatchHistories._add_steps`; the other runs' windows are laid out, unread):
+    the results of the latest step's calls, the other messages but calling ones, the
+    latest step itself, and every earlier calling message that says something, without
+    its calls."""
+    positions, lengths = _pieces(np.arange(len(ids)), [(rows.base, rows.end)])
+    row = np.repeat(np.arange(len(lengths)), lengths)
+    steps = np.asarray(batch.calls, dtype=bool)
+    # per call, the latest step of its history (-1: none)
+    latest = np.maximum.accumulate(np.where(steps, np.arange(len(steps)), -1))
+    latest = _at(latest, rows.end - 1)
+    latest = np.where((rows.end > rows.base) & (latest >= rows.base), latest, -1)[row]
+    result = np.asarray(batch.types, dtype=np.int64)[positions] == 3
+    step = steps[positions]
+    uncalled = np.asarray(batch.uncalled, dtype=np.int64)[positions]
+    earlier = step & (positions != latest)
+    caller = np.asarray(batch.caller, dtype=np.int64)[positions]
+    kept = np.where(result, (caller == latest) & (latest >= 0), ~earlier | (uncalled >= 0))
+    out = np.where(earlier, uncalled, ids[positions])
+    return out[kept], np.bincount(row[kept], minlength=len(lengths))
