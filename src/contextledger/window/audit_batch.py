@@ -5,9 +5,10 @@ each window a replay serves is laid out flat as the ids of its messages (one id 
 object of the run, a policy's rewrites included), so its chars are segment sums, the prefix
 it shares with the previous call's window an element-wise comparison of the two, its wire
 problems rules over per-message properties and the facts at the answer membership in the
-last window, for every window of the batch at once. The windows are still replayed one run
-at a time (:func:`~contextledger.window.audit.served_windows`); the rows are the exact
-audit's, column for column.
+last window, for every window of the batch at once. The stateless framework policies'
+windows come as ids for the whole batch (:mod:`~contextledger.window.framework_ranges`);
+the others are replayed one run at a time (:func:`~contextledger.window.audit.served_windows`).
+The rows are the exact audit's, column for column.
 """
 
 from __future__ import annotations
