@@ -282,8 +282,8 @@ def test_a_broken_rule_over_the_batchs_histories_is_found(broken, monkeypatch):
     }[broken]
     add_steps = ranges.BatchHistories._add_steps
 
-    def broken_steps(self, last, message_id):
-        add_steps(self, last, message_id)
+    def broken_steps(self, last, rewrite_id):
+        add_steps(self, last, rewrite_id)
         self.uncalled[len(self.uncalled) - len(last) :] = [-1] * len(last)
 
     pieces, trimmed = ranges._pieces, ranges._trimmed
@@ -379,7 +379,23 @@ def test_runs_whose_calls_are_not_plain_are_replayed_under_mastras_filter():
     batch = BatchHistories()
     for stream in runs:
         run = run_history(stream, tokens_at_rate(None))
-        batch.add_run(run, lambda m: 0, lambda *a: 0, [], [], filtered=True)
+        batch.add_run(run, lambda m: 0, lambda *a, **k: 0, [], [], filtered=True)
     assert batch.plain == [True, False, False]
     audited = same_audit(runs, ["mastra_tool_filter", "autogen_buffered:buffer_size=3"])
+    assert audited["answer_placeholders"].sum() > 0
+
+
+def test_the_batch_audit_is_the_exact_audit_on_streams_read_back_from_an_archive(tmp_path):
+    """An archive keeps a message's length, not always its text (``stored_chars``): a
+    copy that keeps the content keeps that length (Mastra's filter), one that writes new
+    content measures it (the clears)."""
+    from contextledger.archive import Archive
+    from contextledger.archive.windows import stream_batches
+    from contextledger.jobs.synth import synth_archive
+
+    root = tmp_path / "archive"
+    synth_archive(root, 120, seed=6, batch_runs=120, workers=1)
+    streams, standings = next(stream_batches(Archive.open(root)))
+    assert any(m.stored_chars is not None for s in streams for m in s.messages)
+    audited = same_audit(streams, FRAMEWORKS, standings)
     assert audited["answer_placeholders"].sum() > 0

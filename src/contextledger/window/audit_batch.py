@@ -41,7 +41,7 @@ from contextledger.window.frameworks._history import run_history
 from contextledger.window.frameworks.anthropic import AnthropicClearToolUses
 from contextledger.window.frameworks.autogen import AutoGenHeadTail
 from contextledger.window.frameworks.langchain import LangChainClearToolUses
-from contextledger.window.frameworks.mastra import MastraToolCallFilter
+from contextledger.window.frameworks.mastra import MastraToolCallFilter, _calls_removed
 from contextledger.window.refusals import is_result
 from contextledger.window.replay import window_key
 from contextledger.window.standings import timelines
@@ -169,8 +169,8 @@ class _Layout:
     _keys: dict[Any, int] = field(default_factory=dict)
     _ids: dict[Message, int] = field(default_factory=dict)  # (a message hashes by identity)
     _lists: dict[int, tuple[Sequence[Message], int]] = field(default_factory=dict)
-    _rewrites: dict[tuple[Message, str, str | None], int] = field(default_factory=dict)
-    _unbuilt: dict[int, tuple[Message, str, str | None]] = field(default_factory=dict)
+    _rewrites: dict[tuple[Message, str, str | None, bool], int] = field(default_factory=dict)
+    _unbuilt: dict[int, tuple[Message, str, str | None, bool]] = field(default_factory=dict)
 
     def start_run(self, stream: RunMessages, facts: RunFacts) -> None:
         self.streams.append(stream)
@@ -300,11 +300,15 @@ class _Layout:
             self.call_ids.append(calls.setdefault(call.id, len(calls)))
         return number
 
-    def rewrite_id(self, message: Message, content: str, edit: str | None) -> int:
+    def rewrite_id(
+        self, message: Message, content: str, edit: str | None, *, calls_kept: bool = True
+    ) -> int:
         """The id of ``rewritten(message, content, edit)`` (a result cleared, or a notice
-        from a template), its properties those of ``message`` with the content and edit
-        replaced; the copy is built only if a row names it (:meth:`message`)."""
-        key = (message, content, edit)
+        from a template), or with ``calls_kept`` False of ``message`` without its calls
+        (Mastra's filter: ``content`` its own), its properties those of ``message`` with
+        the content, edit and calls replaced; the copy is built only if a row names it
+        (:meth:`message`)."""
+        key = (message, content, edit, calls_kept)
         found = self._rewrites.get(key)
         if found is not None:
             return found
@@ -313,19 +317,23 @@ class _Layout:
         number = self._rewrites[key] = len(self.messages)
         self.messages.append(None)
         self._unbuilt[number] = key
-        chars = utf16_length(content)
+        # a copy keeps the original's stored length unless its content is new (rewritten)
+        chars = utf16_length(content) if calls_kept else message.chars
         keys = self._keys
+        tool_calls = message.tool_calls if calls_kept else ()
         row[0] = chars
         verbatim = row[3] and is_result(message) and not edit  # (row[3]: a call id given)
         row[4] = verbatim
         row[5] = verbatim and self.facts[-1].final.get(message.tool_call_id or "") == "fact"
         row[6] = _EDITS.get(edit, 0)
-        row[7] = keys.setdefault(rewritten_wire_key(message, content, chars, edit), len(keys))
+        wire = rewritten_wire_key(message, content, chars, edit, tool_calls)
+        row[7] = keys.setdefault(wire, len(keys))
         if message.window_authored:  # window_key: an authored message is its text
             row[8] = keys.setdefault(("sent", ("authored", content)), len(keys))
+        row[9] = len(tool_calls)
         self.properties += row
         calls = self.call_numbers
-        for call in message.tool_calls:
+        for call in tool_calls:
             self.call_ids.append(calls.setdefault(call.id, len(calls)))
         return number
 
@@ -334,7 +342,12 @@ class _Layout:
         own replay makes)."""
         found = self.messages[number]
         if found is None:
-            found = self.messages[number] = rewritten(*self._unbuilt.pop(number))
+            message, content, edit, calls_kept = self._unbuilt.pop(number)
+            found = self.messages[number] = (
+                rewritten(message, content, edit)
+                if calls_kept
+                else _calls_removed(message, frozenset(call.id for call in message.tool_calls))
+            )
         return found
 
     def columns(self) -> dict[str, np.ndarray]:

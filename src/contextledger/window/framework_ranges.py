@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import accumulate
-from typing import Any, TypeGuard
+from typing import Any, Protocol, TypeGuard
 
 import numpy as np
 
@@ -34,7 +34,7 @@ from contextledger.window.frameworks.langchain import (
     LangChainTrim,
     message_type,
 )
-from contextledger.window.frameworks.mastra import MastraToolCallFilter, _calls_removed
+from contextledger.window.frameworks.mastra import MastraToolCallFilter
 
 #: LangChain's message types as codes (0: any other role).
 _TYPES = {"system": 1, "human": 2, "tool": 3, "ai": 4}
@@ -42,6 +42,15 @@ _TYPES = {"system": 1, "human": 2, "tool": 3, "ai": 4}
 
 #: What AutoGen's "Skipped k messages." notice is, but its text.
 _NOTICE = Message("user", "", window_authored=True)
+
+
+class RewriteId(Protocol):
+    """The id of a policy's rewrite of a message, unbuilt (``_Layout.rewrite_id``)."""
+
+    def __call__(
+        self, message: Message, content: str, edit: str | None, *, calls_kept: bool = True
+    ) -> int: ...
+
 
 #: The clears: their placeholder copies are made per run (:meth:`BatchHistories.add_run`).
 Clear = AnthropicClearToolUses | LangChainClearToolUses
@@ -95,7 +104,7 @@ class BatchHistories:
         self,
         run: RunHistory,
         message_id: Callable[[Message], int],
-        rewrite_id: Callable[[Message, str, str | None], int],
+        rewrite_id: RewriteId,
         head_tails: list[AutoGenHeadTail],
         clears: list[Clear],
         filtered: bool = False,
@@ -149,11 +158,11 @@ class BatchHistories:
                         copies[position] = rewrite_id(last[position], placeholder, "placeholder")
             self.copies.setdefault(clear, []).extend(copies)
         if filtered:
-            self._add_steps(last, message_id)
+            self._add_steps(last, rewrite_id)
         self.history_lengths += map(len, run.histories)
         self.calls_of_run.append(len(run.histories))
 
-    def _add_steps(self, last: list[Message], message_id: Callable[[Message], int]) -> None:
+    def _add_steps(self, last: list[Message], rewrite_id: RewriteId) -> None:
         """What Mastra's filter (every tool, the latest step kept) reads of a run. Where
         every call has an id and a name, no id is made twice and a recorded call list
         names no other, a result stays exactly while its call's message is the latest
@@ -178,7 +187,7 @@ class BatchHistories:
             caller.get(m.tool_call_id or "", -1) if m.role == "tool" else -1 for m in last
         ]
         self.uncalled += [
-            message_id(_calls_removed(m, frozenset(c.id for c in m.tool_calls)))
+            rewrite_id(m, m.content, "placeholder", calls_kept=False)
             if plain and m.role == "assistant" and m.tool_calls and m.content.strip()
             else -1
             for m in last
