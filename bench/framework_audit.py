@@ -5,9 +5,13 @@ runs) of an archive's window tables, rebuilt as streams once (not timed): the au
 frameworks' policies the report audits over an archive (``FRAMEWORK_DEFAULTS`` but those
 reading tool text), as :func:`~contextledger.window.audit.audit_table_exact` (each window
 replayed and audited in Python) and :func:`~contextledger.window.audit_batch.audit_served`
-(each window replayed, then all audited as arrays), and their replays alone; each
-``--repeat`` times in turn, CPU seconds (user + sys), medians and the load average. The
-two audits' rows are checked equal once (``check_exact``). Run:
+(the stateless policies' windows laid out for the whole batch from arrays of its
+histories, :mod:`~contextledger.window.framework_ranges`, the others replayed window by
+window, then all audited as arrays), the same with every policy replayed window by
+window (as before the ranges: ``ranged`` made to refuse every policy), and the replays
+alone; each ``--repeat`` times in turn, CPU seconds (user + sys), medians, the ratio of
+the two ``audit_served`` and the load average. The audits' rows are checked equal once
+(``check_exact``). Run:
 ``.venv/bin/python bench/framework_audit.py [--archive DIR] [--repeat 5]``.
 """
 
@@ -25,6 +29,7 @@ from polars.testing import assert_frame_equal
 from contextledger.archive.store import Archive
 from contextledger.archive.windows import stream_batches
 from contextledger.jobs.compare import FRAMEWORK_DEFAULTS
+from contextledger.window import audit_batch
 from contextledger.window.audit import (
     audit_table_exact,
     parse_audit_policy,
@@ -54,11 +59,18 @@ def main() -> None:
     policies, _ = without_tool_text(
         [(spec, parse_audit_policy(spec)) for spec in FRAMEWORK_DEFAULTS]
     )
-    assert_frame_equal(
-        audit_served(streams, policies, standings),
-        audit_table_exact(streams, policies, standings),
-        check_exact=True,
-    )
+    ranged = audit_batch.ranged
+
+    def every_window_replayed() -> object:
+        audit_batch.ranged = lambda policy: False
+        try:
+            return audit_served(streams, policies, standings)
+        finally:
+            audit_batch.ranged = ranged
+
+    exact = audit_table_exact(streams, policies, standings)
+    assert_frame_equal(audit_served(streams, policies, standings), exact, check_exact=True)
+    assert_frame_equal(every_window_replayed(), exact, check_exact=True)  # type: ignore[arg-type]
 
     def replays() -> None:
         for stream in streams:
@@ -70,7 +82,10 @@ def main() -> None:
         "window by window (audit_table_exact)": lambda: audit_table_exact(
             streams, policies, standings
         ),
-        "as arrays (audit_served)": lambda: audit_served(streams, policies, standings),
+        "every window replayed (before)": every_window_replayed,
+        "stateless ones as ranges (audit_served)": lambda: audit_served(
+            streams, policies, standings
+        ),
         "their replays alone": replays,
     }
     seconds: dict[str, list[float]] = {name: [] for name in cases}
@@ -81,7 +96,12 @@ def main() -> None:
     print(f"{len(streams)} runs, {len(policies)} policies; CPU, medians of {args.repeat}")
     for name, values in seconds.items():
         spread = f"{min(values):.2f}-{max(values):.2f}"
-        print(f"  {name:<38} {statistics.median(values):6.2f} s  ({spread})")
+        print(f"  {name:<40} {statistics.median(values):6.2f} s  ({spread})")
+    before, now = (
+        statistics.median(seconds[name])
+        for name in ("every window replayed (before)", "stateless ones as ranges (audit_served)")
+    )
+    print(f"  before / ranges: {before / now:.2f}x CPU")
     print(f"  load {load}; rows equal (check_exact)")
 
 

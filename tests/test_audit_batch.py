@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import numpy as np
 import polars as pl
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -23,12 +24,14 @@ from polars.testing import assert_frame_equal
 from contextledger.jobs.compare import FRAMEWORK_DEFAULTS, parse_compared
 from contextledger.jobs.synth_model import synth_streams
 from contextledger.jobs.whatif import read_inputs
+from contextledger.read.messages import ToolCall
 from contextledger.report import COMPARE_POLICIES
 from contextledger.window.audit import AUDIT_SCHEMA, RunFacts, audit_run, audit_table_exact
 from contextledger.window.audit_batch import audit_served
 from contextledger.window.cache_costs import CachePrices
 from contextledger.window.frameworks import parse_framework_policy
 from contextledger.window.frameworks._common import tokens_at_rate
+from contextledger.window.frameworks._history import run_history
 from contextledger.window.standings import timelines
 from contextledger.window.synthetic import (
     Batch,
@@ -249,7 +252,150 @@ def test_a_broken_shared_history_rule_is_found(broken, monkeypatch):
     streams, rows = shared_runs()
     with pytest.raises(AssertionError):
         assert_frame_equal(
-            audit_served(streams, parse_compared(specs), rows),
+            audit_table_exact(streams, parse_compared(specs), rows),
             own_loop_audit(streams, specs, rows),
             check_exact=True,
         )
+
+
+@pytest.mark.parametrize(
+    "broken",
+    [
+        "buffer one short",
+        "head ends one later",
+        "trim keeps one more",
+        "no notice",
+        "filter drops what a step said",
+    ],
+)
+def test_a_broken_rule_over_the_batchs_histories_is_found(broken, monkeypatch):
+    """Each rule of :mod:`~contextledger.window.framework_ranges`, put one message off,
+    gives rows the window-by-window audit does not."""
+    from contextledger.window import framework_ranges as ranges
+
+    spec = {
+        "buffer one short": "autogen_buffered:buffer_size=2",
+        "head ends one later": "autogen_head_tail:head_size=2,tail_size=3",
+        "trim keeps one more": "langchain_trim:max_tokens=600",
+        "no notice": "autogen_head_tail:head_size=0,tail_size=2",
+        "filter drops what a step said": "mastra_tool_filter",
+    }[broken]
+    add_steps = ranges.BatchHistories._add_steps
+
+    def broken_steps(self, last, rewrite_id):
+        add_steps(self, last, rewrite_id)
+        self.uncalled[len(self.uncalled) - len(last) :] = [-1] * len(last)
+
+    pieces, trimmed = ranges._pieces, ranges._trimmed
+
+    def broken_pieces(ids, bounds):  # two ranges: the buffer's; three: head, notice, tail
+        if len(bounds) == 1:  # a whole history, or the trim's tail
+            return pieces(ids, bounds)
+        (begin, end), *rest = bounds
+        if broken == "buffer one short":
+            rest = [(rest[0][0] + (rest[0][0] < rest[0][1]), rest[0][1])]
+        elif broken == "head ends one later":
+            end = end + (rest[0][1] > rest[0][0])
+        else:
+            rest = [(rest[0][0], rest[0][0]), rest[1]]
+        return pieces(ids, [(begin, end), *rest])
+
+    def broken_trim(policy, batch, rows):
+        ((begin, end),) = trimmed(policy, batch, rows)
+        return [(np.maximum(begin - 1, rows.base), end)]
+
+    monkeypatch.setattr(ranges, "_trimmed", broken_trim)
+    monkeypatch.setattr(ranges.BatchHistories, "_add_steps", broken_steps)
+    assert ranges.ranged(parse_framework_policy(spec))
+    monkeypatch.setattr(ranges, "_pieces", broken_pieces)
+    streams, rows = shared_runs()
+    with pytest.raises(AssertionError):
+        same_audit(streams, [spec], rows)
+
+
+#: Specs of every policy laid out as ranges of the batch's histories, their keys drawn.
+ranged_specs = st.one_of(
+    st.integers(1, 6).map(lambda n: f"autogen_buffered:buffer_size={n}"),
+    st.tuples(st.integers(0, 4), st.integers(1, 4)).map(
+        lambda ht: f"autogen_head_tail:head_size={ht[0]},tail_size={ht[1]}"
+    ),
+    st.tuples(
+        st.integers(0, 400), st.sampled_from(["", ",start_on=human", ",start_on=ai|tool"])
+    ).map(lambda ms: f"langchain_trim:max_tokens={ms[0]}{ms[1]}"),
+    st.tuples(st.integers(1, 300), st.integers(0, 3)).map(
+        lambda tk: f"anthropic_clear:trigger={tk[0]},keep={tk[1]}"
+    ),
+    st.tuples(
+        st.sampled_from(["{}", "tokens:{}", "messages:{}", "tokens:{}|messages:4"]),
+        st.integers(1, 300),
+        st.integers(0, 3),
+    ).map(lambda tk: f"langchain_clear:trigger={tk[0].format(tk[1])},keep=messages:{tk[2]}"),
+    st.just("mastra_tool_filter"),
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    runs=st.lists(st.integers(0, 1), min_size=1, max_size=4).flatmap(
+        lambda kinds: st.tuples(*(mixed_runs(f"run-{n}") for n in range(len(kinds))))
+    ),
+    specs=st.lists(ranged_specs, min_size=1, max_size=4, unique=True),
+)
+def test_the_ranges_are_the_exact_audit_on_random_histories(runs, specs):
+    from contextledger.window.framework_ranges import ranged
+
+    assert all(ranged(parse_framework_policy(spec)) for spec in specs)
+    streams = [stream for stream, _ in runs]
+    same_audit(streams, specs, [row for _, filed in runs for row in filed])
+
+
+def test_runs_whose_calls_are_not_plain_are_replayed_under_mastras_filter():
+    """A call id made twice, or a call with no name: Mastra's filter reads the history
+    there (:meth:`BatchHistories._add_steps`), so those runs are replayed, the others
+    laid out as ranges, in one batch."""
+    from contextledger.window.framework_ranges import BatchHistories
+
+    said = [Said("user", "go")]
+    steps = [
+        [Batch((Result(f"tool_{n}", 40 + n), Result("other", 30)), f"step {n}")] for n in range(6)
+    ]
+    plain = build_stream("plain", said, steps)
+
+    def renamed(stream, rename):
+        def changed(message):
+            calls = tuple(ToolCall(*rename(call.id, call.name)) for call in message.tool_calls)
+            call_id = rename(message.tool_call_id, None)[0] if message.tool_call_id else None
+            return replace(message, tool_calls=calls, tool_call_id=call_id)
+
+        return replace(
+            stream,
+            run_id=f"{stream.run_id}, renamed",
+            messages=[changed(m) for m in stream.messages],
+        )
+
+    twice = renamed(plain, lambda i, name: ("c2.0.0" if i == "c4.0.0" else i, name))
+    unnamed = renamed(plain, lambda i, name: (i, "" if i == "c3.0.1" else name))
+    runs = [plain, twice, unnamed]
+    batch = BatchHistories()
+    for stream in runs:
+        run = run_history(stream, tokens_at_rate(None))
+        batch.add_run(run, lambda m: 0, lambda *a, **k: 0, [], [], filtered=True)
+    assert batch.plain == [True, False, False]
+    audited = same_audit(runs, ["mastra_tool_filter", "autogen_buffered:buffer_size=3"])
+    assert audited["answer_placeholders"].sum() > 0
+
+
+def test_the_batch_audit_is_the_exact_audit_on_streams_read_back_from_an_archive(tmp_path):
+    """An archive keeps a message's length, not always its text (``stored_chars``): a
+    copy that keeps the content keeps that length (Mastra's filter), one that writes new
+    content measures it (the clears)."""
+    from contextledger.archive import Archive
+    from contextledger.archive.windows import stream_batches
+    from contextledger.jobs.synth import synth_archive
+
+    root = tmp_path / "archive"
+    synth_archive(root, 120, seed=6, batch_runs=120, workers=1)
+    streams, standings = next(stream_batches(Archive.open(root)))
+    assert any(m.stored_chars is not None for s in streams for m in s.messages)
+    audited = same_audit(streams, FRAMEWORKS, standings)
+    assert audited["answer_placeholders"].sum() > 0

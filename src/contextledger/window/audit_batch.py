@@ -5,9 +5,10 @@ each window a replay serves is laid out flat as the ids of its messages (one id 
 object of the run, a policy's rewrites included), so its chars are segment sums, the prefix
 it shares with the previous call's window an element-wise comparison of the two, its wire
 problems rules over per-message properties and the facts at the answer membership in the
-last window, for every window of the batch at once. The windows are still replayed one run
-at a time (:func:`~contextledger.window.audit.served_windows`); the rows are the exact
-audit's, column for column.
+last window, for every window of the batch at once. The stateless framework policies'
+windows come as ids for the whole batch (:mod:`~contextledger.window.framework_ranges`);
+the others are replayed one run at a time (:func:`~contextledger.window.audit.served_windows`).
+The rows are the exact audit's, column for column.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from contextledger.read.jsjson import utf16_length
 from contextledger.read.messages import Message, RunMessages
 from contextledger.window.audit import (
     AUDIT_SCHEMA,
@@ -32,8 +34,14 @@ from contextledger.window.audit import (
     served_windows,
     serving_alike,
 )
-from contextledger.window.cache_costs import priced_totals, wire_key
-from contextledger.window.frameworks._common import tokens_at_rate
+from contextledger.window.cache_costs import priced_totals, rewritten_wire_key, wire_key
+from contextledger.window.framework_ranges import BatchHistories, ranged, windows
+from contextledger.window.frameworks._common import rewritten, tokens_at_rate
+from contextledger.window.frameworks._history import run_history
+from contextledger.window.frameworks.anthropic import AnthropicClearToolUses
+from contextledger.window.frameworks.autogen import AutoGenHeadTail
+from contextledger.window.frameworks.langchain import LangChainClearToolUses
+from contextledger.window.frameworks.mastra import MastraToolCallFilter, _calls_removed
 from contextledger.window.refusals import is_result
 from contextledger.window.replay import window_key
 from contextledger.window.standings import timelines
@@ -62,12 +70,23 @@ def audit_served(
         return pl.DataFrame(schema=AUDIT_SCHEMA)
     laid = _Layout()
     by_run = timelines(standings_rows)
-    which: list[int] = []  # per output row, its replay
+    # the policies laid out for the whole batch at once: a replay each, numbered after
+    ranges = list(dict.fromkeys(p for _, p in policies if ranged(p)))
+    head_tails = [p for p in ranges if isinstance(p, AutoGenHeadTail)]
+    clears = [p for p in ranges if isinstance(p, (AnthropicClearToolUses, LangChainClearToolUses))]
+    filtered = any(isinstance(p, MastraToolCallFilter) for p in ranges)
+    histories = BatchHistories()
+    which: list[int] = []  # per output row, its replay (-1 - n: the nth of ``ranges``)
     for stream in streams:
         timeline = by_run.get(stream.run_id)
         laid.start_run(stream, RunFacts.of(stream, timeline))
         tokens_of = tokens_at_rate(laid.facts[-1].rate)
-        replayed: dict[AnyPolicy, int] = {}
+        if ranges:
+            run = run_history(stream, tokens_of)
+            histories.add_run(run, laid.message_id, laid.rewrite_id, head_tails, clears, filtered)
+        replayed: dict[AnyPolicy, int] = {
+            p: -1 - n for n, p in enumerate(ranges) if histories.laid(p)
+        }
         for _, policy in policies:
             alike = serving_alike(policy, armed=timeline is not None)
             at = replayed.get(alike)
@@ -78,8 +97,21 @@ def audit_served(
                 )
             which.append(at)
         laid.end_run()
+    replays = []  # per policy of ``ranges``, its replay of each run
+    if ranges:
+        whole = histories.whole()
+        laid_out = (*whole, laid.add_windows(*whole))
+    for policy in ranges:
+        runs = histories.laid_runs(policy)
+        served = windows(policy, histories)
+        replays.append(laid.add_ranges(served, laid_out, histories.calls_of_run, runs))
+    numbered = np.asarray(which, dtype=np.int64)
+    if ranges:  # the replays laid out together: the nth policy's of the run
+        run_of = np.repeat(np.arange(len(streams)), len(policies))
+        later = numbered < 0
+        numbered[later] = np.stack(replays)[-1 - numbered[later], run_of[later]]
     rows = _Measured.of(laid).rows(laid, prices)
-    out = rows[np.asarray(which, dtype=np.int64)]
+    out = rows[numbered]
     labels = [label for _ in streams for label, _ in policies]
     return out.with_columns(policy=pl.Series(labels, dtype=pl.String))
 
@@ -114,7 +146,7 @@ class _Layout:
 
     facts: list[RunFacts] = field(default_factory=list)
     streams: list[RunMessages] = field(default_factory=list)
-    messages: list[Message] = field(default_factory=list)
+    messages: list[Message | None] = field(default_factory=list)  # None: a rewrite unbuilt
     properties: list[int] = field(default_factory=list)  # _PROPERTIES of each, in a row
     call_ids: list[int] = field(default_factory=list)  # the calls each message makes, flat
     # per distinct window of a run (by the list served): its message ids, laid end to end
@@ -137,22 +169,24 @@ class _Layout:
     _keys: dict[Any, int] = field(default_factory=dict)
     _ids: dict[Message, int] = field(default_factory=dict)  # (a message hashes by identity)
     _lists: dict[int, tuple[Sequence[Message], int]] = field(default_factory=dict)
+    _rewrites: dict[tuple[Message, str, str | None, bool], int] = field(default_factory=dict)
+    _unbuilt: dict[int, tuple[Message, str, str | None, bool]] = field(default_factory=dict)
 
     def start_run(self, stream: RunMessages, facts: RunFacts) -> None:
         self.streams.append(stream)
         self.facts.append(facts)
-        self._ids, self._lists, self._keys = {}, {}, {}
-        numbered = [self._message_id(message) for message in stream.messages]
+        self._ids, self._lists, self._keys, self._rewrites = {}, {}, {}, {}
+        numbered = [self.message_id(message) for message in stream.messages]
         self.first_call.append(len(self.input_tokens))
         for call, request in zip(stream.calls, facts.requests, strict=True):
             # the window the call was sent: stream messages, so ids by their index
             self.sent_flat += map(numbered.__getitem__, call.window_served)
             self.sent_lengths.append(len(call.window_served))
-            self.request.append(-1 if request is None else self._message_id(request))
+            self.request.append(-1 if request is None else self.message_id(request))
             self.input_tokens.append(call.input_tokens)
 
     def end_run(self) -> None:
-        self._ids, self._lists, self._keys = {}, {}, {}
+        self._ids, self._lists, self._keys, self._rewrites = {}, {}, {}, {}
 
     def add_replay(self, served: Sequence[Sequence[Message]]) -> int:
         """Lay out one replay's windows (one per call of the current run); its number."""
@@ -168,6 +202,57 @@ class _Layout:
         self.call_of_row += range(len(served))
         return replay
 
+    def add_windows(self, flat: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+        """Lay out windows (``lengths[n]`` ids of ``flat`` each, no replay's yet); their
+        numbers."""
+        window = len(self.lengths)
+        self.flat += flat.tolist()
+        self.lengths += lengths.tolist()
+        return np.arange(window, window + len(lengths))
+
+    def add_ranges(
+        self,
+        served: tuple[np.ndarray, np.ndarray],
+        histories: tuple[np.ndarray, np.ndarray, np.ndarray],
+        calls: Sequence[int],
+        runs: np.ndarray,
+    ) -> np.ndarray:
+        """Lay out one replay of each run of the batch where ``runs`` holds (once every run
+        is started), a window each call (``served``: every run's, ids laid end to end, and
+        their lengths), ``calls`` a run; the replay of each run (-1: not laid out). A
+        window that is the call's whole history, id for id, is the history's
+        (``histories``: as ``served``, and their numbers from :meth:`add_windows`): laid
+        out once for every policy that serves it, as the replays' shared lists are."""
+        flat, lengths = served
+        history_flat, history_lengths, history_windows = histories
+        counts = np.asarray(calls, dtype=np.int64)
+        taken = np.repeat(runs, counts)  # per row
+        flat, lengths = flat[np.repeat(taken, lengths)], lengths[taken]
+        history_flat = history_flat[np.repeat(taken, history_lengths)]
+        history_lengths, history_windows = history_lengths[taken], history_windows[taken]
+        starts = np.cumsum(lengths) - lengths
+        history_starts = np.cumsum(history_lengths) - history_lengths
+        alike = np.flatnonzero(lengths == history_lengths)
+        differ = _pairs_differ(
+            np.concatenate([flat, history_flat]),
+            starts[alike],
+            history_starts[alike] + len(flat),
+            lengths[alike],
+        )
+        whole = np.zeros(len(lengths), dtype=bool)
+        whole[alike] = differ == lengths[alike]
+        own = self.add_windows(flat[np.repeat(~whole, lengths)], lengths[~whole])
+        window = np.empty(len(lengths), dtype=np.int64)
+        window[whole], window[~whole] = history_windows[whole], own
+        laid = np.flatnonzero(runs)
+        replay = np.full(len(runs), -1, dtype=np.int64)
+        replay[laid] = np.arange(len(laid)) + len(self.run_of_replay)
+        self.run_of_replay += laid.tolist()
+        self.window_of_row += window.tolist()
+        self.replay_of_row += np.repeat(replay[laid], counts[laid]).tolist()
+        self.call_of_row += _spans(counts[laid])[1].tolist()
+        return replay
+
     def _window(self, window: Sequence[Message]) -> int:
         """The number of ``window`` (a list several calls or policies may serve)."""
         held = self._lists.get(id(window))
@@ -176,7 +261,7 @@ class _Layout:
         try:
             ids = list(map(self._ids.__getitem__, window))
         except KeyError:  # messages a policy wrote: numbered as they are met
-            known, number_of = self._ids.get, self._message_id
+            known, number_of = self._ids.get, self.message_id
             ids = [n if (n := known(m)) is not None else number_of(m) for m in window]
         number = len(self.lengths)
         self.flat += ids
@@ -184,7 +269,9 @@ class _Layout:
         self._lists[id(window)] = (window, number)  # the window held: its id stays its own
         return number
 
-    def _message_id(self, message: Message) -> int:
+    def message_id(self, message: Message) -> int:
+        """The id of ``message`` (a message of the current run's windows), numbered when
+        first met."""
         found = self._ids.get(message)
         if found is not None:
             return found
@@ -212,6 +299,56 @@ class _Layout:
         for call in message.tool_calls:
             self.call_ids.append(calls.setdefault(call.id, len(calls)))
         return number
+
+    def rewrite_id(
+        self, message: Message, content: str, edit: str | None, *, calls_kept: bool = True
+    ) -> int:
+        """The id of ``rewritten(message, content, edit)`` (a result cleared, or a notice
+        from a template), or with ``calls_kept`` False of ``message`` without its calls
+        (Mastra's filter: ``content`` its own), its properties those of ``message`` with
+        the content, edit and calls replaced; the copy is built only if a row names it
+        (:meth:`message`)."""
+        key = (message, content, edit, calls_kept)
+        found = self._rewrites.get(key)
+        if found is not None:
+            return found
+        base = self.message_id(message) * len(_PROPERTIES)
+        row = self.properties[base : base + len(_PROPERTIES)]
+        number = self._rewrites[key] = len(self.messages)
+        self.messages.append(None)
+        self._unbuilt[number] = key
+        # a copy keeps the original's stored length unless its content is new (rewritten)
+        chars = utf16_length(content) if calls_kept else message.chars
+        keys = self._keys
+        tool_calls = message.tool_calls if calls_kept else ()
+        row[0] = chars
+        verbatim = row[3] and is_result(message) and not edit  # (row[3]: a call id given)
+        row[4] = verbatim
+        row[5] = verbatim and self.facts[-1].final.get(message.tool_call_id or "") == "fact"
+        row[6] = _EDITS.get(edit, 0)
+        wire = rewritten_wire_key(message, content, chars, edit, tool_calls)
+        row[7] = keys.setdefault(wire, len(keys))
+        if message.window_authored:  # window_key: an authored message is its text
+            row[8] = keys.setdefault(("sent", ("authored", content)), len(keys))
+        row[9] = len(tool_calls)
+        self.properties += row
+        calls = self.call_numbers
+        for call in tool_calls:
+            self.call_ids.append(calls.setdefault(call.id, len(calls)))
+        return number
+
+    def message(self, number: int) -> Message:
+        """The message of id ``number`` (a rewrite built now: the same copy the policy's
+        own replay makes)."""
+        found = self.messages[number]
+        if found is None:
+            message, content, edit, calls_kept = self._unbuilt.pop(number)
+            found = self.messages[number] = (
+                rewritten(message, content, edit)
+                if calls_kept
+                else _calls_removed(message, frozenset(call.id for call in message.tool_calls))
+            )
+        return found
 
     def columns(self) -> dict[str, np.ndarray]:
         """:data:`_PROPERTIES` of every message, a column each."""
@@ -394,7 +531,7 @@ class _Measured:
                 continue
             stream = laid.streams[runs[replay]]
             call = stream.calls[laid.call_of_row[row]]
-            message = laid.messages[int(self.first_message[row])]
+            message = laid.message(int(self.first_message[row]))
             kind = WIRE_KINDS[int(self.first_kind[row])]
             firsts.append((call.ordinal, kind, describe_message(message)))
         for n, name in enumerate(("call", "kind", "message")):

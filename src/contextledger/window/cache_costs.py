@@ -51,15 +51,25 @@ class CachePrices:
 def wire_key(message: Message) -> tuple[Any, ...]:
     """What a cache compares: which message it is and the bytes it carries now (an
     edited message differs from its original)."""
+    return rewritten_wire_key(
+        message, message.content, message.chars, message.edit, message.tool_calls
+    )
+
+
+def rewritten_wire_key(
+    message: Message, content: str, chars: int, edit: str | None, tool_calls: tuple[Any, ...]
+) -> tuple[Any, ...]:
+    """:func:`wire_key` of ``message`` with its ``content`` (of ``chars``), ``edit`` and
+    ``tool_calls`` replaced, for an audit that measures a policy's rewrite unbuilt."""
     stream_index = message.index if message.index >= 0 and not message.window_authored else None
     return (
         stream_index,
         message.role,
-        message.content,
-        message.chars,
+        content,
+        chars,
         message.tool_call_id,
-        message.tool_calls,
-        message.edit,
+        tool_calls,
+        edit,
     )
 
 

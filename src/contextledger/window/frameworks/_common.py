@@ -228,7 +228,7 @@ _REWRITES_KEPT = 4096
 
 
 @functools.lru_cache(maxsize=_REWRITES_KEPT)
-def rewritten(message: Message, content: str, edit: str) -> Message:
+def rewritten(message: Message, content: str, edit: str | None) -> Message:
     """``message`` with new content, marked with how a policy rewrote it (the same copy
     for the same rewrite of the same message: copies are never changed)."""
     raw = dict(message.raw) if message.raw is not None else None
