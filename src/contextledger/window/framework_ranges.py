@@ -149,7 +149,7 @@ class BatchHistories:
                     if isinstance(clear, AnthropicClearToolUses)
                     else LANGCHAIN_PLACEHOLDER
                 )
-                positions, eligible = clear._clearable(last)[:2]
+                positions, eligible = clear.clearable(last)[:2]
                 keep = clear.keep if isinstance(clear, AnthropicClearToolUses) else clear.keep[0][1]
                 for position, clearable in zip(
                     positions[: max(0, len(positions) - keep)], eligible, strict=False

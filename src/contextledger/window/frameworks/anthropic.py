@@ -78,7 +78,7 @@ class AnthropicClearToolUses(FrameworkPolicy):
         # result's place among the results is the same in every history holding it.
         clearable = run.memo.get(self)
         if clearable is None:
-            clearable = run.memo[self] = self._clearable(run.histories[-1])
+            clearable = run.memo[self] = self.clearable(run.histories[-1])
         positions, eligible, copies, frees = clearable
         results = bisect.bisect_left(positions, len(history))
         out = list(history)
@@ -99,7 +99,7 @@ class AnthropicClearToolUses(FrameworkPolicy):
             return history
         return out
 
-    def _clearable(
+    def clearable(
         self, history: Sequence[Message]
     ) -> tuple[list[int], list[bool], list[Message | None], list[int]]:
         """The positions of the tool results in ``history``; whether each may be cleared

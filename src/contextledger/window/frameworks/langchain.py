@@ -280,7 +280,7 @@ class LangChainClearToolUses(FrameworkPolicy):
         # once per run, over the last history, for every call's.
         clearable = run.memo.get(self)
         if clearable is None:
-            clearable = run.memo[self] = self._clearable(run.histories[-1])
+            clearable = run.memo[self] = self.clearable(run.histories[-1])
         positions, eligible, copies = clearable
         results = bisect.bisect_left(positions, len(history))
         keep = self.keep[0][1]
@@ -298,7 +298,7 @@ class LangChainClearToolUses(FrameworkPolicy):
             out[position] = copy
         return out
 
-    def _clearable(
+    def clearable(
         self, history: Sequence[Message]
     ) -> tuple[list[int], list[bool], list[Message | None]]:
         """The positions of the tool results in ``history``; whether each may be cleared

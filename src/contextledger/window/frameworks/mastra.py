@@ -37,11 +37,11 @@ def _without_calls(message: Message, dropped: set[str]) -> Message | None:
         removed.update(
             c.get("id") for c in recorded if isinstance(c, dict) and c.get("id") in dropped
         )
-    return _calls_removed(message, frozenset(removed))
+    return calls_removed(message, frozenset(removed))
 
 
 @functools.lru_cache(maxsize=4096)
-def _calls_removed(message: Message, removed: frozenset[Any]) -> Message:
+def calls_removed(message: Message, removed: frozenset[Any]) -> Message:
     """``message`` without its calls in ``removed`` (the same copy for the same removal:
     the filter runs afresh at every call, over the same messages)."""
     kept = tuple(c for c in message.tool_calls if c.id not in removed)
