@@ -45,7 +45,7 @@ _NOTICE = Message("user", "", window_authored=True)
 
 
 class RewriteId(Protocol):
-    """The id of a policy's rewrite of a message, unbuilt (``_Layout.rewrite_id``)."""
+    """The id of a policy's rewrite of a message, unbuilt (``Layout.rewrite_id``)."""
 
     def __call__(
         self, message: Message, content: str, edit: str | None, *, calls_kept: bool = True
@@ -143,16 +143,12 @@ class BatchHistories:
             self.notices.setdefault(policy, []).append(notices)
         for clear in clears:
             copies = [-1] * len(last)
-            if run.histories and self._fires(clear, len(last), run.running[-1]):
-                placeholder = (
-                    ANTHROPIC_PLACEHOLDER
-                    if isinstance(clear, AnthropicClearToolUses)
-                    else LANGCHAIN_PLACEHOLDER
-                )
+            if run.histories and _fires(clear, len(last), run.running[-1]):
+                anthropic = isinstance(clear, AnthropicClearToolUses)
+                placeholder = ANTHROPIC_PLACEHOLDER if anthropic else LANGCHAIN_PLACEHOLDER
                 positions, eligible = clear.clearable(last)[:2]
-                keep = clear.keep if isinstance(clear, AnthropicClearToolUses) else clear.keep[0][1]
                 for position, clearable in zip(
-                    positions[: max(0, len(positions) - keep)], eligible, strict=False
+                    positions[: max(0, len(positions) - _kept(clear))], eligible, strict=False
                 ):
                     if clearable:
                         copies[position] = rewrite_id(last[position], placeholder, "placeholder")
@@ -208,17 +204,23 @@ class BatchHistories:
         rows = _Rows.of(self)
         return _pieces(np.asarray(self.ids, dtype=np.int64), [(rows.base, rows.end)])
 
-    @staticmethod
-    def _fires(clear: Clear, messages: int | np.ndarray, tokens: int | np.ndarray) -> Any:
-        """Whether ``clear`` clears a history of ``messages`` and ``tokens`` (histories'
-        arrays: per history)."""
-        if isinstance(clear, AnthropicClearToolUses):
-            return tokens > clear.trigger
-        fires: Any = False
-        for kind, value in clear.trigger:
-            measured = messages if kind == "messages" else tokens
-            fires = fires | (measured > value if kind == "int" else measured >= value)
-        return fires & (messages > 0)
+
+def _fires(clear: Clear, messages: int | np.ndarray, tokens: int | np.ndarray) -> Any:
+    """Whether ``clear`` clears a history of ``messages`` and ``tokens`` (histories'
+    arrays: per history)."""
+    if isinstance(clear, AnthropicClearToolUses):
+        return tokens > clear.trigger
+    fires: Any = False
+    for kind, value in clear.trigger:
+        measured = messages if kind == "messages" else tokens
+        fires = fires | (measured > value if kind == "int" else measured >= value)
+    return fires & (messages > 0)
+
+
+def _kept(clear: Clear) -> int:
+    """How many of the most recent results ``clear`` keeps (LangChain's ``keep`` is a
+    count here, an int or ``messages:N``: :func:`ranged` takes no ``tokens:N``)."""
+    return clear.keep if isinstance(clear, AnthropicClearToolUses) else clear.keep[0][1]
 
 
 @dataclass
@@ -387,10 +389,8 @@ def _cleared(
     row = np.repeat(np.arange(len(lengths)), lengths)
     tokens = np.concatenate([[0], np.cumsum(np.asarray(batch.tokens, dtype=np.int64))])
     results = np.concatenate([[0], np.cumsum(np.asarray(batch.types, dtype=np.int64) == 3)])
-    fires = BatchHistories._fires(
-        policy, rows.end - rows.base, tokens[rows.end] - tokens[rows.base]
-    )
-    keep = policy.keep if isinstance(policy, AnthropicClearToolUses) else policy.keep[0][1]
+    fires = _fires(policy, rows.end - rows.base, tokens[rows.end] - tokens[rows.base])
+    keep = _kept(policy)
     # a result is cleared when fewer than keep + 1 results follow it in the call's history
     later = results[rows.end][row] - results[flat + 1]
     copies = np.asarray(batch.copies[policy], dtype=np.int64)[flat]
