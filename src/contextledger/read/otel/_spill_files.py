@@ -33,10 +33,9 @@ Entry = tuple[int, SpanRecord]
 Tools = tuple[tuple[str, int], ...]
 
 
-class _Stored(msgspec.Struct, array_like=True, gc=False):
-    """An entry as written: where it was read and what assembling runs sorts it by
-    (so a pass that only sorts records and moves them leaves them undecoded:
-    :class:`_Light`), its record's tools by their place in the batch's list, the record."""
+class _Placed(msgspec.Struct, array_like=True, gc=False):
+    """What an entry holds before its record: where it was read and what assembling runs
+    sorts it by, and its record's tools by their place in the batch's list."""
 
     ordinal: int
     trace_id: str
@@ -45,6 +44,12 @@ class _Stored(msgspec.Struct, array_like=True, gc=False):
     start: int
     conversation_id: str | None
     tools: int  # -1: None
+
+
+class _Stored(_Placed, array_like=True, gc=False):
+    """An entry as written: its place, then its record (a pass that only sorts records
+    and moves them leaves them undecoded: :class:`_Light`)."""
+
     record: SpanRecord
 
 
@@ -56,16 +61,9 @@ class _Batch(msgspec.Struct, array_like=True, gc=False):
     entries: list[_Stored]
 
 
-class _Light(msgspec.Struct, array_like=True, gc=False):
+class _Light(_Placed, array_like=True, gc=False):
     """A :class:`_Stored` with its record left as bytes."""
 
-    ordinal: int
-    trace_id: str
-    span_id: str
-    position: int
-    start: int
-    conversation_id: str | None
-    tools: int
     record: msgspec.Raw
 
 
